@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The README's test command: install memsight with its test extras into .venv, lint, run the tests.
+# torch is pinned to the CPU build (a bare `torch` pulls a multi-GB CUDA build); the agent tests use it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q 'torch==2.13.0' -e '.[dev,agent]'
+.venv/bin/ruff check .
+.venv/bin/python -m pytest -q "$@"

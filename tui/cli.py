@@ -1,0 +1,64 @@
+"""The `memsight` command: a thin dispatcher.
+
+Each subcommand lives in its own module and is imported only when chosen, so `memsight plan` never pays for
+textual, psutil or pynvml (and nothing here ever imports torch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from collectors.errors import CollectorError
+from planner.errors import PlannerError
+
+# subcommand -> (module, one-line help)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "watch": ("tui.cmd_watch", "live monitor of this machine, its GPUs and every memsight agent (default)"),
+    "plan": ("tui.cmd_plan", "memory plan for a model: four buckets, fits / max users, per-rank rows"),
+    "run": ("tui.cmd_run", "run a command with the in-process agent injected, and watch it"),
+    "replay": ("tui.cmd_replay", "open a recording made with `memsight run --headless --record FILE`"),
+    "demo": ("tui.cmd_watch", "the live view fed by a bundled real recording"),
+}
+
+
+def build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, object]:
+    parser = argparse.ArgumentParser(
+        prog="memsight",
+        description="Where the memory of an LLM inference experiment goes, live, next to the plan.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    chosen = argv[0] if argv and argv[0] in SUBCOMMANDS else None
+    modules = {}
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        # Only the chosen subcommand's module is imported: the others get a bare parser for --help listings.
+        if name == chosen:
+            module = importlib.import_module(module_name)
+            module.add_arguments(p, name)
+            modules[name] = module
+    return parser, modules
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
+        argv = ["watch", *argv]
+    parser, modules = build_parser(argv)
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    module = modules[args.command]
+    try:
+        return int(module.main(args, args.command) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except (PlannerError, CollectorError) as exc:  # a message the user can act on, not a traceback
+        print(f"memsight: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
