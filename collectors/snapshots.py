@@ -1,0 +1,218 @@
+"""The values the collectors hand to the rest of memsight: immutable snapshots, one concept each.
+
+Everything here is a frozen, slotted dataclass of plain Python values (ints for bytes, floats for rates,
+strings for labels), so a `MonitorState` can be handed to the UI thread without copying or locking.
+
+Conventions shared by every class:
+* bytes are `int`; `None` means "unknown" (the source did not say, or the read failed), never zero;
+* a field a device or driver does not support is `None` *and* its name is listed in `unsupported`,
+  so "Not Supported" stays distinct from "failed this time" and from a real 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+# An empty read-only mapping used as a default (a shared immutable value, not mutable state).
+_EMPTY: Mapping = MappingProxyType({})
+
+
+# --------------------------------------------------------------------------------------------- OS
+@dataclass(frozen=True, slots=True)
+class ProcessInfo:
+    """One process, as the OS sees it (plus its NVML usage when the monitor could match the pid)."""
+
+    pid: int
+    name: str  # /proc/<pid>/comm
+    cmdline: str  # space-joined argv, possibly truncated
+    user: str  # owner's user name (or the uid as text)
+    rss: int  # resident set size, bytes
+    growth_bytes: int | None  # rss change over the growth window; None while the process is newer than it
+    is_new: bool  # first seen after the collector's first sample
+    gpu_bytes: int | None = None  # sum of its per-process NVML usage over devices; None if NVML did not say
+    start_ticks: int = 0  # /proc/<pid>/stat starttime (clock ticks since boot): tells a reused pid apart
+    growth_window_s: float = 0.0  # the window growth_bytes covers (seconds actually spanned)
+
+
+@dataclass(frozen=True, slots=True)
+class OSSnapshot:
+    """Host memory at time t (bytes; from /proc/meminfo, /proc/pressure/memory, /proc/vmstat)."""
+
+    t: float
+    mem_total: int
+    mem_available: int
+    cached: int
+    shmem: int
+    swap_total: int
+    swap_free: int
+    psi_some_avg10: float | None  # percent; None where the kernel has no PSI
+    psi_full_avg10: float | None
+    oom_kill: int | None  # cumulative count from /proc/vmstat; None on kernels without it
+    processes: tuple[ProcessInfo, ...]  # top processes by rss, plus the fastest growers
+    skipped_processes: int = 0  # processes that vanished or denied access during this sample
+
+    @property
+    def system_used(self) -> int:
+        """MemTotal − MemAvailable: what the OS cannot give a new allocation without reclaiming."""
+        return self.mem_total - self.mem_available
+
+
+# --------------------------------------------------------------------------------------------- NVML
+@dataclass(frozen=True, slots=True)
+class GpuProcess:
+    pid: int
+    used_bytes: int | None  # None: NVML gave no value for this process (NVML_VALUE_NOT_AVAILABLE)
+    kind: str  # "compute" | "graphics"
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceInfo:
+    index: int
+    name: str
+    uuid: str
+    total: int | None
+    reserved: int | None  # driver/firmware reserved (memory info v2 only)
+    used: int | None
+    free: int | None
+    unified: bool  # shares system memory (GB10 / Grace-class / integrated): headroom is MemAvailable
+    utilization_gpu: float | None  # percent
+    processes: tuple[GpuProcess, ...]
+    unsupported: tuple[str, ...]  # names of fields the device answered NOT_SUPPORTED for
+    errors: tuple[str, ...] = ()  # "field: message" for reads that failed for another reason
+
+    @property
+    def processes_used_bytes(self) -> int | None:
+        """Sum of per-process usage on this device; None if no process gave a number."""
+        values = [p.used_bytes for p in self.processes if p.used_bytes is not None]
+        return sum(values) if values else None
+
+
+@dataclass(frozen=True, slots=True)
+class NVMLSnapshot:
+    status: str  # "ok" | "no NVML library: ..." | "NVML init failed: ..." | "no NVIDIA device"
+    available: bool
+    devices: tuple[DeviceInfo, ...]
+    t: float = 0.0
+    driver_version: str | None = None
+
+
+# --------------------------------------------------------------------------------------------- agent
+@dataclass(frozen=True, slots=True)
+class AgentRecord:
+    """One decoded agent record: one process, one device (device -1: process-level, no CUDA), one tick.
+
+    Byte fields are None when unknown (CUDA not initialized, the stat absent on this build)."""
+
+    t: float
+    device: int  # CUDA device index; -1 for a process-level record (CUDA not initialized)
+    cuda_state: str  # "torch not imported" | "CUDA not initialized" | "ok"
+    allocated: int | None  # memory_stats allocated_bytes.all.current
+    reserved: int | None  # reserved_bytes.all.current
+    peak_allocated: int | None  # allocated_bytes.all.peak (== max_memory_allocated)
+    active: int | None  # active_bytes.all.current
+    inactive_split: int | None  # inactive_split_bytes.all.current: free bytes stranded in split blocks
+    alloc_retries: int | None  # num_alloc_retries (cudaMalloc failed, cache flushed, retried)
+    num_ooms: int | None
+    segments: int | None  # segment.all.current
+    large_pool_reserved: int | None
+    small_pool_reserved: int | None
+    cuda_free: int | None  # mem_get_info (sampled at most once a second: it synchronizes)
+    cuda_total: int | None
+    is_integrated: bool | None  # torch.cuda.get_device_properties(d).is_integrated
+    rss: int | None  # the process's resident set size
+    weights_bytes: int | None  # tracked model parameters + buffers on this device; None: nothing tracked
+    kv_bytes: int | None  # tracked KV cache tensors on this device; None: nothing tracked
+    step_index: int  # number of mark_step() calls so far (0: none)
+    step_label: str  # label of the latest step mark ("prefill", "decode", ...)
+    step_t: float | None  # time of the latest step mark
+    tick_cost_s: float | None  # how long the agent's previous tick took (its own overhead)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentView:
+    """What the monitor knows about one in-process agent (one experiment process)."""
+
+    pid: int
+    start_ticks: int  # process start time (clock ticks since boot), from the ring file's name and header
+    cmdline: str
+    path: str  # the ring file
+    status: str  # "ok" | "CUDA not initialized" | "torch not imported" | "exited" | "pid reused" | "stale"
+    alive: bool
+    latest: tuple[AgentRecord, ...]  # newest record per device (device -1 first when present)
+    history: tuple[AgentRecord, ...]  # recent records, oldest first (all devices interleaved)
+    lost_records: int = 0  # records overwritten in the ring file before the monitor read them
+    hz: float = 0.0  # the agent's sampling rate
+
+
+# --------------------------------------------------------------------------------------------- buckets
+@dataclass(frozen=True, slots=True)
+class MeasuredBuckets:
+    """The four buckets as measured for one (agent process, device). None = unknown, never a guess.
+
+    weights + kv + activations + allocator_gap + non_torch (+ other_allocated) approximates what the
+    driver sees the process use; each term comes from a different counter, see collectors/buckets.py."""
+
+    pid: int
+    device: int
+    weights_bytes: int | None  # tracked model parameters + buffers
+    kv_bytes: int | None  # tracked KV cache tensors
+    activations_bytes: int | None  # peak allocated in the current/last step − the step's steady level
+    allocator_gap_bytes: int | None  # reserved − allocated: cached by PyTorch, not in a tensor
+    non_torch_bytes: int | None  # driver-visible process usage − reserved (context, cuBLAS, NCCL, graphs)
+    other_allocated_bytes: int | None  # steady allocated − weights − kv: live tensors nobody tracked
+    allocated: int | None
+    reserved: int | None
+    peak_allocated: int | None  # peak used for activations_bytes
+    driver_used_bytes: int | None  # per-process NVML usage of this pid on this device
+    step_label: str = ""
+    notes: tuple[str, ...] = ()  # why a field is None, or how a number was obtained
+
+    @property
+    def overhead_bytes(self) -> int | None:
+        """allocator gap + non-PyTorch memory; None unless both are known."""
+        if self.allocator_gap_bytes is None or self.non_torch_bytes is None:
+            return None
+        return self.allocator_gap_bytes + self.non_torch_bytes
+
+
+# --------------------------------------------------------------------------------------------- alerts
+@dataclass(frozen=True, slots=True)
+class Alert:
+    t: float  # when the condition was seen
+    kind: str  # "headroom" | "new_process" | "process_growth" | "alloc_retries" | "ooms" | "oom_kill"
+    #            | "fragmentation"
+    severity: str  # "warning" | "critical"
+    message: str  # one line, units labelled, e.g. "pid 4242 (python) grew 3.10 GiB in 30 s"
+    pid: int | None = None
+    device: int | None = None
+    value: float | None = None  # the measured number that tripped the rule (bytes or a count)
+
+
+# --------------------------------------------------------------------------------------------- state
+@dataclass(frozen=True, slots=True)
+class MonitorState:
+    """One immutable view of everything sampled, for the UI. Built by the collector threads, so
+    `Monitor.state()` returns it without work or locks."""
+
+    t: float
+    os: OSSnapshot | None
+    nvml: NVMLSnapshot
+    agents: tuple[AgentView, ...]  # latest record + short history of each live agent
+    buckets: tuple[MeasuredBuckets, ...]  # one per (agent pid, device)
+    alerts: tuple[Alert, ...]  # newest last
+    unified: bool  # one shared pool (GB10 / integrated)
+    headroom_bytes: int | None  # MemAvailable on unified memory, device free on discrete
+    headroom_source: str  # "MemAvailable" | "device free (NVML)" | "device free (agent)" | "unknown"
+    # history[name] == (times, values): two equal-length tuples, oldest first, values in bytes.
+    # Names: "allocated", "reserved", "gap" (sums over agents and devices), "available" (MemAvailable),
+    # "headroom", and per agent device "allocated:<pid>:<dev>", "reserved:<pid>:<dev>", "gap:<pid>:<dev>".
+    history: Mapping[str, tuple[tuple[float, ...], ...]]
+    # On unified memory the three numbers side by side (None elsewhere or when a part is unknown):
+    system_used_bytes: int | None = None  # MemTotal − MemAvailable
+    gpu_held_bytes: int | None = None  # sum of per-process NVML usage
+    unified_gap_bytes: int | None = None  # system used − GPU-held (CPU-side use, page cache pressure...)
+    dropped: Mapping[str, int] = field(default_factory=lambda: _EMPTY)  # per source: samples lost
+    source_status: Mapping[str, str] = field(default_factory=lambda: _EMPTY)  # "os"/"nvml"/"agents": ok|why
+    replay: bool = False  # True when the state comes from a recording (ReplayMonitor)
