@@ -1,0 +1,155 @@
+"""Widgets fed plain data: exact cells, exact figures, and no redraw when nothing changed."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from textual.app import App, ComposeResult
+
+from tui.widgets.alert_log import AlertLog
+from tui.widgets.bucket_bars import BucketBars, comparison_rows, stacked_bar
+from tui.widgets.data import AlertRow, BucketComparison, HeadroomData, ProcessRow, Segment
+from tui.widgets.fmt import gib, signed_gib, split_cells
+from tui.widgets.headroom import HeadroomGauge, headroom_level
+from tui.widgets.process_table import ProcessTable, filter_rows, sort_rows
+
+GIB = 2**30
+
+
+def plain(renderable, width: int = 120) -> str:
+    console = Console(width=width, record=True, color_system=None)
+    console.print(renderable)
+    return console.export_text()
+
+
+def test_split_cells_is_proportional_and_exact():
+    assert split_cells([50, 25, 25], 40, 100) == [20, 10, 10]
+    # a small but present bucket still gets a cell; the total never exceeds the budget
+    cells = split_cells([1, 99], 10, 100)
+    assert cells[0] == 1 and sum(cells) == 10
+    assert split_cells([10, 10], 20, 100) == [2, 2]  # 20% of the scale -> 4 of 20 cells
+    assert split_cells([0, 0], 20, 0) == [0, 0]
+
+
+def test_formatting_labels_units():
+    assert gib(3 * GIB // 2) == "1.5 GiB"
+    assert gib(None) == "n/a"
+    assert signed_gib(GIB // 2, 2) == "+0.50"
+    assert signed_gib(-GIB, 1) == "-1.0"
+    assert signed_gib(0) == "±0.0"
+
+
+def test_measured_and_plan_bars_share_one_scale():
+    measured = (Segment("weights", 40 * GIB), Segment("free", 40 * GIB))
+    planned = (Segment("weights", 20 * GIB), Segment("free", 60 * GIB))
+    m = stacked_bar(measured, 80, 80 * GIB)
+    p = stacked_bar(planned, 80, 80 * GIB)
+    assert m.cell_len == p.cell_len == 80
+    # the weights span is 40 cells above and 20 below: same bytes per cell
+    assert m.spans[0].end - m.spans[0].start == 40
+    assert p.spans[0].end - p.spans[0].start == 20
+
+
+def _comparison(gap: int = 2 * GIB) -> BucketComparison:
+    measured = (
+        Segment("other", 11 * GIB),
+        Segment("weights", 15 * GIB),
+        Segment("kv", 8 * GIB),
+        Segment("tensors", 0),
+        Segment("activations", GIB),
+        Segment("gap", gap),
+        Segment("nonpytorch", GIB),
+        Segment("free", 60 * GIB),
+    )
+    planned = (
+        Segment("other", 10 * GIB),
+        Segment("weights", 15 * GIB),
+        Segment("kv", 8 * GIB),
+        Segment("activations", 2 * GIB),
+        Segment("overhead", GIB + GIB // 2),
+        Segment("free", 63 * GIB),
+    )
+    return BucketComparison("GPU 0", 100 * GIB, measured, planned, "plan label")
+
+
+def test_comparison_rows_difference_per_bucket():
+    rows = {key: (m, p, d) for key, m, p, d in comparison_rows(_comparison())}
+    assert rows["other"] == (11 * GIB, 10 * GIB, GIB)
+    assert rows["weights"][2] == 0
+    assert rows["activations"][2] == -GIB
+    # the plan's overhead is compared with gap + non-PyTorch together
+    assert rows["overhead"] == (3 * GIB, GIB + GIB // 2, GIB + GIB // 2)
+    assert rows["free"][2] == -3 * GIB
+
+
+def test_headroom_levels_follow_thresholds():
+    def data(free):
+        return HeadroomData(free, 100 * GIB, "MemAvailable", 8 * GIB, 2 * GIB)
+
+    assert headroom_level(data(50 * GIB)) == "ok"
+    assert headroom_level(data(5 * GIB)) == "warning"
+    assert headroom_level(data(GIB)) == "critical"
+    assert headroom_level(data(None)) == "unknown"
+
+
+def _procs() -> tuple[ProcessRow, ...]:
+    return (
+        ProcessRow(10, "python", "lab", 30 * GIB, 20 * GIB, GIB, False, False, "python serve.py"),
+        ProcessRow(20, "chrome", "lab", 2 * GIB, None, 3 * GIB, True, True, "chrome"),
+        ProcessRow(5, "Xorg", "root", GIB // 4, GIB // 8, 0, False, False, "/usr/lib/xorg/Xorg"),
+        ProcessRow(7, "jupyter", "lab", GIB, None, None, True, False, "jupyter-lab"),
+    )
+
+
+def test_sort_and_filter_processes():
+    rows = _procs()
+    assert [r.pid for r in sort_rows(rows, "rss")] == [10, 20, 7, 5]
+    assert [r.pid for r in sort_rows(rows, "gpu")] == [10, 5, 7, 20]  # unknown GPU bytes last, ties by pid
+    assert [r.pid for r in sort_rows(rows, "growth")] == [20, 10, 5, 7]  # new (no growth yet) last
+    assert [r.pid for r in sort_rows(rows, "pid")] == [5, 7, 10, 20]
+    assert [r.pid for r in filter_rows(list(rows), "serve")] == [10]
+    assert [r.pid for r in filter_rows(list(rows), "root")] == [5]
+
+
+class WidgetApp(App):
+    def compose(self) -> ComposeResult:
+        yield BucketBars(id="bars")
+        yield HeadroomGauge(id="gauge")
+        yield ProcessTable(id="procs", max_rows=3)
+        yield AlertLog(id="alerts")
+
+
+async def test_widgets_redraw_only_on_change():
+    app = WidgetApp()
+    async with app.run_test(size=(120, 60)) as pilot:
+        bars = app.query_one(BucketBars)
+        assert bars.update_data(_comparison()) is True
+        assert bars.update_data(_comparison()) is False  # equal value: no redraw
+        await pilot.pause()
+        text = plain(bars.render(), 120)
+        assert "measured" in text and "plan" in text
+        assert "11.00" in text and "10.00" in text and "+1.00" in text  # other: measured, plan, diff
+        assert bars.update_data(_comparison(gap=3 * GIB)) is True
+
+        table = app.query_one(ProcessTable)
+        assert table.update_rows(_procs()) is True
+        assert table.row_count == 3  # top 3 only
+        before = table.rebuild_count
+        assert table.update_rows(_procs()) is False
+        assert table.rebuild_count == before
+        flags = [table.get_row_at(i)[-1].plain for i in range(table.row_count)]
+        assert flags == ["", "FAST", "NEW"]  # chrome grew fast, jupyter is new
+
+        log = app.query_one(AlertLog)
+        rows = (AlertRow("t+1.0s", "warning", "one"), AlertRow("t+2.0s", "critical", "two"))
+        assert log.update_rows(rows) is True
+        assert log.update_rows(rows) is False
+        assert len(log.lines) == 2
+        # a bounded history drops the oldest and adds one: only the new one is written
+        log.update_rows((rows[1], AlertRow("t+3.0s", "warning", "three")))
+        assert len(log.lines) == 3
+
+        gauge = app.query_one(HeadroomGauge)
+        gauge.update_data(HeadroomData(5 * GIB, 100 * GIB, "MemAvailable", 8 * GIB, 2 * GIB))
+        await pilot.pause()
+        rendered = gauge.render().plain
+        assert "5.0 GiB of 100.0 GiB" in rendered and "WARNING" in rendered

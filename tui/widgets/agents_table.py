@@ -1,0 +1,44 @@
+"""One row per agent (process or rank) with PyTorch's counters; the busiest one is marked."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from tui.widgets.data import AgentRow
+from tui.widgets.fmt import gib_num
+
+
+class AgentsTable(DataTable):
+    DEFAULT_CSS = """
+    AgentsTable { height: auto; max-height: 10; }
+    """
+
+    COLUMNS = ("", "pid", "agent", "alloc GiB", "reserved GiB", "gap GiB", "retries", "OOMs")
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(cursor_type="row", **kwargs)
+        self._shown: tuple[AgentRow, ...] | None = None
+
+    def on_mount(self) -> None:
+        self.add_columns(*self.COLUMNS)
+
+    def update_rows(self, rows: tuple[AgentRow, ...]) -> bool:
+        if rows == self._shown:
+            return False
+        self._shown = rows
+        self.clear()
+        for r in rows:
+            style = "bold" if r.busiest else ""
+            self.add_row(
+                Text("★ busiest" if r.busiest else "", style="bold magenta"),
+                Text(str(r.pid), style=style),
+                Text(r.label, style=style),
+                gib_num(r.allocated, 2),
+                gib_num(r.reserved, 2),
+                Text(gib_num(r.gap, 2), style="red" if r.gap and r.gap > 2**30 else ""),
+                "—" if r.retries is None else str(r.retries),
+                "—" if r.ooms is None else str(r.ooms),
+                key=str(r.pid),
+            )
+        return True

@@ -1,0 +1,154 @@
+"""Plain values the widgets render. The app builds them from MonitorState / Plan; widgets never fetch data.
+
+Every field is bytes as int (None when unknown) or a preformatted string; equality of two values decides
+whether a widget redraws, so they are frozen dataclasses compared field by field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Measured buckets, bottom to top of a device's memory, in the order they are drawn.
+# "tensors" are live tensors the agent was not told about (allocated − tracked weights − tracked KV).
+MEASURED_KEYS: tuple[str, ...] = (
+    "other",
+    "weights",
+    "kv",
+    "tensors",
+    "activations",
+    "gap",
+    "nonpytorch",
+    "free",
+)
+# The plan's buckets (overhead covers what the measured side splits into allocator gap + non-PyTorch).
+PLANNED_KEYS: tuple[str, ...] = ("other", "weights", "kv", "activations", "overhead", "free")
+
+BUCKET_LABELS: dict[str, str] = {
+    "other": "other procs / OS",
+    "weights": "weights",
+    "kv": "KV cache",
+    "tensors": "untracked tensors",
+    "activations": "activations",
+    "gap": "alloc. cached gap",
+    "nonpytorch": "non-PyTorch",
+    "overhead": "overhead",
+    "free": "free headroom",
+}
+
+# One colour per bucket (the legend's square); the bar's style paints the cell background with it.
+BUCKET_COLOURS: dict[str, str] = {
+    "other": "grey42",
+    "weights": "dodger_blue2",
+    "kv": "green4",
+    "tensors": "steel_blue",
+    "activations": "dark_orange3",
+    "gap": "red3",
+    "nonpytorch": "magenta3",
+    "overhead": "purple4",
+    "free": "grey30",
+}
+# The gap is the one that must catch the eye (bright hatching); free is a light shade, not a colour.
+BUCKET_STYLES: dict[str, str] = {
+    **{key: f"on {colour}" for key, colour in BUCKET_COLOURS.items()},
+    "gap": "bold bright_white on red3",
+    "free": "grey35 on grey11",
+}
+BUCKET_FILL: dict[str, str] = {"gap": "▒", "free": "░"}
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    key: str
+    bytes: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class BucketComparison:
+    """One device (or the one unified pool): measured buckets drawn above the plan's, on one scale."""
+
+    title: str
+    capacity_bytes: int | None
+    measured: tuple[Segment, ...]
+    planned: tuple[Segment, ...] | None
+    plan_label: str  # what the plan is for, or the planner's error message
+    missing: str = ""  # one line on what could not be measured, "" when nothing is missing
+
+    def measured_bytes(self, key: str) -> int | None:
+        return _lookup(self.measured, key)
+
+    def planned_bytes(self, key: str) -> int | None:
+        return _lookup(self.planned or (), key)
+
+
+def _lookup(segments: tuple[Segment, ...], key: str) -> int | None:
+    for seg in segments:
+        if seg.key == key:
+            return seg.bytes
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class HeadroomData:
+    headroom_bytes: int | None
+    total_bytes: int | None
+    source: str  # "MemAvailable" | "device free (NVML)" | ...
+    warn_bytes: int
+    critical_bytes: int
+    missing: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessRow:
+    pid: int
+    name: str
+    user: str
+    rss: int
+    gpu_bytes: int | None
+    growth_bytes: int | None  # over the growth window; None when the process is new
+    is_new: bool
+    fast_growing: bool
+    cmdline: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRow:
+    pid: int
+    label: str  # rank / device / command
+    allocated: int | None
+    reserved: int | None
+    gap: int | None
+    retries: int | None
+    ooms: int | None
+    busiest: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AlertRow:
+    when: str  # relative time label ("t+12.5s"), never the wall clock (snapshots stay deterministic)
+    severity: str  # "info" | "warning" | "critical"
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChartSeries:
+    """Allocated / reserved / gap over time, in bytes, with times in seconds relative to the first point."""
+
+    t: tuple[float, ...]
+    allocated: tuple[float, ...]
+    reserved: tuple[float, ...]
+    gap: tuple[float, ...]
+    missing: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class MachineBar:
+    """One machine of the capacity figure, drawn to its own capacity."""
+
+    key: str
+    label: str
+    capacity_bytes: int | None
+    segments: tuple[Segment, ...]  # PLANNED_KEYS order
+    fits: bool | None
+    max_users: int | None
+    context: int
+    error: str = ""

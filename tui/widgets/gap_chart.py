@@ -1,0 +1,51 @@
+"""Allocated, reserved and the reserved − allocated gap over time (plotext through textual-plotext)."""
+
+from __future__ import annotations
+
+from textual_plotext import PlotextPlot
+
+from tui.widgets.data import ChartSeries
+
+GIB = 2**30
+
+
+class GapChart(PlotextPlot):
+    DEFAULT_CSS = """
+    GapChart { height: 12; min-height: 8; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._data: ChartSeries | None = None
+        self.draw_count = 0  # how many times the figure was rebuilt (tests / bench: nothing when unchanged)
+
+    @property
+    def data(self) -> ChartSeries | None:
+        return self._data
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self._draw()
+
+    def update_data(self, data: ChartSeries) -> bool:
+        if data == self._data:
+            return False
+        self._data = data
+        self._draw()
+        self.refresh()
+        return True
+
+    def _draw(self) -> None:
+        plt = self.plt
+        plt.clear_data()
+        plt.clear_figure()
+        self.draw_count += 1
+        data = self._data
+        if data is None or not data.t:
+            plt.title(data.missing if data and data.missing else "allocator: no PyTorch agent attached yet")
+            return
+        plt.title("PyTorch allocated / reserved / gap (GiB) over time (s)")
+        t = list(data.t)
+        plt.plot(t, [v / GIB for v in data.reserved], label="reserved", color="blue", marker="braille")
+        plt.plot(t, [v / GIB for v in data.allocated], label="allocated", color="green", marker="braille")
+        plt.plot(t, [v / GIB for v in data.gap], label="gap", color="red", marker="braille")

@@ -1,0 +1,77 @@
+"""Headroom gauge: MemAvailable on unified memory, device free on a discrete GPU, coloured by thresholds."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widget import Widget
+
+from tui.widgets.data import HeadroomData
+from tui.widgets.fmt import gib
+
+
+def headroom_level(data: HeadroomData) -> str:
+    """'ok' | 'warning' | 'critical' | 'unknown' from the configured thresholds (bytes)."""
+    if data.headroom_bytes is None:
+        return "unknown"
+    if data.headroom_bytes < data.critical_bytes:
+        return "critical"
+    if data.headroom_bytes < data.warn_bytes:
+        return "warning"
+    return "ok"
+
+
+LEVEL_STYLES = {"ok": "green", "warning": "yellow", "critical": "bold red", "unknown": "grey50"}
+
+
+class HeadroomGauge(Widget):
+    DEFAULT_CSS = """
+    HeadroomGauge { height: 2; padding: 0 1; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._data: HeadroomData | None = None
+
+    @property
+    def data(self) -> HeadroomData | None:
+        return self._data
+
+    def update_data(self, data: HeadroomData) -> bool:
+        if data == self._data:
+            return False
+        self._data = data
+        self.refresh()
+        return True
+
+    def render(self) -> Text:
+        data = self._data
+        if data is None:
+            return Text("headroom: waiting for the first sample…", style="italic")
+        level = headroom_level(data)
+        style = LEVEL_STYLES[level]
+        line = Text()
+        line.append("headroom ", style="bold")
+        if data.headroom_bytes is None:
+            line.append(data.missing or "unknown", style="yellow")
+            return line
+        line.append(gib(data.headroom_bytes), style=style)
+        if data.total_bytes:
+            line.append(f" of {gib(data.total_bytes)}")
+        line.append(f"  ({data.source})", style="grey62")
+        line.append(f"  warn < {gib(data.warn_bytes)}, critical < {gib(data.critical_bytes)}", style="grey50")
+        if level != "ok":
+            line.append(f"  {level.upper()}", style=style)
+        width = max(self.size.width - 2, 10)
+        bar = Text("\n")
+        if data.total_bytes:
+            free_cells = round(width * min(data.headroom_bytes, data.total_bytes) / data.total_bytes)
+            # the warning threshold, measured from the free end of the gauge
+            warn_at = width - round(width * min(data.warn_bytes, data.total_bytes) / data.total_bytes)
+            for cell in range(width):
+                if cell == warn_at and 0 < warn_at < width:
+                    bar.append("│", style="bold yellow")
+                elif cell < width - free_cells:
+                    bar.append("█", style="grey35")
+                else:
+                    bar.append("█", style=style)
+        return line + bar
