@@ -107,7 +107,7 @@ class AgentRecord:
 
     t: float
     device: int  # CUDA device index; -1 for a process-level record (CUDA not initialized)
-    cuda_state: str  # "torch not imported" | "CUDA not initialized" | "ok"
+    cuda_state: str  # "CUDA not initialized (torch not imported)" | "CUDA not initialized" | "ok"
     allocated: int | None  # memory_stats allocated_bytes.all.current
     reserved: int | None  # reserved_bytes.all.current
     peak_allocated: int | None  # allocated_bytes.all.peak (== max_memory_allocated)
@@ -138,7 +138,9 @@ class AgentView:
     start_ticks: int  # process start time (clock ticks since boot), from the ring file's name and header
     cmdline: str
     path: str  # the ring file
-    status: str  # "ok" | "CUDA not initialized" | "torch not imported" | "exited" | "pid reused" | "stale"
+    # "ok" | "CUDA not initialized" | "CUDA not initialized (torch not imported)" | "exited" | "pid reused"
+    # | "stale"
+    status: str
     alive: bool
     latest: tuple[AgentRecord, ...]  # newest record per device (device -1 first when present)
     history: tuple[AgentRecord, ...]  # recent records, oldest first (all devices interleaved)

@@ -1,0 +1,646 @@
+"""The in-process agent: a daemon thread inside the experiment process (standard library only).
+
+Start it with `memsight run -- CMD` (a bootstrap on PYTHONPATH calls `start_from_env()`), or in a
+notebook / script:
+
+    import collectors.agent as agent
+    agent.start()                       # 10 Hz by default
+    agent.track_model(model)            # parameters + buffers -> the weights bucket
+    agent.track_kv(cache)               # DynamicCache / StaticCache / any object holding tensors -> KV
+    agent.mark_step("prefill")          # step boundaries; reset_peak=True also resets torch's peak counter
+    agent.snap("after load")            # one line: alloc, reserved, peak, cuda_free, cuda_total, ... (GiB)
+
+Every tick it records, per CUDA device this process uses: one memory_stats() call (allocated, reserved,
+peak, inactive split, alloc retries, OOMs, segments, pools are derived from it), mem_get_info at most once
+a second (it synchronizes), plus the process's RSS and the bytes of tracked objects. It only looks at
+torch if the process imported it (`sys.modules`) and only at torch.cuda once the process initialized CUDA
+itself: it never imports torch, never creates a CUDA context, never resets peak counters on its own.
+
+Records go to a shared-memory ring file (collectors/agent_format.py) that any later monitor can read.
+The agent never blocks the host program (no locks shared with it), never raises into it (failures are
+counted and reported once on stderr), and removes its file at exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import math
+import mmap
+import os
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+from collectors import agent_format as fmt
+from collectors.torch_stats import CudaSource, TorchCuda, derive
+
+GiB = 2**30
+_NAN = float("nan")
+_FIELD_INDEX = {name: i for i, name in enumerate(fmt.RECORD_FIELDS)}
+
+
+# ------------------------------------------------------------------------------------ tensor bytes
+def _tensor_type() -> type | None:
+    torch = sys.modules.get("torch")
+    return getattr(torch, "Tensor", None) if torch is not None else None
+
+
+def _device_index(tensor: Any) -> int:
+    device = tensor.device
+    return (
+        device.index
+        if device.type == "cuda" and device.index is not None
+        else (0 if device.type == "cuda" else -1)
+    )
+
+
+def tensor_nbytes(tensor: Any) -> int:
+    return int(tensor.numel()) * int(tensor.element_size())
+
+
+def model_bytes_by_device(model: Any) -> dict[int, int]:
+    """Parameters + buffers of a torch.nn.Module (each tensor once, tied weights once), bytes per device
+    (-1 = not on a CUDA device)."""
+    seen: set[int] = set()
+    out: dict[int, int] = {}
+    for tensors in (model.parameters(), model.buffers()):
+        for t in tensors:
+            if id(t) in seen:
+                continue
+            seen.add(id(t))
+            d = _device_index(t)
+            out[d] = out.get(d, 0) + tensor_nbytes(t)
+    return out
+
+
+def kv_tensors(cache: Any, tensor_type: type, depth: int = 0) -> Iterator[Any]:
+    """Tensors held by a KV cache: transformers 5.x `cache.layers[i].keys/.values`, 4.x
+    `key_cache`/`value_cache` lists, legacy tuples of (k, v), or any object whose attributes are tensors
+    or lists of them (two levels deep). Layers not yet initialized (None) are skipped."""
+    if cache is None or depth > 4:
+        return
+    if isinstance(cache, tensor_type):
+        yield cache
+        return
+    if isinstance(cache, (list, tuple)):
+        for item in cache:
+            yield from kv_tensors(item, tensor_type, depth + 1)
+        return
+    if isinstance(cache, dict):
+        for item in cache.values():
+            yield from kv_tensors(item, tensor_type, depth + 1)
+        return
+    layers = getattr(cache, "layers", None)
+    if isinstance(layers, (list, tuple)):  # transformers >= 4.56 / 5.x Cache
+        for layer in layers:
+            yield from kv_tensors(getattr(layer, "keys", None), tensor_type, depth + 1)
+            yield from kv_tensors(getattr(layer, "values", None), tensor_type, depth + 1)
+        return
+    if hasattr(cache, "key_cache") and hasattr(cache, "value_cache"):  # transformers 4.x
+        yield from kv_tensors(cache.key_cache, tensor_type, depth + 1)
+        yield from kv_tensors(cache.value_cache, tensor_type, depth + 1)
+        return
+    attributes = getattr(cache, "__dict__", None)
+    if attributes is not None and depth < 2:
+        for value in list(attributes.values()):
+            if isinstance(value, (tensor_type, list, tuple, dict)) or hasattr(value, "__dict__"):
+                yield from kv_tensors(value, tensor_type, depth + 1)
+
+
+def kv_bytes_by_device(cache: Any) -> dict[int, int]:
+    tensor_type = _tensor_type()
+    out: dict[int, int] = {}
+    if tensor_type is None:
+        return out
+    seen: set[int] = set()
+    for t in kv_tensors(cache, tensor_type):
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
+        d = _device_index(t)
+        out[d] = out.get(d, 0) + tensor_nbytes(t)
+    return out
+
+
+# ------------------------------------------------------------------------------------ /proc helpers
+class _SelfRss:
+    """This process's RSS from /proc/self/statm through a kept-open fd (a few microseconds)."""
+
+    def __init__(self) -> None:
+        self._page = os.sysconf("SC_PAGE_SIZE")
+        try:
+            self._fd: int | None = os.open("/proc/self/statm", os.O_RDONLY)
+        except OSError:
+            self._fd = None
+
+    def read(self) -> int | None:
+        if self._fd is None:
+            return None
+        try:
+            return int(os.pread(self._fd, 128, 0).split()[1]) * self._page
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _os_available() -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _cmdline() -> str:
+    try:
+        with open("/proc/self/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+    except OSError:
+        return " ".join(sys.argv)
+
+
+# ------------------------------------------------------------------------------------ the agent
+class Agent:
+    """One agent per process (use the module functions); tests may build their own with a CudaSource."""
+
+    def __init__(
+        self,
+        hz: float = 10.0,
+        directory: str | None = None,
+        cuda: CudaSource | None = None,
+        clock=time.time,
+        fine_capacity: int = fmt.FINE_CAPACITY,
+        coarse_capacity: int = fmt.COARSE_CAPACITY,
+        coarse_step_s: float = fmt.COARSE_STEP_S,
+        weights_refresh_s: float = 5.0,
+        mem_info_interval_s: float = 1.0,
+    ) -> None:
+        if not hz > 0:
+            raise ValueError(f"agent hz must be > 0, got {hz}")
+        self.hz = hz
+        self.directory = directory
+        self.cuda: CudaSource = cuda if cuda is not None else TorchCuda()
+        self._clock = clock
+        self.fine_capacity = fine_capacity
+        self.coarse_capacity = coarse_capacity
+        self.coarse_step_s = coarse_step_s
+        self.weights_refresh_s = weights_refresh_s
+        self.mem_info_interval_s = mem_info_interval_s
+        self.pid = os.getpid()
+        self.path: str | None = None
+        self._mm: mmap.mmap | None = None
+        self._fine_count = 0
+        self._coarse_count = 0
+        self._window_start = _NAN
+        self._window_best: dict[int, tuple[float, bytes]] = {}
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._rss = _SelfRss()
+        self._models: list[weakref.ref] = []
+        self._caches: list[Any] = []  # weakrefs where possible, else the object (lists of tensors)
+        self._weights: dict[int, int] | None = None
+        self._weights_t = -math.inf
+        self._mem_info: dict[int, tuple[int, int]] = {}
+        self._mem_info_t = -math.inf
+        self._step = (0, "", _NAN)  # replaced as a whole, so the sampler thread reads a consistent tuple
+        self._last_tick_cost = _NAN
+        self.errors = 0
+        self._error_reported = False
+        self._last_records: dict[int, dict[str, float]] = {}
+
+    # ---- lifecycle
+    def open(self) -> str:
+        """Create the ring file (0600, in a 0700 per-user directory)."""
+        directory = fmt.ensure_private_dir(self.directory or fmt.default_agent_dir())
+        start_ticks = fmt.process_start_ticks(self.pid) or 0
+        path = os.path.join(directory, fmt.ring_file_name(self.pid, start_ticks))
+        size = fmt.file_size(self.fine_capacity, self.coarse_capacity)
+        try:
+            os.unlink(path)  # a file left by a crashed process with our pid and start time cannot exist
+        except FileNotFoundError:
+            pass
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        try:
+            os.ftruncate(fd, size)
+            mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fd)
+        mm[0 : fmt.HEADER_SIZE] = fmt.pack_header(
+            self.pid,
+            start_ticks,
+            self._clock(),
+            self.hz,
+            _cmdline(),
+            self.fine_capacity,
+            self.coarse_capacity,
+            self.coarse_step_s,
+        )
+        self._mm = mm
+        self.path = path
+        return path
+
+    def start(self) -> Agent:
+        if self._thread is not None:
+            return self
+        if self._mm is None:
+            self.open()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="memsight-agent", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, remove: bool = True) -> None:
+        """Stop the thread, write a final record, mark the file closed and (by default) remove it."""
+        thread, self._thread = self._thread, None
+        self._stop.set()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=2.0)
+        mm, path = self._mm, self.path
+        if mm is None or os.getpid() != self.pid:
+            return
+        try:
+            self.tick()
+            self._flush_coarse()
+            fmt.write_u64(mm, fmt.OFF_CLOSED, 1)
+        except Exception:
+            self.errors += 1
+        self._mm = None
+        try:
+            mm.close()
+        except (BufferError, ValueError):
+            pass
+        if remove and path:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        self._rss.close()
+
+    def _run(self) -> None:
+        period = 1.0 / self.hz
+        next_t = time.monotonic()
+        while not self._stop.is_set():
+            try:
+                self.tick()
+            except Exception as exc:  # never let the thread die, never raise into the host
+                self._report(exc)
+            next_t += period
+            delay = next_t - time.monotonic()
+            if delay < 0:  # we fell behind (host busy): skip missed ticks instead of bursting
+                next_t = time.monotonic()
+                delay = 0.0
+            if self._stop.wait(delay):
+                break
+
+    def _report(self, exc: BaseException) -> None:
+        self.errors += 1
+        if not self._error_reported:
+            self._error_reported = True
+            try:
+                print(
+                    f"memsight agent (pid {self.pid}): {type(exc).__name__}: {exc} (further errors counted)",
+                    file=sys.stderr,
+                )
+            except Exception:
+                pass
+
+    # ---- tracking
+    def track_model(self, model: Any) -> None:
+        self._models.append(_ref(model))
+        self._weights_t = -math.inf
+
+    def track_kv(self, cache: Any) -> None:
+        self._caches.append(_ref(cache))
+
+    def untrack(self, obj: Any) -> None:
+        self._models = [r for r in self._models if r() is not obj]
+        self._caches = [r for r in self._caches if r() is not obj]
+        self._weights_t = -math.inf
+
+    def mark_step(self, label: str, reset_peak: bool = False) -> None:
+        index = self._step[0] + 1
+        if reset_peak and self.cuda.state() == "ok":
+            for device in range(self.cuda.device_count()):
+                self.cuda.reset_peak(device)
+        self._step = (index, label, self._clock())
+
+    # ---- sampling
+    def _tracked(self, now: float) -> tuple[dict[int, int] | None, dict[int, int] | None]:
+        if self._models and (self._weights is None or now - self._weights_t >= self.weights_refresh_s):
+            weights: dict[int, int] = {}
+            for ref in self._models:
+                model = ref()
+                if model is not None:
+                    for d, b in model_bytes_by_device(model).items():
+                        weights[d] = weights.get(d, 0) + b
+            self._weights, self._weights_t = weights, now
+        weights_out = self._weights if self._models else None
+        kv: dict[int, int] | None = None
+        if self._caches:
+            kv = {}
+            for ref in self._caches:
+                cache = ref()
+                if cache is not None:
+                    for d, b in kv_bytes_by_device(cache).items():
+                        kv[d] = kv.get(d, 0) + b
+        return weights_out, kv
+
+    def collect(self) -> list[dict[str, float]]:
+        """One tick's records (not written). Device -1 carries process-level data when no CUDA device does."""
+        t0 = time.perf_counter()
+        now = self._clock()
+        state = self.cuda.state()
+        rss = self._rss.read()
+        weights, kv = self._tracked(now)
+        step_index, step_label, step_t = self._step
+        base = {
+            "t": now,
+            "cuda_state": float(fmt.CUDA_STATES.index(state)),
+            "rss": _f(rss),
+            "step_index": float(step_index),
+            "step_t": step_t,
+            "tick_cost_s": self._last_tick_cost,
+            "label": step_label,
+        }
+        records: list[dict[str, float]] = []
+        if state == "ok":
+            refresh_info = now - self._mem_info_t >= self.mem_info_interval_s
+            for device in range(self.cuda.device_count()):
+                stats = self.cuda.memory_stats(device)
+                if not self.cuda.has_context(device, stats):
+                    continue
+                if refresh_info:
+                    try:
+                        self._mem_info[device] = self.cuda.mem_get_info(device)
+                    except Exception as exc:
+                        self._report(exc)
+                free, total = self._mem_info.get(device, (None, None))
+                record = dict(
+                    base,
+                    device=float(device),
+                    cuda_free=_f(free),
+                    cuda_total=_f(total),
+                    is_integrated=_f(self.cuda.is_integrated(device)),
+                    weights_bytes=_f(None if weights is None else weights.get(device, 0)),
+                    kv_bytes=_f(None if kv is None else kv.get(device, 0)),
+                )
+                for name, value in derive(stats).items():
+                    record[name] = _f(value)
+                records.append(record)
+            if refresh_info:
+                self._mem_info_t = now
+        host_weights = weights.get(-1) if weights is not None else None
+        host_kv = kv.get(-1) if kv is not None else None
+        if not records or host_weights or host_kv:
+            records.insert(
+                0,
+                dict(
+                    base,
+                    device=-1.0,
+                    weights_bytes=_NAN if weights is None else float(weights.get(-1, 0)),
+                    kv_bytes=_NAN if kv is None else float(kv.get(-1, 0)),
+                ),
+            )
+        self._last_tick_cost = time.perf_counter() - t0
+        return records
+
+    def tick(self) -> int:
+        """Sample once and write the records; returns how many were written."""
+        mm = self._mm
+        if mm is None:
+            return 0
+        records = self.collect()
+        for record in records:
+            payload = _pack(record)
+            number = self._fine_count
+            fmt.write_slot(
+                mm, fmt.slot_offset("fine", number, self.fine_capacity, self.coarse_capacity), number, payload
+            )
+            self._fine_count = number + 1
+            fmt.write_u64(mm, fmt.OFF_FINE_COUNT, self._fine_count)
+            self._fold_coarse(record, payload)
+            self._last_records[int(record["device"])] = record
+        fmt.write_f64(mm, fmt.OFF_HEARTBEAT, self._clock())
+        return len(records)
+
+    def _fold_coarse(self, record: dict[str, float], payload: bytes) -> None:
+        t = record["t"]
+        if self._window_start != self._window_start:
+            self._window_start = t
+        elif t >= self._window_start + self.coarse_step_s:
+            self._flush_coarse()
+            self._window_start = t
+        device = int(record["device"])
+        key = record.get("reserved", _NAN)
+        if key != key:
+            key = record.get("rss", _NAN)
+        key = -math.inf if key != key else key
+        best = self._window_best.get(device)
+        if best is None or key >= best[0]:
+            self._window_best[device] = (key, payload)
+
+    def _flush_coarse(self) -> None:
+        mm = self._mm
+        if mm is None:
+            return
+        for _, payload in sorted(self._window_best.values(), key=lambda kp: _PAYLOAD_T(kp[1])):
+            number = self._coarse_count
+            fmt.write_slot(
+                mm,
+                fmt.slot_offset("coarse", number, self.fine_capacity, self.coarse_capacity),
+                number,
+                payload,
+            )
+            self._coarse_count = number + 1
+            fmt.write_u64(mm, fmt.OFF_COARSE_COUNT, self._coarse_count)
+        self._window_best = {}
+
+    # ---- the probe
+    def snap(self, label: str, file=None) -> dict[str, Any]:
+        """One record of alloc, reserved, peak, cuda_free, cuda_total, os_available, rss (GiB, NaN where
+        unknown), printed as one line. Synchronizes CUDA first (like the seed's probe) if initialized."""
+        alloc = reserved = peak = free = total = None
+        if self.cuda.state() == "ok":
+            torch = sys.modules.get("torch")
+            if torch is not None and isinstance(self.cuda, TorchCuda):
+                torch.cuda.synchronize()
+            device = _current_device(self.cuda)
+            derived = derive(self.cuda.memory_stats(device))
+            alloc, reserved, peak = derived["allocated"], derived["reserved"], derived["peak_allocated"]
+            free, total = self.cuda.mem_get_info(device)
+        row: dict[str, Any] = dict(
+            label=label,
+            t=self._clock(),
+            alloc=_gib(alloc),
+            reserved=_gib(reserved),
+            peak=_gib(peak),
+            cuda_free=_gib(free),
+            cuda_total=_gib(total),
+            os_available=_gib(_os_available()),
+            rss=_gib(self._rss.read()),
+        )
+        line = " ".join(
+            f"{k}={v:.2f}" if isinstance(v, float) and k != "t" else f"{k}={v}" for k, v in row.items()
+        )
+        print(line, file=file if file is not None else sys.stdout)
+        return row
+
+
+def _current_device(cuda: CudaSource) -> int:
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(cuda, TorchCuda):
+        return int(torch.cuda.current_device())
+    return 0
+
+
+def _PAYLOAD_T(payload: bytes) -> float:  # noqa: N802  (sort key: the record's time)
+    return fmt.PAYLOAD.unpack(payload)[0]
+
+
+def _ref(obj: Any) -> Any:
+    try:
+        return weakref.ref(obj)
+    except TypeError:  # lists / tuples cannot be weakly referenced: hold them (the user asked us to)
+        return lambda obj=obj: obj
+
+
+def _f(value: Any) -> float:
+    if value is None:
+        return _NAN
+    return float(value)
+
+
+def _gib(value: int | None) -> float:
+    return _NAN if value is None else value / GiB
+
+
+def _pack(record: dict[str, Any]) -> bytes:
+    values = [record.get(name, _NAN) for name in fmt.RECORD_FIELDS]
+    label = str(record.get("label", "")).encode("utf-8", "replace")[: fmt.LABEL_BYTES]
+    return fmt.PAYLOAD.pack(*values, label)
+
+
+# ------------------------------------------------------------------------------------ one per process
+class _ProcessAgent:
+    """Holds this process's agent. The only process-wide state of the collectors, on purpose: the agent
+    *is* per-process (like logging's root logger), and fork children must get a fresh one."""
+
+    __slots__ = ("agent", "fork_hook")
+
+    def __init__(self) -> None:
+        self.agent: Agent | None = None
+        self.fork_hook = False
+
+
+_PROCESS = _ProcessAgent()
+
+
+def _safe(fn):
+    """Public entry points never raise into user code: report once on stderr, return None."""
+
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            try:
+                print(f"memsight agent: {fn.__name__} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            except Exception:
+                pass
+            return None
+
+    wrapper.__name__ = fn.__name__
+    wrapper.__doc__ = fn.__doc__
+    return wrapper
+
+
+@_safe
+def start(hz: float | None = None, directory: str | None = None) -> Agent:
+    """Start (or return) this process's agent. hz defaults to $MEMSIGHT_AGENT_HZ or 10."""
+    agent = _PROCESS.agent
+    if agent is not None and agent.pid == os.getpid():
+        return agent
+    rate = hz if hz is not None else float(os.environ.get("MEMSIGHT_AGENT_HZ", "10"))
+    agent = Agent(hz=rate, directory=directory)
+    agent.start()
+    _PROCESS.agent = agent
+    atexit.register(_at_exit)
+    if not _PROCESS.fork_hook and hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_after_fork_in_child)
+        _PROCESS.fork_hook = True
+    return agent
+
+
+def _at_exit() -> None:
+    agent = _PROCESS.agent
+    if agent is not None and agent.pid == os.getpid():
+        agent.stop(remove=True)
+        _PROCESS.agent = None
+
+
+def _after_fork_in_child() -> None:
+    # the parent's mapping and thread are not ours: forget them (never write the parent's file), start anew
+    inherited = _PROCESS.agent
+    _PROCESS.agent = None
+    if inherited is not None:
+        inherited._mm = None  # noqa: SLF001  (the child must not touch the parent's ring)
+        try:
+            start(hz=inherited.hz, directory=inherited.directory)
+        except Exception:
+            pass
+
+
+def current() -> Agent | None:
+    return _PROCESS.agent
+
+
+@_safe
+def stop() -> None:
+    _at_exit()
+
+
+@_safe
+def track_model(model: Any) -> None:
+    (current() or start()).track_model(model)
+
+
+@_safe
+def track_kv(cache: Any) -> None:
+    (current() or start()).track_kv(cache)
+
+
+@_safe
+def untrack(obj: Any) -> None:
+    agent = current()
+    if agent is not None:
+        agent.untrack(obj)
+
+
+@_safe
+def mark_step(label: str, reset_peak: bool = False) -> None:
+    (current() or start()).mark_step(label, reset_peak=reset_peak)
+
+
+@_safe
+def snap(label: str) -> dict[str, Any]:
+    """The seed's probe: one line of alloc, reserved, peak, cuda_free, cuda_total, os_available, rss (GiB)."""
+    agent = current()
+    if agent is None:
+        agent = Agent()  # a probe needs no ring file or thread
+    return agent.snap(label)
+
+
+def start_from_env() -> Agent | None:
+    """Called by the bootstrap sitecustomize: start only when `memsight run` asked (MEMSIGHT_AGENT=1)."""
+    if os.environ.get("MEMSIGHT_AGENT") != "1":
+        return None
+    return start()

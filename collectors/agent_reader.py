@@ -1,0 +1,182 @@
+"""Reads agent ring files from the monitor side: discovery, validation, incremental reads.
+
+A reader maps the file read-only and never writes it, so any number of monitors can come and go while the
+agent runs. Files that are truncated, corrupt or foreign raise CollectorError (naming the file) on open;
+the monitor reports and skips them. A pid that is gone, or whose /proc start time differs from the one in
+the file name (a reused pid), marks the agent "exited" / "pid reused".
+"""
+
+from __future__ import annotations
+
+import math
+import mmap
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from collectors import agent_format as fmt
+from collectors.errors import CollectorError
+from collectors.snapshots import AgentRecord
+
+
+def _opt_int(x: float) -> int | None:
+    return None if x != x else int(x)
+
+
+def decode(values: tuple) -> AgentRecord:
+    """A slot payload (RECORD_FIELDS floats + label bytes) -> AgentRecord."""
+    *numbers, label = values
+    v = dict(zip(fmt.RECORD_FIELDS, numbers, strict=True))
+    state_index = _opt_int(v["cuda_state"])
+    state = fmt.CUDA_STATES[state_index] if state_index is not None and 0 <= state_index < 3 else "unknown"
+    integrated = v["is_integrated"]
+    return AgentRecord(
+        t=v["t"],
+        device=int(v["device"]),
+        cuda_state=state,
+        allocated=_opt_int(v["allocated"]),
+        reserved=_opt_int(v["reserved"]),
+        peak_allocated=_opt_int(v["peak_allocated"]),
+        active=_opt_int(v["active"]),
+        inactive_split=_opt_int(v["inactive_split"]),
+        alloc_retries=_opt_int(v["alloc_retries"]),
+        num_ooms=_opt_int(v["num_ooms"]),
+        segments=_opt_int(v["segments"]),
+        large_pool_reserved=_opt_int(v["large_pool_reserved"]),
+        small_pool_reserved=_opt_int(v["small_pool_reserved"]),
+        cuda_free=_opt_int(v["cuda_free"]),
+        cuda_total=_opt_int(v["cuda_total"]),
+        is_integrated=None if integrated != integrated else bool(integrated),
+        rss=_opt_int(v["rss"]),
+        weights_bytes=_opt_int(v["weights_bytes"]),
+        kv_bytes=_opt_int(v["kv_bytes"]),
+        step_index=int(v["step_index"]) if v["step_index"] == v["step_index"] else 0,
+        step_label=label.rstrip(b"\0").decode("utf-8", "replace"),
+        step_t=None if v["step_t"] != v["step_t"] else v["step_t"],
+        tick_cost_s=None if v["tick_cost_s"] != v["tick_cost_s"] else v["tick_cost_s"],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    records: tuple[AgentRecord, ...]  # new records, oldest first
+    lost: int  # records overwritten before this reader got to them
+    torn: int  # slots that failed the seqlock check (being rewritten while read)
+
+
+class AgentReader:
+    """One agent ring file, read incrementally. Use read_new() each tick; read_history() once to catch up."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = os.fspath(path)
+        try:
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except OSError as exc:
+            raise CollectorError(f"cannot open agent ring file {self.path}: {exc}") from exc
+        try:
+            size = os.fstat(fd).st_size
+            if size < fmt.HEADER_SIZE:
+                raise CollectorError(f"{self.path}: truncated agent ring file ({size} bytes)")
+            self._mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
+        except OSError as exc:
+            raise CollectorError(f"cannot map agent ring file {self.path}: {exc}") from exc
+        finally:
+            os.close(fd)
+        try:
+            header = fmt.unpack_header(self._mm, self.path)
+            expected = fmt.file_size(header["fine_capacity"], header["coarse_capacity"])
+            if size < expected:
+                raise CollectorError(f"{self.path}: truncated agent ring file ({size} of {expected} bytes)")
+        except CollectorError:
+            self._mm.close()
+            raise
+        self.pid: int = header["pid"]
+        self.start_ticks: int = header["start_ticks"]
+        self.cmdline: str = header["cmdline"]
+        self.hz: float = header["hz"]
+        self.created: float = header["created"]
+        self.fine_capacity: int = header["fine_capacity"]
+        self.coarse_capacity: int = header["coarse_capacity"]
+        self._next = 0  # next fine record number to read
+        self.lost = 0
+        self.torn = 0
+
+    def close(self) -> None:
+        try:
+            self._mm.close()
+        except (BufferError, ValueError):
+            pass
+
+    @property
+    def closed_by_agent(self) -> bool:
+        return fmt.read_u64(self._mm, fmt.OFF_CLOSED) == 1
+
+    @property
+    def heartbeat(self) -> float:
+        return fmt.read_f64(self._mm, fmt.OFF_HEARTBEAT)
+
+    @property
+    def count(self) -> int:
+        return fmt.read_u64(self._mm, fmt.OFF_FINE_COUNT)
+
+    def _read(self, ring: str, first: int, end: int) -> Iterator[AgentRecord | None]:
+        for number in range(first, end):
+            offset = fmt.slot_offset(ring, number, self.fine_capacity, self.coarse_capacity)
+            values = fmt.read_slot(self._mm, offset, number)
+            yield None if values is None else decode(values)
+
+    def read_new(self, limit: int | None = None) -> ReadResult:
+        """Records written since the last call (all still in the ring on the first call)."""
+        count = self.count
+        oldest = max(0, count - self.fine_capacity)
+        lost = 0
+        if self._next < oldest:
+            lost = oldest - self._next
+            self._next = oldest
+        first = self._next if limit is None else max(self._next, count - limit)
+        records, torn = [], 0
+        for record in self._read("fine", first, count):
+            if record is None:
+                torn += 1
+            else:
+                records.append(record)
+        self._next = count
+        self.lost += lost
+        self.torn += torn
+        return ReadResult(tuple(records), lost, torn)
+
+    def read_coarse(self) -> tuple[AgentRecord, ...]:
+        """The coarse tier (one record per device per window, the highest-reserved one), oldest first."""
+        count = fmt.read_u64(self._mm, fmt.OFF_COARSE_COUNT)
+        first = max(0, count - self.coarse_capacity)
+        return tuple(r for r in self._read("coarse", first, count) if r is not None)
+
+    def process_status(self, proc_root: str = "/proc") -> str:
+        """ "alive" | "exited" | "pid reused", from /proc/<pid>/stat's start time."""
+        ticks = fmt.process_start_ticks(self.pid, proc_root)
+        if ticks is None:
+            return "exited"
+        if self.start_ticks and ticks != self.start_ticks:
+            return "pid reused"
+        return "alive"
+
+
+def discover(directory: str) -> dict[tuple[int, int], str]:
+    """(pid, start_ticks) -> path of every ring file in the directory (missing directory: none)."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return {}
+    out = {}
+    for name in names:
+        key = fmt.parse_ring_file_name(name)
+        if key is not None:
+            out[key] = os.path.join(directory, name)
+    return out
+
+
+def is_stale(reader: AgentReader, now: float, hz_slack: float = 20.0) -> bool:
+    """No heartbeat for max(5 s, 20 periods): the agent thread is not running (a frozen or killed process)."""
+    beat = reader.heartbeat
+    period = 1.0 / reader.hz if reader.hz > 0 else 1.0
+    return not math.isnan(beat) and now - beat > max(5.0, hz_slack * period)

@@ -1,0 +1,221 @@
+"""The live monitor: three collector threads sampling into rings, one immutable MonitorState for the UI.
+
+* OS thread: /proc every 1/hz seconds (~5 ms per sample on a small machine).
+* NVML thread: at most once a second (the per-process lists take the driver's global lock).
+* agent thread: every 1/hz seconds reads new records from every agent ring file; rescans the directory
+  every `discover_interval_s` for new agents; marks exited ones (pid gone) and reused pids (start time
+  differs) and drops them after `keep_dead_s`.
+After each update the thread rebuilds the MonitorState (collectors/state.py); `state()` just returns the
+latest one. Every failure is turned into a status string or a counted drop, never an exception in the UI.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+
+from collectors import agent_format as fmt
+from collectors.agent_reader import AgentReader, discover, is_stale
+from collectors.errors import CollectorError
+from collectors.nvml_collector import NVMLCollector
+from collectors.os_collector import OSCollector
+from collectors.recorder import Recorder
+from collectors.snapshots import MonitorState
+from collectors.state import StateBuilder
+
+
+class Monitor:
+    def __init__(
+        self,
+        hz: float = 2.0,
+        os_collector: OSCollector | None = None,
+        nvml: NVMLCollector | None = None,
+        agent_dir: str | None = None,
+        record_to: str | os.PathLike | None = None,
+        nvml_hz: float = 1.0,
+        discover_interval_s: float = 2.0,
+        keep_dead_s: float = 10.0,
+        proc_root: str = "/proc",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if not hz > 0:
+            raise CollectorError(f"monitor rate must be > 0 Hz, got {hz}")
+        self.hz = hz
+        self.nvml_hz = min(nvml_hz, hz)
+        self.proc_root = proc_root
+        self.os_collector = os_collector if os_collector is not None else OSCollector(proc_root)
+        self._nvml_given = nvml
+        self.nvml: NVMLCollector | None = nvml
+        self.agent_dir = agent_dir or fmt.default_agent_dir()
+        self.discover_interval_s = discover_interval_s
+        self.keep_dead_s = keep_dead_s
+        self._clock = clock
+        self.builder = StateBuilder()
+        self.recorder = Recorder(record_to, hz=hz) if record_to is not None else None
+        self._record_lock = threading.Lock()
+        self._readers: dict[tuple[int, int], AgentReader] = {}
+        self._dead_since: dict[tuple[int, int], float] = {}
+        self._bad_files: dict[str, str] = {}
+        self._last_discover = -float("inf")
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    # ---- lifecycle
+    def start(self) -> Monitor:
+        if self._threads:
+            return self
+        if self.nvml is None:
+            self.nvml = NVMLCollector()  # pynvml import and init happen here, not at construction
+        self._stop.clear()
+        self.sample_once()  # a first state before the UI asks
+        for name, period, fn in (
+            ("os", 1.0 / self.hz, self.sample_os),
+            ("nvml", 1.0 / self.nvml_hz, self.sample_nvml),
+            ("agents", 1.0 / self.hz, self.sample_agents),
+        ):
+            thread = threading.Thread(
+                target=self._loop, args=(name, period, fn), name=f"memsight-{name}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=5.0)
+        self._threads = []
+        try:
+            self.sample_agents()  # the last records of agents that just exited
+        except Exception:
+            pass
+        for reader in self._readers.values():
+            reader.close()
+        self._readers.clear()
+        if self.recorder is not None:
+            with self._record_lock:
+                self.recorder.close()
+        if self.nvml is not None and self._nvml_given is None:
+            self.nvml.close()
+
+    def __enter__(self) -> Monitor:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def state(self) -> MonitorState:
+        return self.builder.state
+
+    def _loop(self, name: str, period: float, fn: Callable[[], None]) -> None:
+        next_t = time.monotonic() + period
+        while not self._stop.wait(max(0.0, next_t - time.monotonic())):
+            try:
+                fn()
+            except Exception as exc:  # keep sampling; the status line says what broke
+                self.builder.status[name] = f"{type(exc).__name__}: {exc}"
+                self.builder.dropped[name] = self.builder.dropped.get(name, 0) + 1
+            next_t += period
+            now = time.monotonic()
+            if next_t < now:  # overran: count the ticks we skip instead of bursting to catch up
+                missed = int((now - next_t) / period) + 1
+                self.builder.dropped[name] = self.builder.dropped.get(name, 0) + missed
+                next_t += missed * period
+
+    # ---- one round of each source
+    def sample_once(self) -> MonitorState:
+        self.sample_nvml()
+        self.sample_agents()
+        self.sample_os()
+        return self.state()
+
+    def sample_os(self) -> None:
+        nvml_pids = [p.pid for d in self.builder.nvml.devices for p in d.processes]
+        agent_pids = [key[0] for key in self._readers]
+        try:
+            snap = self.os_collector.sample(include_pids=[*nvml_pids, *agent_pids])
+        except CollectorError as exc:
+            self.builder.os_failed(str(exc))
+            return
+        self.builder.update_os(snap)
+        if self.recorder is not None:
+            with self._record_lock:
+                self.recorder.os(snap)
+        self.builder.build(self._clock())
+
+    def sample_nvml(self) -> None:
+        if self.nvml is None:
+            return
+        snap = self.nvml.sample()
+        self.builder.update_nvml(snap)
+        if self.recorder is not None:
+            with self._record_lock:
+                self.recorder.nvml(snap)
+        self.builder.build(self._clock())
+
+    def sample_agents(self) -> None:
+        now = self._clock()
+        if now - self._last_discover >= self.discover_interval_s:
+            self._last_discover = now
+            self._discover()
+        for key, reader in list(self._readers.items()):
+            result = reader.read_new()
+            process = reader.process_status(self.proc_root)
+            alive = process == "alive" and not reader.closed_by_agent
+            status = None
+            if process == "pid reused":
+                status = "pid reused"
+            elif not alive:
+                status = "exited"
+            elif is_stale(reader, now):
+                status = "stale"
+            self.builder.update_agent(key, result.records, status=status, alive=alive, lost=result.lost)
+            if self.recorder is not None and (result.records or status):
+                track = self.builder.agents.get(key)
+                with self._record_lock:
+                    self.recorder.agent(
+                        reader.pid,
+                        reader.start_ticks,
+                        reader.cmdline,
+                        reader.path,
+                        reader.hz,
+                        result.records,
+                        track.status if track else (status or "ok"),
+                        alive,
+                        reader.lost,
+                    )
+            if not alive:
+                since = self._dead_since.setdefault(key, now)
+                if now - since >= self.keep_dead_s:
+                    reader.close()
+                    del self._readers[key]
+                    self._dead_since.pop(key, None)
+                    self.builder.drop_agent(key)
+        self.builder.build(now)
+
+    def _discover(self) -> None:
+        found = discover(self.agent_dir)
+        for key, path in found.items():
+            if key in self._readers or path in self._bad_files:
+                continue
+            if fmt.process_start_ticks(key[0], self.proc_root) != key[1]:
+                continue  # a file left by a dead process (or its pid reused): not a live agent
+            try:
+                reader = AgentReader(path)
+            except CollectorError as exc:
+                self._bad_files[path] = str(exc)
+                continue
+            if (reader.pid, reader.start_ticks) != key:
+                reader.close()
+                self._bad_files[path] = f"{path}: header names pid {reader.pid}, not the file name's"
+                continue
+            self._readers[key] = reader
+            self.builder.agent_track(reader.pid, reader.start_ticks, reader.cmdline, reader.path, reader.hz)
+        self.builder.status["agents"] = (
+            f"{len(self._readers)} agent(s); skipped {len(self._bad_files)} bad "
+            f"file(s): {next(iter(self._bad_files.values()))}"
+            if self._bad_files
+            else f"{len(self._readers)} agent(s)"
+        )

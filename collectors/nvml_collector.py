@@ -1,0 +1,295 @@
+"""NVIDIA devices through NVML (`import pynvml`, from nvidia-ml-py), behind a small backend interface.
+
+Every field can fail on its own: NOT_SUPPORTED is recorded in DeviceInfo.unsupported (the value is None),
+any other NVML error in DeviceInfo.errors; the sample goes on. No NVML library, or no driver, gives one
+NVMLSnapshot with available=False and a status that says which, never an exception.
+
+Unified memory (GB10 / DGX Spark, Jetson Thor): memory info answers NOT_SUPPORTED, or the device name is
+one of those parts. There the headroom that matters is the OS's MemAvailable (see collectors/monitor.py).
+GH200 is not unified in this sense: it reports its own HBM framebuffer (97871 MiB) like a discrete GPU.
+
+Per-process lists (`nvmlDeviceGet{Compute,Graphics}RunningProcesses`, ~4.5 ms, and they take the driver's
+global lock) are read at most `process_interval_s` apart (default 1 s) however often sample() is called.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from collectors.snapshots import DeviceInfo, GpuProcess, NVMLSnapshot
+
+# Device names (substrings) of parts whose GPU has no memory of its own. Names from nvidia-smi outputs in
+# ../shared/fixtures ("NVIDIA GB10", "NVIDIA Thor") and NVIDIA's Jetson line ("Orin").
+UNIFIED_NAME_MARKERS = ("GB10", "Thor", "Orin", "Xavier", "Tegra")
+
+
+def name_is_unified(name: str) -> bool:
+    return any(marker.lower() in name.lower() for marker in UNIFIED_NAME_MARKERS)
+
+
+class NVMLBackend(Protocol):
+    """What the collector needs from NVML. Methods raise pynvml.NVMLError subclasses on failure, exactly
+    as pynvml does (NVMLError_NotSupported for "Not Supported")."""
+
+    def init(self) -> None: ...
+    def shutdown(self) -> None: ...
+    def driver_version(self) -> str: ...
+    def device_count(self) -> int: ...
+    def name(self, index: int) -> str: ...
+    def uuid(self, index: int) -> str: ...
+    def memory_info_v2(self, index: int) -> tuple[int, int, int, int]: ...  # total, reserved, used, free
+    def memory_info(self, index: int) -> tuple[int, int, int]: ...  # total, used, free
+    def utilization_gpu(self, index: int) -> float: ...
+    def compute_processes(self, index: int) -> list[tuple[int, int | None]]: ...  # (pid, used bytes)
+    def graphics_processes(self, index: int) -> list[tuple[int, int | None]]: ...
+
+
+def _used(value: Any) -> int | None:
+    # NVML reports "not available" per process as NVML_VALUE_NOT_AVAILABLE (2**64 - 1), seen as None
+    if value is None or value >= 2**63:
+        return None
+    return int(value)
+
+
+class PynvmlBackend:
+    """The real thing. Imports pynvml on construction; raises ImportError if nvidia-ml-py is absent."""
+
+    def __init__(self) -> None:
+        import pynvml  # noqa: PLC0415  (lazy: `memsight plan` never pays for it)
+
+        self._nvml = pynvml
+        self._handles: dict[int, Any] = {}
+
+    def _h(self, index: int) -> Any:
+        if index not in self._handles:
+            self._handles[index] = self._nvml.nvmlDeviceGetHandleByIndex(index)
+        return self._handles[index]
+
+    def init(self) -> None:
+        self._nvml.nvmlInit()
+
+    def shutdown(self) -> None:
+        self._handles.clear()
+        self._nvml.nvmlShutdown()
+
+    def driver_version(self) -> str:
+        v = self._nvml.nvmlSystemGetDriverVersion()
+        return v.decode() if isinstance(v, bytes) else str(v)
+
+    def device_count(self) -> int:
+        return int(self._nvml.nvmlDeviceGetCount())
+
+    def name(self, index: int) -> str:
+        v = self._nvml.nvmlDeviceGetName(self._h(index))
+        return v.decode() if isinstance(v, bytes) else str(v)
+
+    def uuid(self, index: int) -> str:
+        v = self._nvml.nvmlDeviceGetUUID(self._h(index))
+        return v.decode() if isinstance(v, bytes) else str(v)
+
+    def memory_info_v2(self, index: int) -> tuple[int, int, int, int]:
+        nvml = self._nvml
+        if not hasattr(nvml, "nvmlMemory_v2"):
+            raise nvml.NVMLError(nvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+        m = nvml.nvmlDeviceGetMemoryInfo(self._h(index), version=nvml.nvmlMemory_v2)
+        return int(m.total), int(m.reserved), int(m.used), int(m.free)
+
+    def memory_info(self, index: int) -> tuple[int, int, int]:
+        m = self._nvml.nvmlDeviceGetMemoryInfo(self._h(index))
+        return int(m.total), int(m.used), int(m.free)
+
+    def utilization_gpu(self, index: int) -> float:
+        return float(self._nvml.nvmlDeviceGetUtilizationRates(self._h(index)).gpu)
+
+    def compute_processes(self, index: int) -> list[tuple[int, int | None]]:
+        return [
+            (int(p.pid), _used(p.usedGpuMemory))
+            for p in self._nvml.nvmlDeviceGetComputeRunningProcesses(self._h(index))
+        ]
+
+    def graphics_processes(self, index: int) -> list[tuple[int, int | None]]:
+        return [
+            (int(p.pid), _used(p.usedGpuMemory))
+            for p in self._nvml.nvmlDeviceGetGraphicsRunningProcesses(self._h(index))
+        ]
+
+
+def _is_not_supported(exc: BaseException) -> bool:
+    try:
+        import pynvml  # noqa: PLC0415
+    except ImportError:
+        return False
+    return (
+        isinstance(exc, pynvml.NVMLError) and getattr(exc, "value", None) == pynvml.NVML_ERROR_NOT_SUPPORTED
+    )
+
+
+def _nvml_error_types() -> tuple[type[BaseException], ...]:
+    try:
+        import pynvml  # noqa: PLC0415
+    except ImportError:
+        return ()
+    return (pynvml.NVMLError,)
+
+
+class NVMLCollector:
+    """sample() -> NVMLSnapshot. `backend=None` uses pynvml; a backend that fails to init is reported."""
+
+    def __init__(
+        self,
+        backend: NVMLBackend | None = None,
+        process_interval_s: float = 1.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._clock = clock
+        self.process_interval_s = process_interval_s
+        self._backend: NVMLBackend | None = None
+        self._status = "ok"
+        self._driver: str | None = None
+        self._last_process_read = -float("inf")
+        self._cached_processes: dict[
+            int, tuple[tuple[GpuProcess, ...], tuple[str, ...], tuple[str, ...]]
+        ] = {}
+        try:
+            chosen = backend if backend is not None else PynvmlBackend()
+        except ImportError as exc:
+            self._status = f"no NVML library: nvidia-ml-py (pynvml) is not installed ({exc})"
+            return
+        try:
+            chosen.init()
+        except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ... : one clear status
+            self._status = (
+                f"no NVML library: {type(exc).__name__}: {exc}"
+                if "Library" in type(exc).__name__
+                else f"NVML init failed: {type(exc).__name__}: {exc}"
+            )
+            return
+        self._backend = chosen
+        try:
+            self._driver = chosen.driver_version()
+        except Exception:  # a missing driver version is not worth failing for
+            self._driver = None
+
+    @property
+    def status(self) -> str:
+        return self._status
+
+    def close(self) -> None:
+        if self._backend is not None:
+            try:
+                self._backend.shutdown()
+            except Exception:  # shutting down twice or after a driver reset: nothing to do
+                pass
+            self._backend = None
+
+    def sample(self) -> NVMLSnapshot:
+        t = self._clock()
+        backend = self._backend
+        if backend is None:
+            return NVMLSnapshot(status=self._status, available=False, devices=(), t=t)
+        try:
+            count = backend.device_count()
+        except Exception as exc:
+            return NVMLSnapshot(
+                status=f"NVML device count failed: {exc}",
+                available=False,
+                devices=(),
+                t=t,
+                driver_version=self._driver,
+            )
+        read_processes = t - self._last_process_read >= self.process_interval_s
+        if read_processes:
+            self._last_process_read = t
+        devices = tuple(self._device(backend, i, read_processes) for i in range(count))
+        status = "ok" if devices else "no NVIDIA device"
+        return NVMLSnapshot(
+            status=status, available=bool(devices), devices=devices, t=t, driver_version=self._driver
+        )
+
+    def _device(self, backend: NVMLBackend, index: int, read_processes: bool) -> DeviceInfo:
+        unsupported: list[str] = []
+        errors: list[str] = []
+
+        def attempt(field: str, fn: Callable[[], Any]) -> Any:
+            try:
+                return fn()
+            except Exception as exc:
+                if _is_not_supported(exc):
+                    unsupported.append(field)
+                elif isinstance(exc, _nvml_error_types()) or isinstance(exc, (OSError, ValueError)):
+                    errors.append(f"{field}: {exc}")
+                else:
+                    errors.append(f"{field}: {type(exc).__name__}: {exc}")
+                return None
+
+        name = attempt("name", lambda: backend.name(index)) or f"GPU {index}"
+        uuid = attempt("uuid", lambda: backend.uuid(index)) or ""
+        total = reserved = used = free = None
+        mark = (len(unsupported), len(errors))
+        v2 = attempt("memory_v2", lambda: backend.memory_info_v2(index))
+        if v2 is not None:
+            total, reserved, used, free = v2
+        else:
+            # v2 absent (old driver / old pynvml) or refused: v1 may still answer. Only v1's verdict on
+            # total/used/free is kept; "reserved" is unsupported whichever way v2 failed.
+            del unsupported[mark[0] :]
+            del errors[mark[1] :]
+            unsupported.append("reserved")
+            v1 = attempt("memory", lambda: backend.memory_info(index))
+            if v1 is not None:
+                total, used, free = v1
+        util = attempt("utilization", lambda: backend.utilization_gpu(index))
+        if read_processes or index not in self._cached_processes:
+            p_unsup_before, p_err_before = len(unsupported), len(errors)
+            procs: list[GpuProcess] = []
+            for kind, fn in (
+                ("compute", backend.compute_processes),
+                ("graphics", backend.graphics_processes),
+            ):
+                listed = attempt(f"{kind}_processes", lambda fn=fn: fn(index))
+                for pid, used_bytes in listed or ():
+                    procs.append(GpuProcess(pid=pid, used_bytes=used_bytes, kind=kind))
+            self._cached_processes[index] = (
+                tuple(procs),
+                tuple(unsupported[p_unsup_before:]),
+                tuple(errors[p_err_before:]),
+            )
+        else:
+            procs_t, p_unsup, p_err = self._cached_processes[index]
+            procs = list(procs_t)
+            unsupported.extend(p_unsup)
+            errors.extend(p_err)
+        unified = "memory" in unsupported or name_is_unified(name)
+        return DeviceInfo(
+            index=index,
+            name=name,
+            uuid=uuid,
+            total=total,
+            reserved=reserved,
+            used=used,
+            free=free,
+            unified=unified,
+            utilization_gpu=util,
+            processes=tuple(procs),
+            unsupported=tuple(unsupported),
+            errors=tuple(errors),
+        )
+
+
+def gpu_bytes_by_pid(snapshot: NVMLSnapshot) -> dict[int, int]:
+    """pid -> sum of its known per-process usage over all devices (compute and graphics)."""
+    out: dict[int, int] = {}
+    for device in snapshot.devices:
+        for p in device.processes:
+            if p.used_bytes is not None:
+                out[p.pid] = out.get(p.pid, 0) + p.used_bytes
+    return out
+
+
+def gpu_held_bytes(snapshot: NVMLSnapshot) -> int | None:
+    """Sum of per-process usage over every device; None when no process gave a number."""
+    values = [d.processes_used_bytes for d in snapshot.devices]
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None

@@ -1,0 +1,275 @@
+"""Host memory from /proc: meminfo, PSI, vmstat's oom_kill, and the top processes by resident memory.
+
+Everything is read from an injectable proc root (tests point it at real files or at a copy), with plain
+`open().read()` of small files: /proc/meminfo costs tens of microseconds, one process's RSS from
+/proc/<pid>/statm ~15 µs. smaps (USS/PSS, ~2.7 ms per process) is never read on the sampling path.
+
+Processes that vanish between listing and reading, or deny access, are skipped and counted.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import time
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from collectors.errors import CollectorError
+from collectors.snapshots import OSSnapshot, ProcessInfo
+
+_MEMINFO_KEYS = ("MemTotal", "MemAvailable", "Cached", "Shmem", "SwapTotal", "SwapFree")
+
+
+def parse_meminfo(text: str) -> dict[str, int]:
+    """/proc/meminfo text -> {key: bytes}. Values are in kB (KiB) in the file, except HugePages_* counts."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        key, sep, rest = line.partition(":")
+        if not sep:
+            continue
+        parts = rest.split()
+        if not parts:
+            continue
+        try:
+            number = int(parts[0])
+        except ValueError:
+            continue
+        out[key.strip()] = number * 1024 if len(parts) > 1 and parts[1] == "kB" else number
+    return out
+
+
+def parse_psi(text: str) -> tuple[float | None, float | None]:
+    """/proc/pressure/memory -> (some avg10 %, full avg10 %)."""
+    some = full = None
+    for line in text.splitlines():
+        parts = line.split()
+        if not parts:
+            continue
+        fields = dict(p.split("=", 1) for p in parts[1:] if "=" in p)
+        try:
+            value = float(fields["avg10"])
+        except (KeyError, ValueError):
+            continue
+        if parts[0] == "some":
+            some = value
+        elif parts[0] == "full":
+            full = value
+    return some, full
+
+
+def parse_vmstat_oom_kill(text: str) -> int | None:
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] == "oom_kill":
+            return int(parts[1])
+    return None
+
+
+def parse_stat_start_ticks(stat_text: str) -> int:
+    """Field 22 (starttime) of /proc/<pid>/stat; the comm field may contain spaces and parentheses."""
+    after_comm = stat_text[stat_text.rindex(")") + 2 :]
+    return int(after_comm.split()[19])  # fields 3.. start after the comm; starttime is field 22
+
+
+def parse_free_h_line(text: str) -> dict[str, str]:
+    """`free -h` output -> {"Mem.total": "119Gi", ...}: the human-readable cells, kept as text (they are
+    rounded by free, so they are for cross-checks, not for arithmetic)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    header = lines[0].split()
+    out: dict[str, str] = {}
+    for line in lines[1:]:
+        label, _, rest = line.partition(":")
+        for name, cell in zip(header, rest.split(), strict=False):
+            out[f"{label.strip()}.{name}"] = cell
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _ProcRead:
+    pid: int
+    start_ticks: int
+    name: str
+    rss: int
+    uid: int
+
+
+class OSCollector:
+    """sample() -> OSSnapshot. Keeps a short per-pid RSS history to report growth over `growth_window_s`."""
+
+    def __init__(
+        self,
+        proc_root: str | os.PathLike = "/proc",
+        top_n: int = 15,
+        growth_window_s: float = 30.0,
+        clock=time.time,
+    ) -> None:
+        self.proc_root = os.fspath(proc_root)
+        self.top_n = top_n
+        self.growth_window_s = growth_window_s
+        self._clock = clock
+        self._page_size = os.sysconf("SC_PAGE_SIZE")
+        # pid -> (start_ticks, deque of (t, rss)); pruned to live pids every sample
+        self._history: dict[int, tuple[int, deque[tuple[float, int]]]] = {}
+        self._first_sample_done = False
+        self._new_since: dict[int, bool] = {}  # pids seen appearing after the first sample, still "new"
+        self._cmdline_cache: dict[tuple[int, int], str] = {}
+        self._user_cache: dict[int, str] = {}
+
+    def _read(self, relative: str) -> str:
+        with open(os.path.join(self.proc_root, relative), encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def read_meminfo(self) -> dict[str, int]:
+        try:
+            info = parse_meminfo(self._read("meminfo"))
+        except OSError as exc:
+            raise CollectorError(f"cannot read {self.proc_root}/meminfo: {exc}") from exc
+        missing = [k for k in ("MemTotal", "MemAvailable") if k not in info]
+        if missing:
+            raise CollectorError(f"{self.proc_root}/meminfo has no {', '.join(missing)} (kernel < 3.14?)")
+        return info
+
+    def _read_process(self, pid: int) -> _ProcRead:
+        stat = self._read(f"{pid}/stat")
+        statm = self._read(f"{pid}/statm").split()
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        uid = os.stat(os.path.join(self.proc_root, str(pid))).st_uid
+        return _ProcRead(pid, parse_stat_start_ticks(stat), name, int(statm[1]) * self._page_size, uid)
+
+    def _cmdline(self, pid: int, start_ticks: int) -> str:
+        key = (pid, start_ticks)
+        if key not in self._cmdline_cache:
+            try:
+                raw = self._read(f"{pid}/cmdline")
+            except OSError:
+                raw = ""
+            self._cmdline_cache[key] = raw.replace("\x00", " ").strip()[:300]
+        return self._cmdline_cache[key]
+
+    def _user(self, uid: int) -> str:
+        if uid not in self._user_cache:
+            try:
+                self._user_cache[uid] = pwd.getpwuid(uid).pw_name
+            except KeyError:
+                self._user_cache[uid] = str(uid)
+        return self._user_cache[uid]
+
+    def _pids(self) -> Iterable[int]:
+        try:
+            names = os.listdir(self.proc_root)
+        except OSError as exc:
+            raise CollectorError(f"cannot list {self.proc_root}: {exc}") from exc
+        return (int(n) for n in names if n.isdigit())
+
+    def sample(self, include_pids: Iterable[int] = ()) -> OSSnapshot:
+        """Read everything once. `include_pids` (e.g. pids NVML lists) are reported even outside the top."""
+        t = self._clock()
+        info = self.read_meminfo()
+        try:
+            psi_some, psi_full = parse_psi(self._read("pressure/memory"))
+        except OSError:
+            psi_some = psi_full = None
+        try:
+            oom_kill = parse_vmstat_oom_kill(self._read("vmstat"))
+        except OSError:
+            oom_kill = None
+        reads: list[_ProcRead] = []
+        skipped = 0
+        for pid in self._pids():
+            try:
+                reads.append(self._read_process(pid))
+            except (OSError, ValueError, IndexError):  # vanished, denied, or a kernel thread's empty statm
+                skipped += 1
+        processes = self._track(t, reads, frozenset(include_pids))
+        snapshot = OSSnapshot(
+            t=t,
+            mem_total=info["MemTotal"],
+            mem_available=info["MemAvailable"],
+            cached=info.get("Cached", 0),
+            shmem=info.get("Shmem", 0),
+            swap_total=info.get("SwapTotal", 0),
+            swap_free=info.get("SwapFree", 0),
+            psi_some_avg10=psi_some,
+            psi_full_avg10=psi_full,
+            oom_kill=oom_kill,
+            processes=processes,
+            skipped_processes=skipped,
+        )
+        self._first_sample_done = True
+        return snapshot
+
+    def _track(self, t: float, reads: list[_ProcRead], include: frozenset[int]) -> tuple[ProcessInfo, ...]:
+        live: dict[int, tuple[int, deque[tuple[float, int]]]] = {}
+        growth: dict[int, tuple[int | None, float, bool]] = {}
+        for r in reads:
+            known = self._history.get(r.pid)
+            if known is None or known[0] != r.start_ticks:  # new, or a reused pid
+                hist: deque[tuple[float, int]] = deque()
+                is_new = self._first_sample_done
+            else:
+                hist = known[1]
+                is_new = False
+                if len(hist) and t - hist[0][0] < self.growth_window_s and self._new_since.get(r.pid):
+                    is_new = True  # stays "new" for one growth window
+            hist.append((t, r.rss))
+            # keep the newest sample at or before the window start, drop older ones
+            while len(hist) >= 2 and hist[1][0] <= t - self.growth_window_s:
+                hist.popleft()
+            live[r.pid] = (r.start_ticks, hist)
+            oldest_t, oldest_rss = hist[0]
+            covered = t - oldest_t
+            value = r.rss - oldest_rss if covered >= self.growth_window_s * 0.99 else None
+            growth[r.pid] = (value, covered, is_new)
+        self._new_since = {pid: True for pid, (_, _, new) in growth.items() if new}
+        self._history = live
+        self._cmdline_cache = {k: v for k, v in self._cmdline_cache.items() if k[0] in live}
+        by_rss = sorted(reads, key=lambda r: r.rss, reverse=True)[: self.top_n]
+        by_growth = sorted(
+            (r for r in reads if growth[r.pid][0] is not None and growth[r.pid][0] > 0),
+            key=lambda r: growth[r.pid][0],
+            reverse=True,
+        )[: self.top_n]
+        wanted = [r for r in reads if r.pid in include]
+        chosen = {r.pid: r for r in (*by_rss, *by_growth, *wanted)}
+        out = []
+        for r in sorted(chosen.values(), key=lambda r: r.rss, reverse=True):
+            g, covered, new = growth[r.pid]
+            out.append(
+                ProcessInfo(
+                    pid=r.pid,
+                    name=r.name,
+                    cmdline=self._cmdline(r.pid, r.start_ticks),
+                    user=self._user(r.uid),
+                    rss=r.rss,
+                    growth_bytes=g,
+                    is_new=new,
+                    gpu_bytes=None,
+                    start_ticks=r.start_ticks,
+                    growth_window_s=covered,
+                )
+            )
+        return tuple(out)
+
+    def process_rss(self, pid: int) -> int | None:
+        """One process's RSS now (bytes), None if it is gone or hidden."""
+        try:
+            return self._read_process(pid).rss
+        except (OSError, ValueError, IndexError):
+            return None
+
+
+def grown_most(snapshot: OSSnapshot, n: int = 5) -> list[ProcessInfo]:
+    """ "Who took the memory": processes sorted by growth over the window, largest first."""
+    grew = [p for p in snapshot.processes if p.growth_bytes is not None and p.growth_bytes > 0]
+    return sorted(grew, key=lambda p: p.growth_bytes or 0, reverse=True)[:n]
+
+
+def with_gpu_bytes(
+    processes: tuple[ProcessInfo, ...], gpu_by_pid: Mapping[int, int]
+) -> tuple[ProcessInfo, ...]:
+    """Fill ProcessInfo.gpu_bytes from a pid -> bytes map (sum of per-process NVML usage)."""
+    from dataclasses import replace
+
+    return tuple(replace(p, gpu_bytes=gpu_by_pid.get(p.pid)) for p in processes)

@@ -1,0 +1,438 @@
+"""Recording to a file (JSON lines) and reading it back.
+
+One JSON object per line, `"k"` saying which kind:
+  header      {"k":"header","version":1,"created":t,"host":...,"hz":...}
+  os          {"k":"os","t",mem_total,...,"procs":[[pid,start_ticks,name,rss,growth,is_new,user],...]}
+  proc        {"k":"proc","pid","start","cmdline"}        (first time a process appears)
+  nvml        {"k":"nvml","t","status","available","driver","devices":[{...DeviceInfo...}]}
+  agent_meta  {"k":"agent_meta","pid","start","cmdline","path","hz"}
+  agent       {"k":"agent","pid","start","status","alive","lost","r":[RECORD_FIELDS..., label]}
+Numbers are bytes; null is unknown; the string "unsupported" never appears for a number (DeviceInfo keeps
+its `unsupported` list instead).
+
+Appends are flushed at least once a second, so a crash loses at most the last second; a reader skips a
+truncated last line (and counts any other unreadable line instead of failing).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
+from typing import IO, Any
+
+from collectors import agent_format as fmt
+from collectors.errors import CollectorError
+from collectors.snapshots import AgentRecord, DeviceInfo, GpuProcess, NVMLSnapshot, OSSnapshot, ProcessInfo
+
+FORMAT_VERSION = 1
+
+
+def _num(x: float | int | None) -> float | int | None:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return None
+    return x
+
+
+def record_values(r: AgentRecord) -> list:
+    values = []
+    for name in fmt.RECORD_FIELDS:
+        if name == "cuda_state":
+            values.append(fmt.CUDA_STATES.index(r.cuda_state) if r.cuda_state in fmt.CUDA_STATES else None)
+        elif name == "is_integrated":
+            values.append(None if r.is_integrated is None else int(r.is_integrated))
+        else:
+            values.append(_num(getattr(r, name)))
+    return [*values, r.step_label]
+
+
+def record_from_values(values: list) -> AgentRecord:
+    from collectors.agent_reader import decode  # noqa: PLC0415
+
+    *numbers, label = values
+    if len(numbers) != len(fmt.RECORD_FIELDS):
+        raise CollectorError(f"agent record with {len(numbers)} numbers, expected {len(fmt.RECORD_FIELDS)}")
+    floats = tuple(math.nan if v is None else float(v) for v in numbers)
+    return decode((*floats, str(label).encode()))
+
+
+class Recorder:
+    """Appends snapshots to a file. Not thread-safe by itself: the Monitor calls it under its own lock."""
+
+    def __init__(self, path: str | os.PathLike, hz: float = 0.0, flush_interval_s: float = 1.0) -> None:
+        self.path = os.fspath(path)
+        try:
+            self._file: IO[str] | None = open(self.path, "w", encoding="utf-8")  # noqa: SIM115
+        except OSError as exc:
+            raise CollectorError(f"cannot write the recording {self.path}: {exc}") from exc
+        self.flush_interval_s = flush_interval_s
+        self._last_flush = time.monotonic()
+        self._seen_procs: set[tuple[int, int]] = set()
+        self._seen_agents: set[tuple[int, int]] = set()
+        self._last_nvml: str | None = None
+        self.lines = 0
+        self._write(
+            {
+                "k": "header",
+                "version": FORMAT_VERSION,
+                "created": time.time(),
+                "host": socket.gethostname(),
+                "hz": hz,
+            }
+        )
+
+    def _write(self, obj: dict) -> None:
+        if self._file is None:
+            return
+        self._file.write(json.dumps(obj, separators=(",", ":")) + "\n")
+        self.lines += 1
+        now = time.monotonic()
+        if now - self._last_flush >= self.flush_interval_s:
+            self._file.flush()
+            self._last_flush = now
+
+    def flush(self) -> None:
+        if self._file is not None:
+            self._file.flush()
+            self._last_flush = time.monotonic()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.flush()
+            self._file.close()
+            self._file = None
+
+    def os(self, snap: OSSnapshot) -> None:
+        for p in snap.processes:
+            key = (p.pid, p.start_ticks)
+            if key not in self._seen_procs:
+                self._seen_procs.add(key)
+                self._write({"k": "proc", "pid": p.pid, "start": p.start_ticks, "cmdline": p.cmdline[:200]})
+        self._write(
+            {
+                "k": "os",
+                "t": snap.t,
+                "mem_total": snap.mem_total,
+                "mem_available": snap.mem_available,
+                "cached": snap.cached,
+                "shmem": snap.shmem,
+                "swap_total": snap.swap_total,
+                "swap_free": snap.swap_free,
+                "psi_some_avg10": snap.psi_some_avg10,
+                "psi_full_avg10": snap.psi_full_avg10,
+                "oom_kill": snap.oom_kill,
+                "skipped": snap.skipped_processes,
+                "procs": [
+                    [
+                        p.pid,
+                        p.start_ticks,
+                        p.name,
+                        p.rss,
+                        p.growth_bytes,
+                        int(p.is_new),
+                        p.user,
+                        round(p.growth_window_s, 3),
+                    ]
+                    for p in snap.processes
+                ],
+            }
+        )
+
+    def nvml(self, snap: NVMLSnapshot) -> None:
+        body = {
+            "status": snap.status,
+            "available": snap.available,
+            "driver": snap.driver_version,
+            "devices": [asdict(d) for d in snap.devices],
+        }
+        text = json.dumps(body, sort_keys=True)
+        if text == self._last_nvml:
+            return  # unchanged: replay holds the previous one
+        self._last_nvml = text
+        self._write({"k": "nvml", "t": snap.t, **body})
+
+    def agent(
+        self,
+        pid: int,
+        start: int,
+        cmdline: str,
+        path: str,
+        hz: float,
+        records: Iterable[AgentRecord],
+        status: str,
+        alive: bool,
+        lost: int,
+    ) -> None:
+        if (pid, start) not in self._seen_agents:
+            self._seen_agents.add((pid, start))
+            self._write(
+                {
+                    "k": "agent_meta",
+                    "pid": pid,
+                    "start": start,
+                    "cmdline": cmdline[:300],
+                    "path": path,
+                    "hz": hz,
+                }
+            )
+        for r in records:
+            self._write(
+                {
+                    "k": "agent",
+                    "pid": pid,
+                    "start": start,
+                    "status": status,
+                    "alive": alive,
+                    "lost": lost,
+                    "r": record_values(r),
+                }
+            )
+
+
+# ------------------------------------------------------------------------------------------ reading
+@dataclass(frozen=True, slots=True)
+class Recording:
+    header: dict
+    events: tuple[dict, ...]  # every line after the header, in file order
+    bad_lines: int  # unreadable lines skipped (a truncated last line included)
+    truncated_tail: bool
+
+
+def read_recording(path: str | os.PathLike) -> Recording:
+    path = os.fspath(path)
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read().split("\n")
+    except OSError as exc:
+        raise CollectorError(f"cannot read the recording {path}: {exc}") from exc
+    events: list[dict] = []
+    bad = 0
+    truncated = False
+    header = None
+    last_index = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+            if not isinstance(obj, dict) or "k" not in obj:
+                raise ValueError("not a memsight record")
+        except ValueError:
+            bad += 1
+            if i == last_index:
+                truncated = True
+            continue
+        if header is None:
+            if obj.get("k") != "header":
+                raise CollectorError(f"{path}: not a memsight recording (first record is not a header)")
+            if obj.get("version") != FORMAT_VERSION:
+                raise CollectorError(
+                    f"{path}: recording format version {obj.get('version')}, "
+                    f"this memsight reads {FORMAT_VERSION}"
+                )
+            header = obj
+            continue
+        events.append(obj)
+    if header is None:
+        raise CollectorError(f"{path}: empty or not a memsight recording")
+    return Recording(header=header, events=tuple(events), bad_lines=bad, truncated_tail=truncated)
+
+
+def os_snapshot_from(event: dict, cmdlines: dict[tuple[int, int], str]) -> OSSnapshot:
+    procs = []
+    for row in event.get("procs", []):
+        pid, start, name, rss, growth, is_new, user = row[:7]
+        window = row[7] if len(row) > 7 else 0.0
+        procs.append(
+            ProcessInfo(
+                pid=pid,
+                name=name,
+                cmdline=cmdlines.get((pid, start), ""),
+                user=user,
+                rss=rss,
+                growth_bytes=growth,
+                is_new=bool(is_new),
+                start_ticks=start,
+                growth_window_s=window,
+            )
+        )
+    return OSSnapshot(
+        t=event["t"],
+        mem_total=event["mem_total"],
+        mem_available=event["mem_available"],
+        cached=event["cached"],
+        shmem=event["shmem"],
+        swap_total=event["swap_total"],
+        swap_free=event["swap_free"],
+        psi_some_avg10=event["psi_some_avg10"],
+        psi_full_avg10=event["psi_full_avg10"],
+        oom_kill=event["oom_kill"],
+        processes=tuple(procs),
+        skipped_processes=event.get("skipped", 0),
+    )
+
+
+def nvml_snapshot_from(event: dict) -> NVMLSnapshot:
+    devices = []
+    for d in event.get("devices", []):
+        procs = tuple(GpuProcess(**p) for p in d.get("processes", []))
+        devices.append(
+            DeviceInfo(
+                **{
+                    **d,
+                    "processes": procs,
+                    "unsupported": tuple(d.get("unsupported", ())),
+                    "errors": tuple(d.get("errors", ())),
+                }
+            )
+        )
+    return NVMLSnapshot(
+        status=event["status"],
+        available=event["available"],
+        devices=tuple(devices),
+        t=event["t"],
+        driver_version=event.get("driver"),
+    )
+
+
+# ------------------------------------------------------------------------------------------ summary
+class _Stats:
+    __slots__ = ("min", "max", "last")
+
+    def __init__(self) -> None:
+        self.min: float | None = None
+        self.max: float | None = None
+        self.last: float | None = None
+
+    def add(self, value: Any) -> None:
+        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            return
+        self.min = value if self.min is None else min(self.min, value)
+        self.max = value if self.max is None else max(self.max, value)
+        self.last = value
+
+
+class _Source:
+    def __init__(self, sid: str, kind: str, pid: int | None) -> None:
+        self.id, self.kind, self.pid = sid, kind, pid
+        self.samples = 0
+        self.start: float | None = None
+        self.end: float | None = None
+        self.fields: dict[str, _Stats] = {}
+        self.status: str | None = None  # agents: the last cuda_state ("CUDA not initialized", "ok", ...)
+
+    def add(self, t: float, values: dict[str, Any]) -> None:
+        self.samples += 1
+        self.start = t if self.start is None else min(self.start, t)
+        self.end = t if self.end is None else max(self.end, t)
+        for name, value in values.items():
+            self.fields.setdefault(name, _Stats()).add(value)
+
+    def to_json(self) -> dict:
+        out = {
+            "id": self.id,
+            "kind": self.kind,
+            "pid": self.pid,
+            "samples": self.samples,
+            "start": self.start,
+            "end": self.end,
+            "fields": {n: {"min": s.min, "max": s.max, "last": s.last} for n, s in self.fields.items()},
+        }
+        if self.status is not None:
+            out["status"] = self.status
+        return out
+
+
+def summarize(recording: Recording) -> dict:
+    """The `memsight replay FILE --json` document: one entry per source, min/max/last of every field."""
+    sources: dict[str, _Source] = {}
+
+    def source(sid: str, kind: str, pid: int | None) -> _Source:
+        if sid not in sources:
+            sources[sid] = _Source(sid, kind, pid)
+        return sources[sid]
+
+    for e in _events(recording):
+        k, t = e["k"], e.get("t")
+        if k == "os":
+            source("os", "os", None).add(
+                t,
+                {
+                    f: e.get(f)
+                    for f in (
+                        "mem_total",
+                        "mem_available",
+                        "cached",
+                        "shmem",
+                        "swap_total",
+                        "swap_free",
+                        "psi_some_avg10",
+                        "psi_full_avg10",
+                        "oom_kill",
+                    )
+                }
+                | {"system_used": e["mem_total"] - e["mem_available"]},
+            )
+            for row in e.get("procs", []):
+                pid, start, name, rss = row[:4]
+                source(f"process:{pid}:{start}", "process", pid).add(t, {"rss": rss, "growth": row[4]})
+        elif k == "nvml":
+            for d in e.get("devices", []):
+                source(f"nvml:{d['index']}", "nvml", None).add(
+                    t,
+                    {
+                        "total": d.get("total"),
+                        "reserved": d.get("reserved"),
+                        "used": d.get("used"),
+                        "free": d.get("free"),
+                        "utilization_gpu": d.get("utilization_gpu"),
+                        "processes_used": sum(
+                            p["used_bytes"] for p in d.get("processes", []) if p.get("used_bytes") is not None
+                        ),
+                    },
+                )
+                for p in d.get("processes", []):
+                    source(f"gpu_process:{d['index']}:{p['pid']}", "gpu_process", p["pid"]).add(
+                        t, {"used_bytes": p.get("used_bytes")}
+                    )
+        elif k == "agent":
+            r = record_from_values(e["r"])
+            values = {
+                name: getattr(r, name)
+                for name in (
+                    "allocated",
+                    "reserved",
+                    "peak_allocated",
+                    "active",
+                    "inactive_split",
+                    "alloc_retries",
+                    "num_ooms",
+                    "segments",
+                    "cuda_free",
+                    "cuda_total",
+                    "rss",
+                    "weights_bytes",
+                    "kv_bytes",
+                    "step_index",
+                )
+            }
+            if r.reserved is not None and r.allocated is not None:
+                values["gap"] = r.reserved - r.allocated
+            src = source(f"agent:{e['pid']}:{e['start']}:{r.device}", "agent", e["pid"])
+            src.add(r.t, values)
+            src.status = r.cuda_state
+    return {
+        "version": FORMAT_VERSION,
+        "created": recording.header.get("created"),
+        "host": recording.header.get("host"),
+        "bad_lines": recording.bad_lines,
+        "sources": [s.to_json() for s in sources.values()],
+    }
+
+
+def _events(recording: Recording) -> Iterator[dict]:
+    yield from recording.events

@@ -1,0 +1,220 @@
+"""Samples and fixed-capacity rings.
+
+A Sample is a timestamp, a source id and named numeric fields. Two kinds of "no number" are kept apart:
+* unknown (`float("nan")`, or None at the API edge): the read failed or the source did not say;
+* UNSUPPORTED: a NaN with its own payload bit pattern, for "the device answered NOT_SUPPORTED".
+Both survive `array('d')`, `struct` and copying unchanged (they are never used in arithmetic).
+
+A Ring keeps one source's samples in preallocated `array('d')` storage, in two tiers:
+* fine: the last `capacity` samples at full rate;
+* coarse: one entry per `coarse_step_s` seconds holding the min and max of every field over that step,
+  `coarse_capacity` entries long. The defaults (4,096 fine, 8,640 coarse at 10 s) keep a day of history
+  at any sampling rate in `bytes_for(n_fields)` bytes (for 10 fields: 1.8 MiB), fixed from the start.
+
+Writers: one thread per ring appends; `append` never blocks and never allocates after construction.
+Readers: `snapshot()` copies without taking a lock and discards whatever the writer overwrote during the
+copy (it checks the write counter before and after), so readers never block writers.
+Dropped: samples refused (time going backwards, wrong width) are counted in `dropped`, never hidden.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from array import array
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+_UNSUPPORTED_BITS = 0x7FF8_0000_0000_0A11  # a quiet NaN with a payload nothing computes by accident
+UNSUPPORTED: float = struct.unpack("<d", struct.pack("<Q", _UNSUPPORTED_BITS))[0]
+UNKNOWN: float = float("nan")
+
+
+def _bits(x: float) -> int:
+    return struct.unpack("<Q", struct.pack("<d", x))[0]
+
+
+def is_unsupported(x: float | None) -> bool:
+    """True only for the UNSUPPORTED marker (not for a plain NaN, not for None)."""
+    return isinstance(x, float) and x != x and _bits(x) == _UNSUPPORTED_BITS
+
+
+def is_unknown(x: float | None) -> bool:
+    """True for None and for a NaN that is not the UNSUPPORTED marker."""
+    return x is None or (isinstance(x, float) and x != x and _bits(x) != _UNSUPPORTED_BITS)
+
+
+def to_float(value: int | float | None) -> float:
+    """An API value (None = unknown) as a ring value."""
+    return UNKNOWN if value is None else float(value)
+
+
+def to_int(x: float) -> int | None:
+    """A ring value as bytes/count: None for unknown or unsupported."""
+    return None if x != x else int(x)
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One timestamped, flat record of numbers from one source."""
+
+    t: float
+    source: str
+    values: Mapping[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class RingSnapshot:
+    """A reader's copy: times, and one tuple of values per field, oldest first."""
+
+    fields: tuple[str, ...]
+    times: tuple[float, ...]
+    columns: tuple[tuple[float, ...], ...]  # columns[i] belongs to fields[i]
+    coarse_times: tuple[float, ...]
+    coarse_min: tuple[tuple[float, ...], ...]
+    coarse_max: tuple[tuple[float, ...], ...]
+    appended: int  # samples accepted since creation
+    dropped: int  # samples refused (backwards time, wrong width)
+
+    def column(self, name: str) -> tuple[float, ...]:
+        return self.columns[self.fields.index(name)]
+
+    def last(self, name: str) -> float:
+        col = self.column(name)
+        return col[-1] if col else UNKNOWN
+
+
+class Ring:
+    DEFAULT_CAPACITY = 4096
+    DEFAULT_COARSE_CAPACITY = 8640  # a day at 10 s
+    DEFAULT_COARSE_STEP_S = 10.0
+
+    def __init__(
+        self,
+        source: str,
+        fields: Sequence[str],
+        capacity: int = DEFAULT_CAPACITY,
+        coarse_capacity: int = DEFAULT_COARSE_CAPACITY,
+        coarse_step_s: float = DEFAULT_COARSE_STEP_S,
+    ) -> None:
+        if capacity < 1 or coarse_capacity < 1 or not coarse_step_s > 0:
+            raise ValueError("a ring needs capacity >= 1, coarse_capacity >= 1 and coarse_step_s > 0")
+        if len(set(fields)) != len(fields) or not fields:
+            raise ValueError(f"ring {source!r}: field names must be unique and non-empty: {list(fields)}")
+        self.source = source
+        self.fields: tuple[str, ...] = tuple(fields)
+        self._index = {name: i for i, name in enumerate(self.fields)}
+        n = len(self.fields)
+        self.capacity = capacity
+        self.coarse_capacity = coarse_capacity
+        self.coarse_step_s = coarse_step_s
+        self._times = array("d", bytes(8 * capacity))
+        self._values = array("d", bytes(8 * capacity * n))
+        self._ctimes = array("d", bytes(8 * coarse_capacity))
+        self._cmin = array("d", bytes(8 * coarse_capacity * n))
+        self._cmax = array("d", bytes(8 * coarse_capacity * n))
+        # the coarse bucket being filled: its start time and running min/max
+        self._acc_t = UNKNOWN
+        self._acc_min = array("d", [UNKNOWN] * n)
+        self._acc_max = array("d", [UNKNOWN] * n)
+        self.appended = 0  # written last: readers use it to know what is complete
+        self.coarse_appended = 0
+        self.dropped = 0
+        self._last_t = -math.inf
+
+    @staticmethod
+    def bytes_for(
+        n_fields: int, capacity: int = DEFAULT_CAPACITY, coarse_capacity: int = DEFAULT_COARSE_CAPACITY
+    ) -> int:
+        """Storage a ring of n_fields preallocates (fixed for its whole life)."""
+        return 8 * capacity * (1 + n_fields) + 8 * coarse_capacity * (1 + 2 * n_fields) + 16 * n_fields
+
+    @property
+    def nbytes(self) -> int:
+        return self.bytes_for(len(self.fields), self.capacity, self.coarse_capacity)
+
+    def append(self, t: float, values: Mapping[str, float | int | None] | Sequence[float]) -> bool:
+        """Add one sample; False (and counted in `dropped`) if refused. Missing fields are unknown."""
+        n = len(self.fields)
+        if not t >= self._last_t:  # also refuses a NaN time
+            self.dropped += 1
+            return False
+        if isinstance(values, Mapping):
+            row = [UNKNOWN] * n
+            for name, v in values.items():
+                i = self._index.get(name)
+                if i is None:
+                    self.dropped += 1
+                    return False
+                row[i] = to_float(v)
+        else:
+            if len(values) != n:
+                self.dropped += 1
+                return False
+            row = [to_float(v) for v in values]
+        self._last_t = t
+        slot = self.appended % self.capacity
+        self._times[slot] = t
+        self._values[slot * n : (slot + 1) * n] = array("d", row)
+        self._fold_coarse(t, row)
+        self.appended += 1
+        return True
+
+    def _fold_coarse(self, t: float, row: list[float]) -> None:
+        n = len(self.fields)
+        if self._acc_t != self._acc_t:  # first sample
+            self._acc_t = t - (t % self.coarse_step_s)
+        elif t >= self._acc_t + self.coarse_step_s:
+            slot = self.coarse_appended % self.coarse_capacity
+            self._ctimes[slot] = self._acc_t
+            self._cmin[slot * n : (slot + 1) * n] = self._acc_min
+            self._cmax[slot * n : (slot + 1) * n] = self._acc_max
+            self.coarse_appended += 1
+            self._acc_t = t - (t % self.coarse_step_s)
+            for i in range(n):
+                self._acc_min[i] = UNKNOWN
+                self._acc_max[i] = UNKNOWN
+        for i, v in enumerate(row):
+            if v != v:
+                continue
+            lo, hi = self._acc_min[i], self._acc_max[i]
+            if lo != lo or v < lo:
+                self._acc_min[i] = v
+            if hi != hi or v > hi:
+                self._acc_max[i] = v
+
+    def snapshot(self, last: int | None = None) -> RingSnapshot:
+        """A consistent copy of the fine tier (the newest `last` samples, or all) and the coarse tier."""
+        n = len(self.fields)
+        for _ in range(3):
+            before = self.appended
+            times = self._times.tolist()
+            values = self._values.tolist()
+            after = self.appended
+            # slots rewritten during the copy belong to samples [before, after): drop the oldest that many
+            count = min(before, self.capacity - (after - before))
+            if count >= 0:
+                break
+        else:
+            count = 0
+        if last is not None:
+            count = min(count, last)
+        order = [(before - count + k) % self.capacity for k in range(count)]
+        cols = tuple(tuple(values[s * n + i] for s in order) for i in range(n))
+        cb = self.coarse_appended
+        cmin_all = self._cmin.tolist()
+        cmax_all = self._cmax.tolist()
+        ctimes_all = self._ctimes.tolist()
+        ca = self.coarse_appended
+        ccount = max(0, min(cb, self.coarse_capacity - (ca - cb)))
+        corder = [(cb - ccount + k) % self.coarse_capacity for k in range(ccount)]
+        return RingSnapshot(
+            fields=self.fields,
+            times=tuple(times[s] for s in order),
+            columns=cols,
+            coarse_times=tuple(ctimes_all[s] for s in corder),
+            coarse_min=tuple(tuple(cmin_all[s * n + i] for s in corder) for i in range(n)),
+            coarse_max=tuple(tuple(cmax_all[s * n + i] for s in corder) for i in range(n)),
+            appended=before,
+            dropped=self.dropped,
+        )

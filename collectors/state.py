@@ -1,0 +1,283 @@
+"""Turns the latest snapshots into one immutable MonitorState (shared by the live Monitor and replay).
+
+It keeps the rings for chart history (fixed size, see collectors/ring.py) and a short list of recent states
+for the alert rules. Only the collector threads (or the replay clock) call the update_* methods and
+build(); readers get the last built MonitorState, a frozen value, without any lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+from collectors import buckets as buckets_mod
+from collectors.alerts import AlertOptions, evaluate
+from collectors.nvml_collector import gpu_bytes_by_pid, gpu_held_bytes
+from collectors.os_collector import with_gpu_bytes
+from collectors.ring import Ring, to_int
+from collectors.snapshots import AgentRecord, AgentView, Alert, MonitorState, NVMLSnapshot, OSSnapshot
+
+OS_FIELDS = (
+    "mem_total",
+    "mem_available",
+    "cached",
+    "shmem",
+    "swap_total",
+    "swap_free",
+    "psi_some_avg10",
+    "psi_full_avg10",
+    "oom_kill",
+)
+AGENT_FIELDS = ("allocated", "reserved", "peak_allocated", "rss", "weights_bytes", "kv_bytes")
+NO_NVML = NVMLSnapshot(status="not sampled yet", available=False, devices=())
+
+
+@dataclass(slots=True)
+class AgentTrack:
+    """What the builder keeps per agent (mutable, owned by the builder)."""
+
+    pid: int
+    start_ticks: int
+    cmdline: str
+    path: str
+    hz: float
+    status: str = "ok"
+    alive: bool = True
+    lost: int = 0
+    history: deque = field(default_factory=lambda: deque(maxlen=600))
+    latest: dict[int, AgentRecord] = field(default_factory=dict)
+    rings: dict[int, Ring] = field(default_factory=dict)
+
+
+class StateBuilder:
+    def __init__(
+        self,
+        history_points: int = 600,
+        alert_window_s: float = 60.0,
+        alert_options: AlertOptions | None = None,
+        max_alerts: int = 50,
+        replay: bool = False,
+    ) -> None:
+        self.history_points = history_points
+        self.alert_window_s = alert_window_s
+        self.alert_options = alert_options or AlertOptions()
+        self.replay = replay
+        self._lock = threading.Lock()  # between writer threads only; readers never take it
+        self.os: OSSnapshot | None = None
+        self.nvml: NVMLSnapshot = NO_NVML
+        self.agents: dict[tuple[int, int], AgentTrack] = {}
+        self.os_ring = Ring("os", OS_FIELDS)
+        self.recent: deque[MonitorState] = deque()
+        self.alerts: deque[Alert] = deque(maxlen=max_alerts)
+        self._alert_keys: dict[tuple, float] = {}
+        self.dropped: dict[str, int] = {}
+        self.status: dict[str, str] = {"os": "not sampled yet", "nvml": "not sampled yet", "agents": "ok"}
+        self.state: MonitorState = self._empty()
+
+    def _empty(self) -> MonitorState:
+        return MonitorState(
+            t=0.0,
+            os=None,
+            nvml=self.nvml,
+            agents=(),
+            buckets=(),
+            alerts=(),
+            unified=False,
+            headroom_bytes=None,
+            headroom_source="unknown",
+            history=MappingProxyType({}),
+            replay=self.replay,
+        )
+
+    # ---- updates (collector threads)
+    def update_os(self, snap: OSSnapshot) -> None:
+        with self._lock:
+            self.os = snap
+            self.status["os"] = "ok"
+            self.os_ring.append(
+                snap.t,
+                {
+                    "mem_total": snap.mem_total,
+                    "mem_available": snap.mem_available,
+                    "cached": snap.cached,
+                    "shmem": snap.shmem,
+                    "swap_total": snap.swap_total,
+                    "swap_free": snap.swap_free,
+                    "psi_some_avg10": snap.psi_some_avg10,
+                    "psi_full_avg10": snap.psi_full_avg10,
+                    "oom_kill": snap.oom_kill,
+                },
+            )
+
+    def os_failed(self, message: str) -> None:
+        with self._lock:
+            self.status["os"] = message
+            self.dropped["os"] = self.dropped.get("os", 0) + 1
+
+    def update_nvml(self, snap: NVMLSnapshot) -> None:
+        with self._lock:
+            self.nvml = snap
+            self.status["nvml"] = snap.status
+
+    def agent_track(self, pid: int, start_ticks: int, cmdline: str, path: str, hz: float) -> AgentTrack:
+        with self._lock:
+            key = (pid, start_ticks)
+            if key not in self.agents:
+                self.agents[key] = AgentTrack(pid, start_ticks, cmdline, path, hz)
+            return self.agents[key]
+
+    def update_agent(
+        self,
+        key: tuple[int, int],
+        records: tuple[AgentRecord, ...],
+        *,
+        status: str | None = None,
+        alive: bool | None = None,
+        lost: int = 0,
+    ) -> None:
+        with self._lock:
+            track = self.agents.get(key)
+            if track is None:
+                return
+            for r in records:
+                track.history.append(r)
+                track.latest[r.device] = r
+                ring = track.rings.get(r.device)
+                if ring is None:
+                    ring = track.rings[r.device] = Ring(f"agent:{key[0]}:{r.device}", AGENT_FIELDS)
+                ring.append(r.t, {name: getattr(r, name) for name in AGENT_FIELDS})
+            track.lost += lost
+            if lost:
+                self.dropped[f"agent:{key[0]}"] = track.lost
+            if alive is not None:
+                track.alive = alive
+            if status is not None:
+                track.status = status
+            elif track.latest:
+                newest = max(track.latest.values(), key=lambda r: r.t)
+                track.status = "ok" if newest.cuda_state == "ok" else newest.cuda_state
+
+    def drop_agent(self, key: tuple[int, int]) -> None:
+        with self._lock:
+            self.agents.pop(key, None)
+
+    # ---- build
+    def _views(self) -> tuple[AgentView, ...]:
+        views = []
+        for track in self.agents.values():
+            latest = tuple(track.latest[d] for d in sorted(track.latest))
+            views.append(
+                AgentView(
+                    pid=track.pid,
+                    start_ticks=track.start_ticks,
+                    cmdline=track.cmdline,
+                    path=track.path,
+                    status=track.status,
+                    alive=track.alive,
+                    latest=latest,
+                    history=tuple(track.history),
+                    lost_records=track.lost,
+                    hz=track.hz,
+                )
+            )
+        return tuple(sorted(views, key=lambda v: v.pid))
+
+    def _history(self, views: tuple[AgentView, ...]) -> Mapping[str, tuple[tuple[float, ...], ...]]:
+        n = self.history_points
+        out: dict[str, tuple[tuple[float, ...], ...]] = {}
+        snap = self.os_ring.snapshot(last=n)
+        available = snap.column("mem_available")
+        out["available"] = (snap.times, available)
+        sums: dict[str, dict[float, float]] = {"allocated": {}, "reserved": {}, "gap": {}}
+        for track in self.agents.values():
+            for device, ring in track.rings.items():
+                if device < 0:
+                    continue
+                rs = ring.snapshot(last=n)
+                alloc, resv = rs.column("allocated"), rs.column("reserved")
+                gap = tuple(r - a for a, r in zip(alloc, resv, strict=True))
+                for name, column in (("allocated", alloc), ("reserved", resv), ("gap", gap)):
+                    out[f"{name}:{track.pid}:{device}"] = (rs.times, column)
+                    # sums are aligned on the agent's own sampling times, rounded to 0.1 s
+                    for t, v in zip(rs.times, column, strict=True):
+                        if v == v:
+                            key = round(t, 1)
+                            sums[name][key] = sums[name].get(key, 0.0) + v
+        for name, series in sums.items():
+            times = tuple(sorted(series))[-n:]
+            out[name] = (times, tuple(series[t] for t in times))
+        return MappingProxyType(out)
+
+    def build(self, t: float) -> MonitorState:
+        with self._lock:
+            os_snap, nvml = self.os, self.nvml
+            if os_snap is not None and nvml.available:
+                by_pid = gpu_bytes_by_pid(nvml)
+                if by_pid:
+                    os_snap = replace(os_snap, processes=with_gpu_bytes(os_snap.processes, by_pid))
+            views = self._views()
+            measured = tuple(b for v in views for b in buckets_mod.measure(v, nvml))
+            unified = any(d.unified for d in nvml.devices) or any(
+                r.is_integrated for v in views for r in v.latest if r.is_integrated
+            )
+            headroom, source = headroom_of(os_snap, nvml, views, unified)
+            system_used = gpu_held = gap = None
+            if unified and os_snap is not None:
+                system_used = os_snap.mem_total - os_snap.mem_available
+                gpu_held = gpu_held_bytes(nvml)
+                gap = system_used - gpu_held if gpu_held is not None else None
+            state = MonitorState(
+                t=t,
+                os=os_snap,
+                nvml=nvml,
+                agents=views,
+                buckets=measured,
+                alerts=(),
+                unified=unified,
+                headroom_bytes=headroom,
+                headroom_source=source,
+                history=self._history(views),
+                system_used_bytes=system_used,
+                gpu_held_bytes=gpu_held,
+                unified_gap_bytes=gap,
+                dropped=MappingProxyType(dict(self.dropped)),
+                source_status=MappingProxyType(dict(self.status)),
+                replay=self.replay,
+            )
+            self.recent.append(state)
+            while self.recent and t - self.recent[0].t > self.alert_window_s:
+                self.recent.popleft()
+            for alert in evaluate(tuple(self.recent), self.alert_options):
+                key = (alert.kind, alert.pid, alert.device)
+                # one alert per condition until it has been quiet for the alert window
+                if t - self._alert_keys.get(key, -1e18) > self.alert_window_s:
+                    self.alerts.append(alert)
+                self._alert_keys[key] = t
+            state = replace(state, alerts=tuple(self.alerts))
+            self.recent[-1] = state
+            self.state = state
+            return state
+
+
+def headroom_of(
+    os_snap: OSSnapshot | None, nvml: NVMLSnapshot, views: tuple[AgentView, ...], unified: bool
+) -> tuple[int | None, str]:
+    """MemAvailable on unified memory; else the smallest device free (NVML, then the agents' mem_get_info)."""
+    if unified:
+        return (os_snap.mem_available, "MemAvailable") if os_snap is not None else (None, "unknown")
+    frees = [d.free for d in nvml.devices if d.free is not None]
+    if frees:
+        return min(frees), "device free (NVML)"
+    agent_frees = [r.cuda_free for v in views for r in v.latest if r.cuda_free is not None]
+    if agent_frees:
+        return min(agent_frees), "device free (agent)"
+    if os_snap is not None and not nvml.devices:
+        return os_snap.mem_available, "MemAvailable"  # no GPU at all: host memory is the only pool
+    return None, "unknown"
+
+
+def to_bytes(x: float) -> int | None:
+    return to_int(x)
