@@ -1,0 +1,193 @@
+"""Machine presets the plan is checked against, and "this" machine read from /proc/meminfo.
+
+Capacities are in bytes. Presets use the size the vendor sells in binary units where the part is built that
+way (H100 80 GiB, RTX 4090 24 GiB, DGX Spark 128 GiB of LPDDR5x); the H200 is sold as "141 GB", which is
+neither 141e9 nor 141 GiB of usable memory, so we use what nvidia-smi reports for it (143,771 MiB = 140.4
+GiB, recorded on a real 8x H200 box in
+../shared/fixtures/nvidia-smi_h200-x8_vllm_truncated-13042_570.158.01.txt) and say so.
+
+Bandwidths are decimal GB/s (vendor figures); a figure we have no source for stays None rather than a guess.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+
+from planner.errors import PlannerError
+from planner.units import GiB
+
+MiB = 2**20
+
+
+@dataclass(frozen=True, slots=True)
+class Machine:
+    name: str
+    label: str  # one line a user reads: what the capacity is and where it comes from
+    capacity_bytes: int
+    unified: bool  # one pool shared by the OS, CPU processes and the GPU (DGX Spark / GB10)
+    os_reserve_bytes: int  # kept back for the OS and everything else on unified memory; 0 on discrete GPUs
+    bandwidth_gbs: float | None  # decimal GB/s
+    peak_tflops_bf16: float | None  # dense BF16 tensor-core peak, decimal TFLOP/s
+
+
+MACHINES: Mapping[str, Machine] = MappingProxyType(
+    {
+        "spark": Machine(
+            name="spark",
+            label="DGX Spark (GB10): 128 GiB unified LPDDR5x, 10 GiB assumed for the OS and other processes",
+            capacity_bytes=128 * GiB,
+            unified=True,
+            os_reserve_bytes=10 * GiB,
+            bandwidth_gbs=273.0,
+            peak_tflops_bf16=None,
+        ),
+        "h100": Machine(
+            name="h100",
+            label="H100 80 GB (80 GiB HBM3)",
+            capacity_bytes=80 * GiB,
+            unified=False,
+            os_reserve_bytes=0,
+            bandwidth_gbs=3350.0,
+            peak_tflops_bf16=989.0,
+        ),
+        "h200": Machine(
+            name="h200",
+            label='H200 "141 GB": 143,771 MiB = 140.4 GiB as nvidia-smi reports it (used here)',
+            capacity_bytes=143_771 * MiB,
+            unified=False,
+            os_reserve_bytes=0,
+            bandwidth_gbs=4800.0,
+            peak_tflops_bf16=989.0,
+        ),
+        "rtx4090": Machine(
+            name="rtx4090",
+            label="RTX 4090 (24 GiB GDDR6X)",
+            capacity_bytes=24 * GiB,
+            unified=False,
+            os_reserve_bytes=0,
+            bandwidth_gbs=1008.0,
+            peak_tflops_bf16=None,
+        ),
+    }
+)
+
+THIS_MACHINE = "this"
+CUSTOM_MACHINE = (
+    "custom"  # a bare capacity (--capacity-gib): a discrete device, nothing reserved unless asked
+)
+
+
+def machine_names() -> list[str]:
+    return [*MACHINES, THIS_MACHINE, CUSTOM_MACHINE]
+
+
+def read_meminfo(path: str | os.PathLike[str] = "/proc/meminfo") -> dict[str, int]:
+    """/proc/meminfo as bytes (the file says kB, which the kernel means as KiB)."""
+    try:
+        with open(path, encoding="ascii") as handle:
+            text = handle.read()
+    except OSError as exc:
+        raise PlannerError(f"cannot read {path} to size 'this' machine: {exc.strerror}") from exc
+    values: dict[str, int] = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        fields = rest.split()
+        if not fields:
+            continue
+        try:
+            number = int(fields[0])
+        except ValueError:
+            continue
+        values[key.strip()] = number * 1024 if len(fields) > 1 and fields[1] == "kB" else number
+    for key in ("MemTotal", "MemAvailable"):
+        if key not in values:
+            raise PlannerError(f"{path} has no {key} line; cannot size 'this' machine")
+    return values
+
+
+def this_machine(
+    *,
+    meminfo_path: str | os.PathLike[str] = "/proc/meminfo",
+    gpu_total_bytes: int | None = None,
+    gpu_name: str | None = None,
+    unified: bool | None = None,
+    probe_note: str | None = None,
+) -> Machine:
+    """The machine memsight runs on.
+
+    `gpu_total_bytes` comes from NVML (probed by the CLI, never here: the planner stays stdlib-only). With a
+    discrete GPU its total is the capacity and nothing is reserved for the OS. Without one, or on unified
+    memory (NVML answers "Not Supported" for the device memory on GB10), the capacity is MemTotal and the
+    reserve is what the OS and every other process hold right now (MemTotal - MemAvailable).
+    """
+    if gpu_total_bytes is not None and not unified:
+        if gpu_total_bytes <= 0:
+            raise PlannerError(f"GPU total memory must be positive, got {gpu_total_bytes} bytes")
+        name = gpu_name or "GPU 0"
+        return Machine(
+            name=THIS_MACHINE,
+            label=f"this machine: {name}, {gpu_total_bytes / GiB:.2f} GiB as NVML reports it",
+            capacity_bytes=gpu_total_bytes,
+            unified=False,
+            os_reserve_bytes=0,
+            bandwidth_gbs=None,
+            peak_tflops_bf16=None,
+        )
+    info = read_meminfo(meminfo_path)
+    total, available = info["MemTotal"], info["MemAvailable"]
+    in_use = max(0, total - available)
+    if unified:
+        what = f"{gpu_name}, unified memory" if gpu_name else "unified memory"
+    else:
+        what = f"host RAM, no GPU used ({probe_note})" if probe_note else "host RAM, no GPU used"
+    return Machine(
+        name=THIS_MACHINE,
+        label=(
+            f"this machine: {what}; MemTotal {total / GiB:.2f} GiB, reserve = MemTotal - MemAvailable "
+            f"= {in_use / GiB:.2f} GiB in use now"
+        ),
+        capacity_bytes=total,
+        unified=True,
+        os_reserve_bytes=in_use,
+        bandwidth_gbs=None,
+        peak_tflops_bf16=None,
+    )
+
+
+def get_machine(
+    name: str,
+    *,
+    capacity_bytes: int | None = None,
+    os_reserve_bytes: int | None = None,
+    this: Machine | None = None,
+) -> Machine:
+    """A preset by name (or `this`, already resolved) with the user's capacity / reserve overrides."""
+    if name == THIS_MACHINE:
+        machine = this if this is not None else this_machine()
+    elif name == CUSTOM_MACHINE:
+        if capacity_bytes is None:
+            raise PlannerError("machine 'custom' needs a capacity (--capacity-gib)")
+        machine = Machine(CUSTOM_MACHINE, "", capacity_bytes, False, 0, None, None)
+    elif name in MACHINES:
+        machine = MACHINES[name]
+    else:
+        raise PlannerError(f"unknown machine {name!r}; choose one of {', '.join(machine_names())}")
+    if capacity_bytes is not None:
+        if capacity_bytes <= 0:
+            raise PlannerError(f"capacity must be positive, got {capacity_bytes} bytes")
+        given = f"{capacity_bytes / GiB:.2f} GiB capacity given"
+        label = given if name == CUSTOM_MACHINE else f"{machine.label}; {given} instead"
+        machine = replace(machine, label=label, capacity_bytes=capacity_bytes)
+    if os_reserve_bytes is not None:
+        if os_reserve_bytes < 0:
+            raise PlannerError(f"OS reserve must not be negative, got {os_reserve_bytes} bytes")
+        machine = replace(machine, os_reserve_bytes=os_reserve_bytes)
+    if machine.os_reserve_bytes >= machine.capacity_bytes:
+        raise PlannerError(
+            f"OS reserve ({machine.os_reserve_bytes / GiB:.2f} GiB) leaves nothing of the "
+            f"{machine.capacity_bytes / GiB:.2f} GiB capacity"
+        )
+    return machine

@@ -1,0 +1,190 @@
+"""`memsight plan` end to end: the real `python -m tui.cli plan ...` in subprocesses."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from planner.catalog import catalog_names
+from tests.conftest import REPO_ROOT, SHARED_CONFIGS, needs_shared
+
+REQUIRED_KEYS = {
+    "params_total", "weight_bytes", "kv_bytes_per_token", "kv_bytes", "activation_bytes", "overhead_bytes",
+    "total_bytes", "capacity_bytes", "fits", "max_users", "ranks",
+}  # fmt: skip
+RANK_KEYS = {"rank", "weight_bytes", "kv_bytes_per_token", "kv_bytes", "total_bytes", "busiest"}
+
+
+def memsight(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tui.cli", "plan", *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def plan_json(*args: str) -> dict:
+    done = memsight(*args, "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def check_schema(out: dict) -> None:
+    assert REQUIRED_KEYS <= set(out)
+    for key in (
+        "weight_bytes",
+        "kv_bytes",
+        "activation_bytes",
+        "overhead_bytes",
+        "total_bytes",
+        "capacity_bytes",
+    ):
+        assert isinstance(out[key], int) and out[key] >= 0, key
+    assert out["ranks"] and all(RANK_KEYS <= set(r) for r in out["ranks"])
+    assert sum(r["busiest"] for r in out["ranks"]) == 1
+
+
+def test_plan_table_shows_buckets_ranks_and_assumptions():
+    done = memsight("llama-3.1-8b", "--machine", "h100", "--users", "8", "--tp", "2")
+    assert done.returncode == 0, done.stderr
+    text = done.stdout
+    for word in (
+        "weights",
+        "KV cache",
+        "activations",
+        "overhead",
+        "total",
+        "FITS",
+        "max users",
+        "busiest",
+        "assumptions",
+        "GiB",
+    ):
+        assert word in text
+    assert text.count("<- busiest") == 1
+
+
+def test_plan_json_matches_the_lesson():
+    out = plan_json("llama-3.1-8b", "--machine", "h100", "--users", "8", "--ctx", "8192")
+    check_schema(out)
+    assert out["params_total"] == 8_030_261_248
+    assert out["weight_bytes"] == 16_060_522_496
+    assert out["kv_bytes_per_token"] == 131_072
+    assert out["kv_bytes"] == 8 * 2**30
+    assert out["max_users"] == 62 and out["fits"] is True
+    assert out["capacity_bytes"] == 80 * 2**30
+
+
+def test_capacity_and_reserve_flags():
+    out = plan_json("llama-3.1-8b", "--capacity-gib", "24", "--users", "8")
+    assert out["capacity_bytes"] == 24 * 2**30 and out["max_users"] == 6 and not out["fits"]
+    out = plan_json("llama-3.1-8b", "--machine", "spark", "--os-reserve-gib", "20")
+    assert out["os_reserve_bytes"] == 20 * 2**30
+
+
+def test_vllm_engine_reproduces_issue_12330_pool():
+    out = plan_json(
+        "llama-3.1-8b", "--engine", "vllm", "--vllm-version", "0.6.6", "--total-gib", "39.50",
+        "--gpu-memory-utilization", "0.9", "--max-model-len", "8192", "--weights-gib", "14.96",
+        "--activation-gib", "9.37", "--non-torch-gib", "0.10",
+    )  # fmt: skip
+    v = out["vllm"]
+    assert set(v) >= {"pool_bytes", "num_blocks", "kv_cache_tokens", "max_concurrency"}
+    assert f"{v['pool_bytes'] / 2**30:.2f}" == "11.12"
+    assert abs(v["num_blocks"] - 5691) <= 5  # the log's figures are rounded to 0.01 GiB
+    assert v["kv_cache_tokens"] == v["num_blocks"] * 16
+    assert v["max_concurrency_logged"] == "11.12x"
+    assert v["activation_predicted"] is False
+
+
+def test_vllm_pool_given_directly_and_predicted_activation():
+    out = plan_json("llama-3.1-8b", "--engine", "vllm", "--kv-pool-gib", "10", "--max-model-len", "8192")
+    assert out["vllm"]["num_blocks"] == 5120 and out["vllm"]["max_concurrency"] == 10.0
+    out = plan_json("llama-3.1-8b", "--machine", "h100", "--engine", "vllm")
+    assert out["vllm"]["activation_predicted"] is True
+    assert out["vllm"]["version"] == "0.33.0"
+
+
+@pytest.mark.parametrize("name", catalog_names())
+def test_every_catalog_name(name):
+    check_schema(plan_json(name))
+
+
+@needs_shared
+def test_every_shared_config():
+    configs = sorted(p for p in SHARED_CONFIGS.glob("*.json") if p.name != "EXPECTED.json")
+    assert len(configs) >= 15
+    failures = {}
+    for path in configs:
+        done = memsight(str(path), "--json")
+        if done.returncode != 0:
+            failures[path.name] = done.stderr.strip()
+            continue
+        check_schema(json.loads(done.stdout))
+    assert not failures, failures
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["no-such-model-anywhere"], "no-such-model-anywhere"),
+        (["llama-3.1-8b", "--format", "q3_weird"], "q3_weird"),
+        (["llama-3.1-8b", "--tp", "3"], "attention heads"),
+        (["llama-3.1-8b", "--users", "-2"], "--users"),
+        (["llama-3.1-8b", "--ctx", "abc"], "--ctx"),
+        (["llama-3.1-8b", "--capacity-gib", "-5"], "capacity"),
+        (["llama-3.1-8b", "--machine", "a100"], "a100"),
+        (["llama-3.1-8b", "--pp", "2", "--pp-layers", "10,10"], "sums to 20"),
+        (["llama-3.1-8b", "--weights-gib", "14"], "--engine vllm"),
+        (["llama-3.1-8b", "--engine", "vllm", "--kv-pool-gib", "4", "--weights-gib", "14"], "--kv-pool-gib"),
+        (["llama-3.1-8b", "--engine", "vllm", "--vllm-version", "0.4.0"], "0.6.4"),
+        (["llama-3.1-8b", "--machine", "h100", "--capacity-gib", "3"], "not allowed with"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args, needle):
+    done = memsight(*args)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert needle in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ('{"model_type": "llama", "hidden_size": 4096,,}', "malformed JSON"),
+        (
+            '{"model_type": "llama", "num_attention_heads": 32, "num_key_value_heads": 5}',
+            "num_key_value_heads",
+        ),
+        ('{"model_type": "llama", "hidden_size": -4}', "hidden_size"),
+        ('{"hidden_size": 4096}', "model_type"),
+        ('{"model_type": "nonsense"}', "nonsense"),
+        ("[1, 2]", "JSON object"),
+    ],
+)
+def test_malformed_missing_and_contradictory_configs(tmp_path, text, needle):
+    config = tmp_path / "config.json"
+    config.write_text(text)
+    done = memsight(str(config))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert len(done.stderr.splitlines()) == 1 and needle in done.stderr and "config.json" in done.stderr
+
+
+def test_plan_path_imports_no_heavy_modules():
+    code = (
+        "import sys; from tui.cli import main; rc = main(['plan', 'llama-3.1-8b', '--json']); "
+        "heavy = sorted(m for m in ('torch', 'textual', 'psutil', 'pynvml') if m in sys.modules); "
+        "print('HEAVY', heavy, file=sys.stderr); sys.exit(rc or (3 if heavy else 0))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert "HEAVY []" in done.stderr
