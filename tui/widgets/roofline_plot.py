@@ -5,6 +5,7 @@ It draws the points it is given (computed by the lab with planner.work.roofline_
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from textual_plotext import PlotextPlot
@@ -42,22 +43,34 @@ class RooflinePlot(PlotextPlot):
         return True
 
     def _draw(self) -> None:
+        """Log-log by hand: plotext's own log scale re-applies the log at every rebuild of the same data."""
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()
         fig = self._figure
         if fig is None:
             return
-        plt.xscale("log")
-        plt.yscale("log")
-        plt.xlabel("operational intensity I (FLOP/byte)")
-        plt.ylabel("GFLOP/s")
-        plt.title("roofline: min(peak, I × B)")
-        plt.plot(list(fig.roof_x), list(fig.roof_y), label="roof", color="blue", marker="braille")
+        plt.title("roofline: min(peak, I × B), log-log; x: intensity I (FLOP/byte), y: GFLOP/s")
+        ys = list(fig.roof_y) + [fig.kernel[1]]
+        if fig.second_roof is not None:
+            ys.extend(fig.second_roof[1])
+        x_ticks = [x for x in X_TICKS if fig.roof_x[0] <= x <= fig.roof_x[-1]]
+        plt.xticks([math.log10(x) for x in x_ticks], [f"{x:g}" for x in x_ticks])
+        y_ticks = [y for y in Y_TICKS if min(ys) / 2 <= y <= max(ys) * 2]
+        plt.yticks([math.log10(y) for y in y_ticks], [f"{y:g}" for y in y_ticks])
+        plt.plot(_log(fig.roof_x), _log(fig.roof_y), label="roof", color="blue", marker="braille")
         if fig.second_roof is not None:
             x, y = fig.second_roof
-            plt.plot(list(x), list(y), label=fig.second_label, color="magenta", marker="braille")
+            plt.plot(_log(x), _log(y), label=fig.second_label, color="magenta", marker="braille")
         tx, ty = fig.trace
         if tx:
-            plt.scatter(list(tx), list(ty), label="trace", color="yellow", marker="•")
-        plt.scatter([fig.kernel[0]], [fig.kernel[1]], label="kernel", color="red", marker="◆")
+            plt.scatter(_log(tx), _log(ty), label="trace", color="yellow", marker="•")
+        plt.scatter(_log((fig.kernel[0],)), _log((fig.kernel[1],)), label="kernel", color="red", marker="◆")
+
+
+X_TICKS = (0.125, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 128)
+Y_TICKS = (1, 10, 100, 1000, 10_000, 100_000, 1_000_000, 10_000_000)
+
+
+def _log(values) -> list[float]:
+    return [math.log10(v) for v in values]

@@ -1,0 +1,369 @@
+"""The real app driven with App.run_test() and a Pilot, fed fixed MonitorStates (no clock, no live /proc)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from rich.console import Console
+from textual.widgets import Input, Select, Static
+
+from planner.budget import PlanInputs, make_plan
+from planner.machines import MACHINES
+from tests.tui.fixed_states import KV, WEIGHTS, FixedMonitor, bare_state, gb10_state
+from tui.app import MemsightApp, inputs_from_fields, parse_tokens
+from tui.screens.help import HelpScreen
+from tui.screens.live import LiveScreen
+from tui.screens.plan import PlanScreen
+from tui.screens.processes import ProcessesScreen
+from tui.screens.roofline import RooflineScreen
+from tui.widgets.bucket_bars import BucketBars
+from tui.widgets.capacity_bars import CapacityBars
+from tui.widgets.gap_chart import GapChart
+from tui.widgets.process_table import ProcessTable
+
+GIB = 2**30
+SIZES = [(80, 24), (160, 48), (200, 60)]
+
+
+def text_of(widget) -> str:
+    """What a widget shows, as plain text (a Static's content, or what a widget's render() returns)."""
+    renderable = widget.content if isinstance(widget, Static) else widget.render()
+    if isinstance(renderable, str):
+        return renderable
+    console = Console(width=max(widget.size.width, 40), record=True, color_system=None)
+    console.print(renderable)
+    return console.export_text()
+
+
+def static_text(app, selector: str) -> str:
+    return text_of(app.screen.query_one(selector, Static))
+
+
+def make_app(state=None, **kwargs) -> tuple[MemsightApp, FixedMonitor]:
+    monitor = FixedMonitor(state or gb10_state())
+    return MemsightApp(monitor, source_label="fixed test state", **kwargs), monitor
+
+
+async def test_each_screen_and_binding():
+    app, monitor = make_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        assert isinstance(app.screen, LiveScreen)
+        assert monitor.started == 1
+        chart = app.screen.query_one(GapChart)
+        await pilot.press("g")
+        assert chart.display is False
+        await pilot.press("g")
+        assert chart.display is True
+        for key, screen_type in (
+            ("2", PlanScreen),
+            ("3", RooflineScreen),
+            ("4", ProcessesScreen),
+            ("1", LiveScreen),
+        ):
+            await pilot.press(key)
+            await pilot.pause()
+            assert isinstance(app.screen, screen_type), key
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        help_text = text_of(app.screen.query_one("#help-text"))
+        for words in (
+            "Live",
+            "Plan",
+            "Roofline",
+            "Processes",
+            "Reset",
+            "Step",
+            "Play/Pause",
+            "Sort",
+            "Filter",
+        ):
+            assert words in help_text
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, LiveScreen)
+        await pilot.press("q")
+        await pilot.pause()
+    assert monitor.stopped == 1
+
+
+async def test_live_screen_shows_measured_over_the_plan():
+    app, _ = make_app()
+    async with app.run_test(size=(200, 60)) as pilot:
+        await pilot.pause()
+        bars = app.screen.query(BucketBars).first()
+        data = bars.data
+        assert data.title.startswith("NVIDIA GB10")
+        assert data.measured_bytes("weights") == WEIGHTS
+        assert data.measured_bytes("kv") == KV
+        state = gb10_state()
+        assert data.measured_bytes("free") == state.os.mem_available
+        # the plan bar is the planner's plan for the same inputs on this pool (10 GiB OS reserve on unified)
+        plan = app._plan_result.live_plans["unified"]
+        assert data.planned_bytes("weights") == plan.weight_bytes
+        assert data.planned_bytes("kv") == plan.kv_bytes == 8 * 8192 * 131_072
+        assert data.planned_bytes("other") == 10 * GIB
+        shown = text_of(bars)
+        assert f"{WEIGHTS / GIB:.2f}" in shown and f"{plan.weight_bytes / GIB:.2f}" in shown
+        status = static_text(app, "#live-status")
+        assert "NVIDIA GB10" in status and "1 agent(s)" in status
+        # process table: chrome grew 2.54 GiB in 30 s (> 2 GiB): marked FAST; jupyter is NEW
+        table = app.screen.query_one("#top-processes", ProcessTable)
+        flags = {table.get_row_at(i)[1].plain: table.get_row_at(i)[-1].plain for i in range(table.row_count)}
+        assert flags["chrome"] == "FAST" and flags["jupyter-lab"] == "NEW" and flags["Xorg"] == ""
+
+
+async def test_only_new_states_are_rebuilt():
+    app, monitor = make_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        count = app.refresh_count
+        app.refresh_data()
+        app.refresh_data()
+        assert app.refresh_count == count  # the same state object: nothing recomputed
+        table = app.screen.query_one("#top-processes", ProcessTable)
+        rebuilds = table.rebuild_count
+        monitor.current = replace(gb10_state(), t=gb10_state().t + 0.5)  # new state, same figures
+        app.refresh_data()
+        await pilot.pause()
+        assert app.refresh_count == count + 1
+        assert table.rebuild_count == rebuilds  # table not rebuilt: what it shows did not change
+
+
+def plan_for(machine: str, **changes) -> object:
+    inputs = PlanInputs(
+        model="llama-3.1-8b", format="bf16", kv_dtype="auto", context=8192, users=8, machine=machine
+    )
+    return make_plan(replace(inputs, **changes))
+
+
+async def set_field(pilot, app, name: str, value: str) -> None:
+    widget = app.screen.query_one(f"#plan-{name}")
+    widget.value = value
+    await pilot.pause()
+    await pilot.pause()
+
+
+async def test_plan_edits_redraw_the_bars_with_the_planners_numbers():
+    app, _ = make_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("2")
+        await pilot.pause()
+        bars = app.screen.query_one(CapacityBars)
+        shown = {b.key: b for b in bars.bars}
+        assert list(shown) == ["spark", "h100", "h200", "rtx4090", "this"]
+        for name in ("spark", "h100", "h200", "rtx4090"):
+            plan = plan_for(name)
+            assert shown[name].max_users == plan.max_users
+            assert shown[name].capacity_bytes == MACHINES[name].capacity_bytes
+            assert shown[name].fits == plan.fits
+        # "this" is sized from the sampled state: MemTotal, with what is in use now as the reserve (unified)
+        state = gb10_state()
+        assert shown["this"].capacity_bytes == state.os.mem_total
+        assert shown["this"].segments[0].bytes == state.os.mem_total - state.os.mem_available
+        before = text_of(bars)
+        assert f"max users @ 8,192 ctx: {plan_for('h100').max_users}" in before
+
+        await set_field(pilot, app, "context", "131072")
+        shown = {b.key: b for b in app.screen.query_one(CapacityBars).bars}
+        for name in ("spark", "h100", "rtx4090"):
+            assert shown[name].max_users == plan_for(name, context=131072).max_users
+        assert shown["rtx4090"].max_users == 0  # the lesson: the 4090 cannot hold one user at 128K
+        after = text_of(app.screen.query_one(CapacityBars))
+        assert after != before
+        assert f"max users @ 131,072 ctx: {plan_for('h100', context=131072).max_users}" in after
+
+        app.screen.query_one("#plan-kv_dtype", Select).value = "fp8"
+        await pilot.pause()
+        await pilot.pause()
+        shown = {b.key: b for b in app.screen.query_one(CapacityBars).bars}
+        assert shown["h100"].max_users == plan_for("h100", context=131072, kv_dtype="fp8").max_users
+
+        # the Live screen's plan follows the same inputs
+        await pilot.press("1")
+        await pilot.pause()
+        live_plan = app._plan_result.live_plans["unified"]
+        assert live_plan.inputs.context == 131072 and live_plan.inputs.kv_dtype == "fp8"
+        bars = app.screen.query(BucketBars).first()
+        assert bars.data.planned_bytes("kv") == live_plan.kv_bytes
+
+
+async def test_bad_plan_input_shows_the_planners_message_inline():
+    app, _ = make_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("2")
+        await pilot.pause()
+        await set_field(pilot, app, "model", "/no/such/config.json")
+        error = static_text(app, "#plan-error")
+        with pytest.raises(ValueError) as planner_error:
+            make_plan(PlanInputs(model="/no/such/config.json", format="bf16", users=8))
+        assert error == str(planner_error.value)
+        assert app.screen.query_one("#plan-error").display is True
+        await set_field(pilot, app, "model", "llama-3.1-8b")
+        assert app.screen.query_one("#plan-error").display is False
+        # Llama 3.1 8B has 8 KV heads: tp=3 neither divides them nor is a multiple
+        await set_field(pilot, app, "tp", "3")
+        with pytest.raises(ValueError) as planner_error:
+            make_plan(PlanInputs(model="llama-3.1-8b", format="bf16", users=8, tp=3))
+        assert static_text(app, "#plan-error") == str(planner_error.value)
+        # the Live screen says the same instead of a plan bar
+        await pilot.press("1")
+        await pilot.pause()
+        assert app.screen.query(BucketBars).first().data.plan_label == str(planner_error.value)
+        await pilot.press("2")
+        await set_field(pilot, app, "tp", "1")
+        assert app.screen.query_one("#plan-error").display is False
+
+
+def test_field_parsing():
+    assert parse_tokens("8k", "context") == 8192
+    assert parse_tokens("128K", "context") == 131072
+    with pytest.raises(ValueError, match="context"):
+        parse_tokens("", "context")
+    base = PlanInputs(model="x")
+    inputs = inputs_from_fields(
+        base,
+        {
+            "model": "qwen3-8b",
+            "format": "default",
+            "kv_dtype": "fp8",
+            "context": "4k",
+            "users": "3",
+            "tp": "2",
+        },
+    )
+    assert (inputs.model, inputs.format, inputs.kv_dtype, inputs.context, inputs.users, inputs.tp) == (
+        "qwen3-8b",
+        None,
+        "fp8",
+        4096,
+        3,
+        2,
+    )
+
+
+async def set_lab(pilot, app, intensity: str, bandwidth: str) -> None:
+    app.screen.query_one("#lab-intensity", Input).value = intensity
+    app.screen.query_one("#lab-bandwidth", Input).value = bandwidth
+    await pilot.pause()
+    await pilot.pause()
+
+
+async def test_roofline_lab_figures_of_the_lessons():
+    app, _ = make_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("3")
+        await pilot.pause()
+        screen = app.screen
+        await pilot.press("r")
+        await set_lab(pilot, app, "8", "80")
+        assert screen.lab.t == 0
+        assert "predicted ceiling: 640 GFLOP/s" in static_text(app, "#lab-prediction")  # before any Step
+        assert "t = 0" in static_text(app, "#lab-result")
+        await pilot.press("s")
+        assert screen.lab.t == 1
+        assert "attains 640 GFLOP/s" in static_text(app, "#lab-result")
+        await pilot.press("s")
+        assert screen.lab.t == 2
+
+        await pilot.press("r")
+        assert screen.lab.t == 0
+        await set_lab(pilot, app, "8", "160")
+        assert "predicted ceiling: 1,000 GFLOP/s" in static_text(app, "#lab-prediction")
+        assert "compute-bound" in static_text(app, "#lab-prediction")
+        await pilot.press("s", "s", "s")
+        assert screen.lab.t == 3
+        # edits keep t
+        await set_lab(pilot, app, "2", "80")
+        assert screen.lab.t == 3
+        assert "predicted ceiling: 160 GFLOP/s" in static_text(app, "#lab-prediction")
+        assert "attains 160 GFLOP/s" in static_text(app, "#lab-result")
+
+        # Play traces the roof without changing the selected kernel
+        await pilot.press("p")
+        await pilot.pause(0.8)
+        await pilot.press("p")
+        assert screen.lab.t > 3 and not screen.lab.playing
+        assert (screen.lab.intensity, screen.lab.bandwidth_gbs) == (2.0, 80.0)
+        figure = screen.query_one("#lab-plot").figure
+        assert figure.kernel == (2.0, 160.0)
+        assert len(figure.trace[0]) == screen.lab.t
+
+        assert "cannot tell: memory capacity" in static_text(app, "#lab-cannot")
+        # no GPU in the fixed GB10 state's presets with both figures: one line says so
+        assert "no published peak" in static_text(app, "#lab-gpu")
+        # a bad value is an inline message, the last good kernel stays
+        await set_lab(pilot, app, "0", "80")
+        assert "intensity I must be a positive number" in static_text(app, "#lab-error")
+        assert screen.lab.intensity == 2.0
+
+
+async def test_processes_screen_sorts_and_filters():
+    app, _ = make_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("4")
+        await pilot.pause()
+        table = app.screen.query_one(ProcessTable)
+        assert table.row_count == len(gb10_state().os.processes)
+        assert table.get_row_at(0)[1].plain == "python"  # largest RSS first
+        await pilot.press("s")  # rss -> gpu
+        assert table.sort_key == "gpu"
+        assert table.get_row_at(0)[1].plain == "python"
+        await pilot.press("s")  # gpu -> growth
+        assert table.sort_key == "growth"
+        assert table.get_row_at(0)[1].plain == "chrome"
+        await pilot.press("slash")
+        await pilot.press(*"xorg")
+        await pilot.pause()
+        assert table.row_count == 1 and table.get_row_at(0)[1].plain == "Xorg"
+        assert "1 of 6 processes" in static_text(app, "#proc-status")
+        await pilot.press("enter")
+        await pilot.press("1")  # the filter field gave focus back: digits switch screens again
+        await pilot.pause()
+        assert isinstance(app.screen, LiveScreen)
+
+
+async def test_no_gpu_no_nvml_no_agents_every_screen_says_what_is_missing():
+    app, _ = make_app(bare_state())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        status = static_text(app, "#live-status")
+        assert "no GPU: no NVML library" in status and "no agents" in status
+        bars = app.screen.query(BucketBars).first()
+        assert "host RAM (no GPU)" in bars.data.title
+        assert "no memsight agent attached" in bars.data.missing
+        assert bars.data.planned is not None  # the plan is still made for the host's RAM
+        assert "no memsight agent found" in static_text(app, "#agents-missing")
+        chart = app.screen.query_one(GapChart)
+        assert "no PyTorch agent" in chart.data.missing
+        await pilot.press("2")
+        await pilot.pause()
+        assert {b.key for b in app.screen.query_one(CapacityBars).bars} >= {"spark", "this"}
+        await pilot.press("3")
+        await pilot.pause()
+        assert "no GPU found" in static_text(app, "#lab-gpu")
+        await pilot.press("4")
+        await pilot.pause()
+        assert "GPU memory per process unknown" in static_text(app, "#proc-status")
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_every_screen_at_each_size_and_resizing(size):
+    app, _ = make_app()
+    async with app.run_test(size=size) as pilot:
+        for key in ("1", "2", "3", "4", "1"):
+            await pilot.press(key)
+            await pilot.pause()
+            assert app.screen.size.width == size[0]
+        live = app.screen
+        assert live.query_one("#live-body").has_class("wide") == (size[0] >= 140)
+        for new_size in ((80, 24), (200, 60), (100, 30), size):
+            await pilot.resize_terminal(*new_size)
+            await pilot.pause()
+            assert live.query_one("#live-body").has_class("wide") == (new_size[0] >= 140)
+        await pilot.press("2")
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        assert app.screen.query_one(CapacityBars).bars

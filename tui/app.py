@@ -1,0 +1,457 @@
+"""The memsight Textual app: four screens (Live, Plan, Roofline lab, Processes) and a help screen.
+
+The app owns the data flow: a timer (`set_interval`) reads `monitor.state()`, turns it into plain values
+(tui/screens/view_model.py) and hands them to the visible screen; plan edits come up as messages, the app runs
+the planner and hands the result back. Widgets never call collectors or the planner themselves.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from textual.app import App
+from textual.binding import Binding
+
+from collectors.alerts import AlertOptions
+from collectors.snapshots import MonitorState
+from planner.budget import PlanInputs, make_plan
+from planner.catalog import catalog_names
+from planner.formats import weight_formats
+from planner.machines import MACHINES, Machine
+from tui.screens.help import HelpScreen
+from tui.screens.live import LiveScreen, LiveView
+from tui.screens.plan import FIELDS, PlanChoices, PlanScreen, PlanView
+from tui.screens.processes import ProcessesScreen
+from tui.screens.roofline import RooflineScreen
+from tui.screens.view_model import (
+    agent_rows,
+    alert_rows,
+    bucket_comparisons,
+    chart_series,
+    headroom,
+    machine_bar,
+    pools,
+    process_rows,
+)
+from tui.widgets.data import MachineBar
+from tui.widgets.fmt import gib
+
+GIB = 2**30
+# The lesson's capacity figure, in its order; "this" is the machine memsight runs on.
+FIGURE_MACHINES: tuple[str, ...] = ("spark", "h100", "h200", "rtx4090", "this")
+MACHINE_SHORT = {"spark": "DGX Spark", "h100": "H100", "h200": "H200", "rtx4090": "RTX 4090"}
+KV_DTYPES: tuple[str, ...] = ("auto", "bf16", "fp16", "fp8", "fp32")
+# NVML device-name fragments that identify a preset (for the roofline lab's real second roof).
+GPU_PRESETS: tuple[tuple[str, str], ...] = (
+    ("H200", "h200"),
+    ("H100", "h100"),
+    ("4090", "rtx4090"),
+    ("GB10", "spark"),
+)
+DEFAULT_UNIFIED_OS_RESERVE = 10 * GIB  # the lesson's assumption for a unified pool until measured
+
+
+class MonitorLike(Protocol):
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+    def state(self) -> MonitorState: ...
+
+
+def default_plan_inputs() -> PlanInputs:
+    """The lesson's defaults: Llama 3.1 8B, BF16, 8K context, 8 users."""
+    return PlanInputs(model="llama-3.1-8b", format="bf16", kv_dtype="auto", context=8192, users=8)
+
+
+def parse_tokens(text: str, what: str) -> int:
+    """'8192', '8k' or '128K' (k = 1024 tokens) → int; a clear message otherwise."""
+    match = re.fullmatch(r"\s*(\d+)\s*([kK]?)\s*", text)
+    if not match:
+        raise ValueError(f"{what}: {text!r} is not a whole number (8192 or 8k)")
+    value = int(match.group(1)) * (1024 if match.group(2) else 1)
+    if value < 1:
+        raise ValueError(f"{what} must be at least 1, got {value}")
+    return value
+
+
+def inputs_from_fields(base: PlanInputs, values: dict[str, str]) -> PlanInputs:
+    model = values.get("model", "").strip()
+    if not model:
+        raise ValueError(
+            "model: enter a catalog name (e.g. llama-3.1-8b) or a path to a config.json / checkpoint"
+        )
+    fmt = values.get("format", "default")
+    return replace(
+        base,
+        model=model,
+        format=None if fmt in ("", "default") else fmt,
+        kv_dtype=values.get("kv_dtype") or "auto",
+        context=parse_tokens(values.get("context", ""), "context"),
+        users=parse_tokens(values.get("users", ""), "users"),
+        tp=parse_tokens(values.get("tp", ""), "tp"),
+    )
+
+
+def fields_from_inputs(inputs: PlanInputs) -> dict[str, str]:
+    return {
+        "model": inputs.model,
+        "format": inputs.format or "default",
+        "kv_dtype": inputs.kv_dtype,
+        "context": str(inputs.context),
+        "users": str(inputs.users),
+        "tp": str(inputs.tp),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class PlanResult:
+    live_plans: dict[str, Any]  # pool key -> Plan for that pool's capacity
+    live_errors: dict[str, str]
+    view: PlanView
+
+
+class MemsightApp(App[int]):
+    CSS_PATH = "memsight.tcss"
+    TITLE = "memsight"
+    MODES = {
+        "live": LiveScreen,
+        "plan": PlanScreen,
+        "roofline": RooflineScreen,
+        "processes": ProcessesScreen,
+    }
+    DEFAULT_MODE = "live"
+    BINDINGS = [
+        Binding("1", "switch_mode('live')", "Live"),
+        Binding("2", "switch_mode('plan')", "Plan"),
+        Binding("3", "switch_mode('roofline')", "Roofline"),
+        Binding("4", "switch_mode('processes')", "Processes"),
+        Binding("question_mark,f1", "help", "Help", key_display="?"),
+        Binding("escape", "leave_field", "Leave a field", show=False),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(
+        self,
+        monitor: MonitorLike,
+        *,
+        title: str = "memsight",
+        source_label: str = "this machine (live)",
+        plan_inputs: PlanInputs | None = None,
+        refresh_hz: float = 2.0,
+        thresholds: AlertOptions | None = None,
+        unified_os_reserve_bytes: int = DEFAULT_UNIFIED_OS_RESERVE,
+        manage_monitor: bool = True,
+    ) -> None:
+        super().__init__()
+        if refresh_hz <= 0:
+            raise ValueError(f"refresh rate must be positive, got {refresh_hz} Hz")
+        self.monitor = monitor
+        self.title = title
+        self.source_label = source_label
+        self.sub_title = source_label
+        self.refresh_hz = refresh_hz
+        self.thresholds = thresholds or AlertOptions()
+        self.unified_os_reserve_bytes = unified_os_reserve_bytes
+        self.manage_monitor = manage_monitor
+        self.plan_inputs = plan_inputs or default_plan_inputs()
+        self.plan_choices = PlanChoices(tuple(catalog_names()), tuple(weight_formats()), KV_DTYPES)
+        self.state: MonitorState | None = None
+        self.origin_t: float | None = None
+        self.live_view: LiveView | None = None
+        self.plan_view: PlanView | None = None
+        self.process_rows: tuple = ()
+        self.process_status = ""
+        self.gpu_roof: tuple[str, float, float] | None = None
+        self.gpu_roof_missing = "no GPU found: no second (real) roof to offer"
+        self.plan_error = ""
+        self.refresh_count = 0
+        self._plan_key: tuple | None = None
+        self._plan_result: PlanResult | None = None
+        self._field_values = fields_from_inputs(self.plan_inputs)
+
+    # --- lifecycle --------------------------------------------------------------------------------
+    def on_mount(self) -> None:
+        self._apply_alert_options()
+        if self.manage_monitor:
+            self.monitor.start()
+        self.refresh_data()
+        self.set_interval(1.0 / self.refresh_hz, self.refresh_data)
+
+    def _apply_alert_options(self) -> None:
+        """The thresholds are the alert rules' options (collectors.alerts.AlertOptions): the monitor's state
+        builder evaluates them. Monitor/ReplayMonitor take no such argument yet, so set the builder's."""
+        builder = getattr(self.monitor, "builder", None)
+        if builder is not None and hasattr(builder, "alert_options"):
+            builder.alert_options = self.thresholds
+
+    def on_unmount(self) -> None:
+        if self.manage_monitor:
+            self.monitor.stop()
+
+    # --- actions ----------------------------------------------------------------------------------
+    def action_help(self) -> None:
+        if isinstance(self.screen, HelpScreen):
+            return
+        field_keys = [("tab / shift+tab", "next / previous field"), ("enter, escape", "leave the field")]
+        sections: list[tuple[str, list]] = [
+            ("everywhere", list(self.BINDINGS)),
+            ("Live (1)", list(LiveScreen.BINDINGS)),
+            ("Plan (2)", field_keys),
+            ("Roofline lab (3)", [*RooflineScreen.BINDINGS, *field_keys]),
+            ("Processes (4)", [*ProcessesScreen.BINDINGS, ("click a header", "sort by that column")]),
+        ]
+        self.push_screen(HelpScreen(sections))
+
+    def action_leave_field(self) -> None:
+        self.screen.set_focus(None)
+
+    # --- data flow --------------------------------------------------------------------------------
+    def refresh_data(self) -> None:
+        """One tick: read the monitor's latest state; rebuild values only if it is a new state."""
+        state = self.monitor.state()
+        if state is self.state:
+            return
+        self.refresh_count += 1
+        self.state = state
+        if self.origin_t is None:
+            self.origin_t = time_origin(state)
+        self.gpu_roof, self.gpu_roof_missing = gpu_roof_for(state)
+        result = self._plans(state)
+        self.plan_view = result.view
+        self.process_rows = process_rows(state, self.thresholds)
+        self.process_status = process_status(state)
+        self.live_view = LiveView(
+            status=live_status(state, self.source_label),
+            comparisons=bucket_comparisons(state, result.live_plans, result.live_errors),
+            headroom=headroom(state, self.thresholds),
+            chart=chart_series(state),
+            agents=agent_rows(state),
+            processes=self.process_rows,
+            alerts=alert_rows(state, self.origin_t),
+        )
+        self._push_to_screen()
+
+    def _push_to_screen(self) -> None:
+        screen = self.screen
+        if isinstance(screen, LiveScreen) and self.live_view is not None:
+            screen.show(self.live_view)
+        elif isinstance(screen, PlanScreen) and self.plan_view is not None:
+            screen.show(self.plan_view)
+        elif isinstance(screen, ProcessesScreen):
+            screen.show(self.process_rows, self.process_status)
+
+    def plan_field_values(self) -> dict[str, str]:
+        return dict(self._field_values)
+
+    def on_plan_screen_inputs_edited(self, message: PlanScreen.InputsEdited) -> None:
+        if message.values == self._field_values:
+            return
+        self._field_values = dict(message.values)
+        try:
+            self.plan_inputs = inputs_from_fields(self.plan_inputs, message.values)
+            self.plan_error = ""
+        except ValueError as exc:  # our own parse errors and PlannerError (a ValueError) alike
+            self.plan_error = str(exc)
+        if self.state is not None:
+            result = self._plans(self.state, force=True)
+            self.plan_view = result.view
+            if self.live_view is not None:
+                self.live_view = replace(
+                    self.live_view,
+                    comparisons=bucket_comparisons(self.state, result.live_plans, result.live_errors),
+                )
+            self._push_to_screen()
+
+    # --- planning ---------------------------------------------------------------------------------
+    def _plans(self, state: MonitorState, *, force: bool = False) -> PlanResult:
+        """Plans for each live pool and each machine of the figure; recomputed only when inputs or capacities
+        change (the planner is pure arithmetic, but there is no reason to redo it at 10 Hz)."""
+        live_pools = pools(state)
+        this_capacity, this_reserve = this_machine_capacity(state)
+        key = (
+            self.plan_inputs,
+            self.plan_error,
+            live_pools,
+            this_capacity,
+            this_reserve,
+            self.unified_os_reserve_bytes,
+        )
+        if not force and key == self._plan_key and self._plan_result is not None:
+            return self._plan_result
+        self._plan_key = key
+        values = tuple((name, self._field_values.get(name, "")) for name in FIELDS)
+        live_plans: dict[str, Any] = {}
+        live_errors: dict[str, str] = {}
+        bars = []
+        error = self.plan_error
+        if error:
+            for pool in live_pools:
+                live_errors[pool.key] = error
+            result = PlanResult(live_plans, live_errors, PlanView(values, (), "", error))
+            self._plan_result = result
+            return result
+        for pool in live_pools:
+            if pool.capacity_bytes is None:
+                live_errors[pool.key] = f"{pool.title}: capacity unknown, nothing to plan against"
+                continue
+            reserve = self.unified_os_reserve_bytes if pool.unified else 0
+            machine = sampled_machine(pool.title, pool.capacity_bytes, reserve, pool.unified)
+            inputs = replace(self.plan_inputs, machine="this", capacity_bytes=None, os_reserve_bytes=None)
+            try:
+                live_plans[pool.key] = make_plan(inputs, machine=machine)
+            except ValueError as exc:
+                live_errors[pool.key] = str(exc)
+        first_error = ""
+        summary = ""
+        context = self.plan_inputs.context
+        for name in FIGURE_MACHINES:
+            if name == "this":
+                label = f"this machine ({this_label(state)})"
+                inputs = replace(
+                    self.plan_inputs,
+                    machine="this",
+                    capacity_bytes=this_capacity,
+                    os_reserve_bytes=this_reserve,
+                )
+            else:
+                label = MACHINE_SHORT[name]
+                inputs = replace(self.plan_inputs, machine=name, capacity_bytes=None, os_reserve_bytes=None)
+            try:
+                if name == "this" and this_capacity is None:
+                    raise ValueError("capacity unknown: no /proc/meminfo sample and no GPU")
+                plan = make_plan(inputs)
+            except ValueError as exc:
+                first_error = first_error or str(exc)
+                capacity = MACHINES[name].capacity_bytes if name in MACHINES else this_capacity
+                bars.append(MachineBar(name, label, capacity, (), None, None, context, error=str(exc)))
+                continue
+            bars.append(machine_bar(name, label, plan, context))
+            if not summary:
+                summary = plan_summary(plan)
+        result = PlanResult(live_plans, live_errors, PlanView(values, tuple(bars), summary, first_error))
+        self._plan_result = result
+        return result
+
+
+# --- pure helpers (tested directly) ---------------------------------------------------------------
+def this_machine_capacity(state: MonitorState) -> tuple[int | None, int | None]:
+    """(capacity, OS reserve) of the machine memsight runs on, from the sampled state (never /proc directly):
+    a discrete GPU's total with no reserve, else MemTotal with what is in use now as the reserve."""
+    discrete = [d for d in state.nvml.devices if not d.unified and d.total]
+    if state.nvml.available and discrete and not state.unified:
+        return discrete[0].total, 0
+    if state.os is None:
+        return None, None
+    return state.os.mem_total, state.os.mem_total - state.os.mem_available
+
+
+def sampled_machine(label: str, capacity: int, reserve: int, unified: bool) -> Machine:
+    """A machine as measured by the monitor (never re-read from /proc by the planner: the screen shows the
+    capacity the collectors sampled, and a fixed state gives a fixed plan)."""
+    return Machine(
+        name="this",
+        label=label,
+        capacity_bytes=capacity,
+        unified=unified,
+        os_reserve_bytes=reserve,
+        bandwidth_gbs=None,
+        peak_tflops_bf16=None,
+    )
+
+
+def this_unified(state: MonitorState) -> bool:
+    discrete = [d for d in state.nvml.devices if not d.unified and d.total]
+    return not (state.nvml.available and discrete and not state.unified)
+
+
+def this_label(state: MonitorState) -> str:
+    discrete = [d for d in state.nvml.devices if not d.unified and d.total]
+    if state.nvml.available and discrete and not state.unified:
+        return discrete[0].name
+    if state.nvml.available and state.nvml.devices:
+        return f"{state.nvml.devices[0].name}, unified"
+    return "host RAM, no GPU"
+
+
+def gpu_roof_for(state: MonitorState) -> tuple[tuple[str, float, float] | None, str]:
+    """The real roof of the first GPU whose preset has a bandwidth and a peak; else why not, in one line."""
+    if not state.nvml.available or not state.nvml.devices:
+        return None, f"no GPU found ({state.nvml.status}): no second (real) roof to offer"
+    for device in state.nvml.devices:
+        for fragment, preset in GPU_PRESETS:
+            if fragment in device.name:
+                machine = MACHINES[preset]
+                if machine.bandwidth_gbs is None or machine.peak_tflops_bf16 is None:
+                    return None, f"{device.name}: no published peak bandwidth and compute in the presets"
+                label = f"{device.name} (BF16 dense peak)"
+                return (label, machine.bandwidth_gbs, machine.peak_tflops_bf16 * 1000.0), ""
+    return None, f"{state.nvml.devices[0].name}: no preset with its peak bandwidth and compute"
+
+
+def time_origin(state: MonitorState) -> float:
+    """The earliest time the first state knows of (history, alerts): alert times count from there."""
+    times = [state.t, *(a.t for a in state.alerts)]
+    times.extend(series[0][0] for series in state.history.values() if series and series[0])
+    return min(times)
+
+
+def plan_summary(plan) -> str:
+    ranks = f" per busiest rank of {len(plan.ranks)}" if len(plan.ranks) > 1 else ""
+    return (
+        f"{plan.spec.name}, {plan.weights.format} weights ({plan.params.total:,} parameters){ranks}: "
+        f"weights {gib(plan.weight_bytes, 2)} · KV {gib(plan.kv_bytes, 2)} "
+        f"({plan.kv_bytes_per_token:,} bytes/token) · activations {gib(plan.activation_bytes, 2)} · "
+        f"overhead {gib(plan.overhead_bytes, 2)}"
+    )
+
+
+def live_status(state: MonitorState, source_label: str) -> str:
+    parts = [source_label]
+    if state.nvml.available and state.nvml.devices:
+        names = sorted({d.name for d in state.nvml.devices})
+        parts.append(
+            f"{len(state.nvml.devices)} GPU(s): {', '.join(names)}" + (" (unified)" if state.unified else "")
+        )
+    else:
+        parts.append(f"no GPU: {state.nvml.status}")
+    parts.append(f"{len(state.agents)} agent(s)" if state.agents else "no agents")
+    if state.os is None:
+        parts.append("no OS sample")
+    return " · ".join(parts)
+
+
+def process_status(state: MonitorState) -> str:
+    if state.os is None:
+        return "no OS sample yet"
+    if not state.nvml.available:
+        return f"GPU memory per process unknown ({state.nvml.status})"
+    return ""
+
+
+def run_app(
+    monitor: MonitorLike | None = None,
+    *,
+    title: str = "memsight",
+    source_label: str = "this machine (live)",
+    plan_inputs: PlanInputs | None = None,
+    refresh_hz: float = 2.0,
+    thresholds: AlertOptions | None = None,
+    unified_os_reserve_bytes: int = DEFAULT_UNIFIED_OS_RESERVE,
+) -> int:
+    """Open the app on `monitor` (a live Monitor of this machine when None) until the user quits."""
+    if monitor is None:
+        from collectors.monitor import Monitor
+
+        monitor = Monitor(hz=refresh_hz)
+    app = MemsightApp(
+        monitor,
+        title=title,
+        source_label=source_label,
+        plan_inputs=plan_inputs,
+        refresh_hz=refresh_hz,
+        thresholds=thresholds,
+        unified_os_reserve_bytes=unified_os_reserve_bytes,
+    )
+    app.run()
+    return int(app.return_code or 0)

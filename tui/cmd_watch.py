@@ -1,0 +1,148 @@
+"""`memsight` / `memsight watch` (this machine, every agent found, NVML if present) and `memsight demo`
+(the same app fed by the bundled real recording, labelled with where and how it was made).
+
+`add_display_arguments` and `display_options` are shared with `memsight run` and `memsight replay`, so refresh
+rate, thresholds, plan inputs and the config file mean the same thing everywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from typing import Any
+
+from tui.config import GIB, Config, ConfigError, load_config
+
+
+def add_display_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options every memsight screen shares: refresh rate, thresholds, plan inputs, config file."""
+    parser.add_argument(
+        "--config", metavar="FILE", help="config file (default ~/.config/memsight/config.toml)"
+    )
+    parser.add_argument(
+        "--hz", type=float, metavar="HZ", help="refresh rate of the screen and sampling (default 2)"
+    )
+    group = parser.add_argument_group("thresholds (alerts and the headroom gauge)")
+    group.add_argument(
+        "--headroom-warn", type=float, metavar="GIB", help="warn when headroom is under this (GiB)"
+    )
+    group.add_argument("--headroom-critical", type=float, metavar="GIB", help="critical under this (GiB)")
+    group.add_argument(
+        "--new-process", type=float, metavar="GIB", help="alert on a new process over this (GiB)"
+    )
+    group.add_argument(
+        "--growth", type=float, metavar="GIB", help="alert on a process growing more than this in 30 s"
+    )
+    group.add_argument(
+        "--frag-fraction", type=float, metavar="F", help="fragmentation: gap over F of reserved (0.3)"
+    )
+    group.add_argument("--frag", type=float, metavar="GIB", help="... and over this many GiB (1)")
+    plan = parser.add_argument_group("plan inputs (editable live on the Plan screen)")
+    plan.add_argument("--model", help="catalog name, config.json or checkpoint path (default llama-3.1-8b)")
+    plan.add_argument(
+        "--format", dest="weight_format", help="weight format (bf16, fp8, q4_k_m, ...; 'default')"
+    )
+    plan.add_argument("--kv-dtype", help="KV cache dtype (auto, fp8, ...)")
+    plan.add_argument("--context", type=int, help="tokens per user (default 8192)")
+    plan.add_argument("--users", type=int, help="concurrent users (default 8)")
+    plan.add_argument("--tp", type=int, help="tensor parallel size (default 1)")
+
+
+def _positive(value: float | None, what: str) -> float | None:
+    if value is not None and value < 0:
+        raise ConfigError(f"{what} must not be negative, got {value}")
+    return value
+
+
+def resolve_config(args: argparse.Namespace) -> Config:
+    """The config file, then command-line options over it."""
+    config = load_config(args.config, required=args.config is not None)
+    hz = config.refresh_hz if args.hz is None else args.hz
+    if hz <= 0:
+        raise ConfigError(f"--hz must be positive, got {hz}")
+    t = config.thresholds
+    updates: dict[str, Any] = {}
+    for option, name, unit in (
+        ("headroom_warn", "headroom_warning_bytes", GIB),
+        ("headroom_critical", "headroom_critical_bytes", GIB),
+        ("new_process", "new_process_bytes", GIB),
+        ("growth", "growth_bytes", GIB),
+        ("frag_fraction", "fragmentation_fraction", 1),
+        ("frag", "fragmentation_min_bytes", GIB),
+    ):
+        value = _positive(getattr(args, option, None), "--" + option.replace("_", "-"))
+        if value is not None:
+            updates[name] = int(value * unit) if name.endswith("_bytes") else float(value)
+    if updates:
+        t = replace(t, **updates)
+    p = config.plan
+    plan_updates: dict[str, Any] = {}
+    for option, name in (
+        ("model", "model"),
+        ("kv_dtype", "kv_dtype"),
+        ("context", "context"),
+        ("users", "users"),
+        ("tp", "tp"),
+    ):
+        value = getattr(args, option, None)
+        if value is not None:
+            if isinstance(value, int) and value < 1:
+                raise ConfigError(f"--{option.replace('_', '-')} must be at least 1, got {value}")
+            plan_updates[name] = value
+    if getattr(args, "weight_format", None) is not None:
+        plan_updates["format"] = None if args.weight_format == "default" else args.weight_format
+    if plan_updates:
+        p = replace(p, **plan_updates)
+    return replace(config, refresh_hz=hz, thresholds=t, plan=p)
+
+
+def display_options(config: Config) -> dict[str, Any]:
+    """Keyword arguments for tui.app.run_app from a resolved config."""
+    from planner.budget import PlanInputs
+
+    p = config.plan
+    return {
+        "refresh_hz": config.refresh_hz,
+        "thresholds": config.thresholds,
+        "plan_inputs": PlanInputs(
+            model=p.model, format=p.format, kv_dtype=p.kv_dtype, context=p.context, users=p.users, tp=p.tp
+        ),
+        "unified_os_reserve_bytes": p.unified_os_reserve_bytes,
+    }
+
+
+def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
+    add_display_arguments(parser)
+    if name == "watch":
+        parser.add_argument(
+            "--record", metavar="FILE", help="also record everything sampled to FILE (for replay)"
+        )
+        parser.add_argument("--agent-dir", metavar="DIR", help="where agents write their ring files")
+    elif name == "demo":
+        parser.add_argument("--speed", type=float, default=1.0, help="replay speed (1 = as recorded)")
+
+
+def main(args: argparse.Namespace, name: str) -> int:
+    try:
+        config = resolve_config(args)
+    except ConfigError as exc:
+        print(f"memsight: {exc}", file=sys.stderr)
+        return 2
+    from tui.app import run_app
+
+    options = display_options(config)
+    if name == "demo":
+        from collectors.replay import ReplayMonitor, bundled_recording
+
+        recording = bundled_recording()
+        monitor = ReplayMonitor(recording, speed=args.speed)
+        return run_app(monitor, title="memsight demo", source_label=f"demo: {monitor.describe()}", **options)
+    from collectors.monitor import Monitor
+
+    kwargs: dict[str, Any] = {"hz": config.refresh_hz}
+    if args.record:
+        kwargs["record_to"] = args.record
+    if args.agent_dir:
+        kwargs["agent_dir"] = args.agent_dir
+    return run_app(Monitor(**kwargs), title="memsight", source_label="this machine (live)", **options)

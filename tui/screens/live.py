@@ -1,0 +1,116 @@
+"""Live: measured buckets over the plan's per pool, headroom, the allocator gap over time, agents, processes,
+alerts. The screen only passes the app's prepared values on to its widgets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.app import ComposeResult
+from textual.containers import Container, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Static
+
+from tui.widgets.agents_table import AgentsTable
+from tui.widgets.alert_log import AlertLog
+from tui.widgets.bucket_bars import BucketBars
+from tui.widgets.data import AgentRow, AlertRow, BucketComparison, ChartSeries, HeadroomData, ProcessRow
+from tui.widgets.gap_chart import GapChart
+from tui.widgets.headroom import HeadroomGauge
+from tui.widgets.process_table import ProcessTable
+
+WIDE_COLUMNS = 140  # at least this many columns: two columns side by side; fewer: one scrolling column
+LIVE_TOP_PROCESSES = 12
+
+
+@dataclass(frozen=True, slots=True)
+class LiveView:
+    """Everything the Live screen shows, as plain values."""
+
+    status: str
+    comparisons: tuple[BucketComparison, ...]
+    headroom: HeadroomData
+    chart: ChartSeries
+    agents: tuple[AgentRow, ...]
+    processes: tuple[ProcessRow, ...]
+    alerts: tuple[AlertRow, ...]
+
+
+class LiveScreen(Screen):
+    BINDINGS = [("g", "toggle_chart", "Gap chart")]
+
+    def __init__(self) -> None:
+        super().__init__(id="live")
+        self._view: LiveView | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static("", id="live-status", classes="status-line")
+        with VerticalScroll(id="live-body"):
+            with Vertical(id="live-left", classes="column"):
+                yield Container(id="pools")
+                yield HeadroomGauge(id="headroom")
+                yield Static("agents", classes="section-title")
+                yield Static("", id="agents-missing", classes="missing")
+                yield AgentsTable(id="agents")
+            with Vertical(id="live-right", classes="column"):
+                yield GapChart(id="gap-chart")
+                yield Static(
+                    "processes by memory (Δ over 30 s; NEW / FAST stand out)", classes="section-title"
+                )
+                yield ProcessTable(id="top-processes", max_rows=LIVE_TOP_PROCESSES)
+                yield AlertLog(id="alerts")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._apply_width(self.app.size.width)
+        view = getattr(self.app, "live_view", None)
+        if view is not None:
+            self.show(view)
+
+    def on_screen_resume(self) -> None:
+        view = getattr(self.app, "live_view", None)
+        if view is not None:
+            self.show(view)
+
+    def on_resize(self, event) -> None:
+        self._apply_width(event.size.width)
+
+    def _apply_width(self, width: int) -> None:
+        body = self.query_one("#live-body")
+        body.set_class(width >= WIDE_COLUMNS, "wide")
+
+    def action_toggle_chart(self) -> None:
+        chart = self.query_one(GapChart)
+        chart.display = not chart.display
+
+    def show(self, view: LiveView) -> None:
+        """Hand each widget its part; each redraws only if its part changed."""
+        if view == self._view:
+            return
+        previous = self._view
+        self._view = view
+        if previous is None or previous.status != view.status:
+            self.query_one("#live-status", Static).update(view.status)
+        self._show_pools(view.comparisons)
+        self.query_one(HeadroomGauge).update_data(view.headroom)
+        self.query_one(GapChart).update_data(view.chart)
+        self.query_one(AgentsTable).update_rows(view.agents)
+        missing = "" if view.agents else "no memsight agent found (start one with `memsight run -- CMD`)"
+        agents_missing = self.query_one("#agents-missing", Static)
+        if previous is None or bool(previous.agents) != bool(view.agents):
+            agents_missing.update(missing)
+            agents_missing.display = bool(missing)
+            self.query_one(AgentsTable).display = bool(view.agents)
+        self.query_one("#top-processes", ProcessTable).update_rows(view.processes)
+        self.query_one(AlertLog).update_rows(view.alerts)
+
+    def _show_pools(self, comparisons: tuple[BucketComparison, ...]) -> None:
+        container = self.query_one("#pools", Container)
+        bars = list(container.query(BucketBars))
+        if len(bars) != len(comparisons):
+            for bar in bars:
+                bar.remove()
+            container.mount_all(BucketBars(c) for c in comparisons)
+            return
+        for bar, comparison in zip(bars, comparisons, strict=True):
+            bar.update_data(comparison)

@@ -1,0 +1,153 @@
+"""Plan: the plan's inputs, editable live, and the lesson's capacity figure (one bar per machine).
+
+Edits are posted to the app as plain strings; the app runs the planner and hands back a PlanView. A bad value
+comes back as the planner's message, shown inline under the fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.suggester import SuggestFromList
+from textual.widgets import Footer, Header, Input, Label, Select, Static
+
+from tui.widgets.capacity_bars import CapacityBars
+from tui.widgets.data import MachineBar
+
+FIELDS: tuple[str, ...] = ("model", "format", "kv_dtype", "context", "users", "tp")
+
+
+@dataclass(frozen=True, slots=True)
+class PlanChoices:
+    models: tuple[str, ...]  # catalog names (a path or HF id may be typed too)
+    formats: tuple[str, ...]
+    kv_dtypes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PlanView:
+    values: tuple[tuple[str, str], ...]  # the field values the plan was made from
+    bars: tuple[MachineBar, ...]
+    summary: str  # the plan's four buckets for the chosen inputs, one line
+    error: str  # "" or the planner's message
+
+
+class PlanScreen(Screen):
+    class InputsEdited(Message):
+        def __init__(self, values: dict[str, str]) -> None:
+            super().__init__()
+            self.values = values
+
+    # Digits switch screens and a focused field takes printable keys first: start with no field focused.
+    AUTO_FOCUS = ""
+
+    def __init__(self) -> None:
+        super().__init__(id="plan")
+        self._view: PlanView | None = None
+        self._filling = False
+
+    def compose(self) -> ComposeResult:
+        choices: PlanChoices = self.app.plan_choices
+        yield Header()
+        yield Static("", id="plan-status", classes="status-line")
+        with VerticalScroll(id="plan-body"):
+            with Horizontal(id="plan-fields"):
+                with Vertical(classes="field wide-field"):
+                    yield Label("model (catalog name or path)")
+                    yield Input(
+                        id="plan-model", suggester=SuggestFromList(choices.models, case_sensitive=False)
+                    )
+                with Vertical(classes="field"):
+                    yield Label("weights")
+                    yield Select(
+                        [("model default", "default"), *((f, f) for f in choices.formats)],
+                        id="plan-format",
+                        allow_blank=False,
+                        value="default",
+                    )
+                with Vertical(classes="field"):
+                    yield Label("KV dtype")
+                    yield Select([(k, k) for k in choices.kv_dtypes], id="plan-kv_dtype", allow_blank=False)
+                with Vertical(classes="field narrow-field"):
+                    yield Label("context")
+                    yield Input(id="plan-context", restrict=r"[0-9kK]*")
+                with Vertical(classes="field narrow-field"):
+                    yield Label("users")
+                    yield Input(id="plan-users", restrict=r"[0-9]*")
+                with Vertical(classes="field narrow-field"):
+                    yield Label("tp")
+                    yield Input(id="plan-tp", restrict=r"[0-9]*")
+            yield Static("", id="plan-error", classes="error-line")
+            yield Static("", id="plan-summary")
+            yield CapacityBars(id="capacity")
+            yield Static(
+                "Each bar is drawn to its own machine's capacity. The Spark's first segment is the OS and "
+                "everything else in its shared pool (10 GiB assumed); overhead is 1.5 GiB runtime + the "
+                "activation peak of an 8K-token prefill chunk. Capacity only: a user who fits is not a user "
+                "served fast.",
+                classes="note",
+            )
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.fill(self.app.plan_field_values())
+        view = getattr(self.app, "plan_view", None)
+        if view is not None:
+            self.show(view)
+
+    def on_screen_resume(self) -> None:
+        view = getattr(self.app, "plan_view", None)
+        if view is not None:
+            self.show(view)
+
+    def fill(self, values: dict[str, str]) -> None:
+        """Put values in the fields without echoing them back as edits."""
+        self._filling = True
+        try:
+            for name, value in values.items():
+                widget = self.query_one(f"#plan-{name}")
+                if isinstance(widget, Select):
+                    widget.value = value
+                else:
+                    widget.value = value
+        finally:
+            self._filling = False
+
+    def field_values(self) -> dict[str, str]:
+        values: dict[str, str] = {}
+        for name in FIELDS:
+            widget = self.query_one(f"#plan-{name}")
+            value = widget.value
+            values[name] = "" if value is Select.BLANK else str(value)
+        return values
+
+    @on(Input.Changed)
+    @on(Select.Changed)
+    def _edited(self, event: Message) -> None:
+        if self._filling:
+            return
+        event.stop()
+        self.post_message(self.InputsEdited(self.field_values()))
+
+    @on(Input.Submitted)
+    def _submitted(self) -> None:
+        self.set_focus(None)
+
+    def show(self, view: PlanView) -> None:
+        if view == self._view:
+            return
+        self._view = view
+        error = self.query_one("#plan-error", Static)
+        error.update(view.error)
+        error.display = bool(view.error)
+        self.query_one("#plan-summary", Static).update(view.summary)
+        self.query_one(CapacityBars).update_bars(view.bars)
+        status = self.query_one("#plan-status", Static)
+        status.update(
+            "Tab: next field, Enter/Esc: done. The bars and the Live screen's plan follow every edit."
+        )

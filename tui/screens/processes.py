@@ -1,0 +1,94 @@
+"""Processes: every process the OS collector reports, with resident and (where known) GPU memory,
+sortable (s, or click a column) and filterable (/)."""
+
+from __future__ import annotations
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Input, Label, Static
+
+from tui.widgets.data import ProcessRow
+from tui.widgets.process_table import SORT_KEYS, ProcessTable
+
+COLUMN_SORT = {"RSS GiB": "rss", "GPU GiB": "gpu", "Δ30s GiB": "growth", "pid": "pid", "name": "name"}
+
+
+class ProcessesScreen(Screen):
+    BINDINGS = [
+        Binding("s", "cycle_sort", "Sort"),
+        Binding("slash", "focus_filter", "Filter"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__(id="processes")
+        self._rows: tuple[ProcessRow, ...] | None = None
+        self._status = ""
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static("", id="proc-status", classes="status-line")
+        with Horizontal(id="proc-filter-row"):
+            yield Label("filter: ")
+            yield Input(id="proc-filter", placeholder="name, user, command or pid  (Esc: back to the table)")
+        yield ProcessTable(id="all-processes")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._pull()
+        self.query_one(ProcessTable).focus()
+
+    def on_screen_resume(self) -> None:
+        self._pull()
+
+    def _pull(self) -> None:
+        rows = getattr(self.app, "process_rows", None)
+        status = getattr(self.app, "process_status", "")
+        if rows is not None:
+            self.show(rows, status)
+
+    def show(self, rows: tuple[ProcessRow, ...], status: str) -> None:
+        table = self.query_one(ProcessTable)
+        if rows != self._rows:
+            self._rows = rows
+            table.update_rows(rows)
+        shown = len(table.visible_rows())
+        line = f"{shown} of {len(rows)} processes · sorted by {table.sort_key}"
+        if table.filter_text:
+            line += f" · filter {table.filter_text!r}"
+        if status:
+            line += f" · {status}"
+        if line != self._status:
+            self._status = line
+            self.query_one("#proc-status", Static).update(line)
+
+    def _refresh_status(self) -> None:
+        self._status = ""
+        if self._rows is not None:
+            self.show(self._rows, getattr(self.app, "process_status", ""))
+
+    def action_cycle_sort(self) -> None:
+        table = self.query_one(ProcessTable)
+        table.set_sort(SORT_KEYS[(SORT_KEYS.index(table.sort_key) + 1) % len(SORT_KEYS)])
+        self._refresh_status()
+
+    def action_focus_filter(self) -> None:
+        self.query_one("#proc-filter", Input).focus()
+
+    @on(Input.Changed, "#proc-filter")
+    def _filter(self, event: Input.Changed) -> None:
+        self.query_one(ProcessTable).set_filter(event.value)
+        self._refresh_status()
+
+    @on(Input.Submitted, "#proc-filter")
+    def _filter_done(self) -> None:
+        self.query_one(ProcessTable).focus()
+
+    @on(DataTable.HeaderSelected)
+    def _header(self, event: DataTable.HeaderSelected) -> None:
+        key = COLUMN_SORT.get(str(event.label))
+        if key is not None:
+            self.query_one(ProcessTable).set_sort(key)
+            self._refresh_status()
