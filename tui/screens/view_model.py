@@ -246,8 +246,8 @@ def _short_cmd(agent: AgentView) -> str:
     words = agent.cmdline.split()
     if not words:
         return f"pid {agent.pid}"
-    short = " ".join(w.rsplit("/", 1)[-1] for w in words[:3])
-    return short[:32]
+    short = " ".join(w.rsplit("/", 1)[-1] for w in words[:2])
+    return short[:24]
 
 
 def alert_rows(state: MonitorState, origin_t: float) -> tuple[AlertRow, ...]:

@@ -18,7 +18,7 @@ class AlertLog(RichLog):
     def __init__(self, **kwargs) -> None:
         super().__init__(wrap=True, markup=False, highlight=False, max_lines=500, **kwargs)
         self._shown: tuple[AlertRow, ...] = ()
-        self.border_title = "alerts"
+        self.border_title = "alerts: none so far"
 
     @property
     def shown(self) -> tuple[AlertRow, ...]:
@@ -43,5 +43,5 @@ class AlertLog(RichLog):
             line.append(row.message)
             self.write(line)
         self._shown = rows
-        self.border_title = f"alerts ({len(rows)})"
+        self.border_title = f"alerts ({len(rows)})" if rows else "alerts: none so far"
         return True

@@ -8,7 +8,6 @@ from rich.text import Text
 from textual.widget import Widget
 
 from tui.widgets.data import (
-    BUCKET_COLOURS,
     BUCKET_FILL,
     BUCKET_LABELS,
     BUCKET_STYLES,
@@ -28,9 +27,9 @@ def stacked_bar(segments: tuple[Segment, ...], cells: int, scale: int) -> Text:
     bar = Text()
     for seg, width in zip(segments, widths, strict=True):
         if width:
-            bar.append(BUCKET_FILL.get(seg.key, " ") * width, style=BUCKET_STYLES[seg.key])
-    if bar.cell_len < cells:  # bytes beyond the scale never happen (scale is the max); unknown remainder
-        bar.append("·" * (cells - bar.cell_len), style="grey50")
+            bar.append(BUCKET_FILL[seg.key] * width, style=BUCKET_STYLES[seg.key])
+    if bar.cell_len < cells:  # the part of the scale no known bucket covers (unknown bucket, shorter bar)
+        bar.append(" " * (cells - bar.cell_len))
     return bar
 
 
@@ -128,7 +127,7 @@ class BucketBars(Widget):
             if key == "overhead":
                 label.append("  = overhead", style="italic")
             else:
-                label.append("■", style=BUCKET_COLOURS[key])
+                label.append(BUCKET_FILL[key], style=BUCKET_STYLES[key])
                 label.append(" " + BUCKET_LABELS[key])
             diff_style = "" if diff is None or abs(diff) < 2**28 else ("red" if diff > 0 else "cyan")
             table.add_row(

@@ -7,14 +7,14 @@ from rich.text import Text
 from textual.widget import Widget
 
 from tui.widgets.bucket_bars import stacked_bar
-from tui.widgets.data import BUCKET_COLOURS, BUCKET_LABELS, PLANNED_KEYS, MachineBar, Segment
+from tui.widgets.data import BUCKET_FILL, BUCKET_LABELS, BUCKET_STYLES, PLANNED_KEYS, MachineBar, Segment
 from tui.widgets.fmt import gib
 
 
 def legend() -> Text:
     text = Text()
     for key in PLANNED_KEYS:
-        text.append("■", style=BUCKET_COLOURS[key])
+        text.append(BUCKET_FILL[key], style=BUCKET_STYLES[key])
         text.append(f" {BUCKET_LABELS[key]}  ")
     return text
 

@@ -47,13 +47,24 @@ BUCKET_COLOURS: dict[str, str] = {
     "overhead": "purple4",
     "free": "grey30",
 }
-# The gap is the one that must catch the eye (bright hatching); free is a light shade, not a colour.
+# Each bucket has its own glyph as well as its colour, so the bars read the same in a terminal without colour
+# (and in `tmux capture-pane` text); the gap is the one that must catch the eye.
+BUCKET_FILL: dict[str, str] = {
+    "other": "▒",
+    "weights": "█",
+    "kv": "▓",
+    "tensors": "▚",
+    "activations": "▞",
+    "gap": "╳",
+    "nonpytorch": "▤",
+    "overhead": "▤",
+    "free": "░",
+}
 BUCKET_STYLES: dict[str, str] = {
-    **{key: f"on {colour}" for key, colour in BUCKET_COLOURS.items()},
+    **{key: f"{colour} on grey11" for key, colour in BUCKET_COLOURS.items()},
     "gap": "bold bright_white on red3",
     "free": "grey35 on grey11",
 }
-BUCKET_FILL: dict[str, str] = {"gap": "▒", "free": "░"}
 
 
 @dataclass(frozen=True, slots=True)

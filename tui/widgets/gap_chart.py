@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual_plotext import PlotextPlot
 
 from tui.widgets.data import ChartSeries
@@ -12,6 +13,7 @@ GIB = 2**30
 class GapChart(PlotextPlot):
     DEFAULT_CSS = """
     GapChart { height: 12; min-height: 8; }
+    GapChart.-empty { height: 2; min-height: 2; }
     """
 
     def __init__(self, **kwargs) -> None:
@@ -31,9 +33,17 @@ class GapChart(PlotextPlot):
         if data == self._data:
             return False
         self._data = data
+        self.set_class(not data.t, "-empty")
         self._draw()
         self.refresh()
         return True
+
+    def render(self):
+        data = self._data
+        if data is None or not data.t:  # nothing to chart: say why in one line instead of empty axes
+            why = data.missing if data and data.missing else "allocator: waiting for the first sample"
+            return Text(f"allocated / reserved / gap: {why}", style="yellow")
+        return super().render()
 
     def _draw(self) -> None:
         plt = self.plt

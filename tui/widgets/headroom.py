@@ -58,10 +58,12 @@ class HeadroomGauge(Widget):
         if data.total_bytes:
             line.append(f" of {gib(data.total_bytes)}")
         line.append(f"  ({data.source})", style="grey62")
-        line.append(f"  warn < {gib(data.warn_bytes)}, critical < {gib(data.critical_bytes)}", style="grey50")
         if level != "ok":
             line.append(f"  {level.upper()}", style=style)
         width = max(self.size.width - 2, 10)
+        thresholds = f"  warn < {gib(data.warn_bytes)}, critical < {gib(data.critical_bytes)}"
+        if line.cell_len + len(thresholds) <= width:  # one line always: thresholds only where they fit
+            line.append(thresholds, style="grey50")
         bar = Text("\n")
         if data.total_bytes:
             free_cells = round(width * min(data.headroom_bytes, data.total_bytes) / data.total_bytes)

@@ -97,7 +97,8 @@ class ProcessTable(DataTable):
 
 def _cells(row: ProcessRow) -> tuple[str, ...]:
     flag = "FAST" if row.fast_growing else ("NEW" if row.is_new else "")
-    growth = "new" if row.growth_bytes is None else signed_gib(row.growth_bytes, 2)
+    # no growth figure: a new process, or the window has not filled since memsight started
+    growth = ("new" if row.is_new else "…") if row.growth_bytes is None else signed_gib(row.growth_bytes, 2)
     return (
         str(row.pid),
         row.name[:24],
