@@ -10,11 +10,13 @@ layers are counted per user. The bucket numbers of a Plan are those of its busie
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from planner.activations import ActivationPeak, activation_peak
+from planner.checkpoint import CheckpointInfo
 from planner.errors import PlannerError
 from planner.formats import WeightBytes, weight_bytes
 from planner.kv import kv_bytes_for_sequence, layer_kv_bytes
@@ -321,6 +323,57 @@ def make_plan(
         topology=topology,
         activation=act,
     )
+
+
+# Tensor names of the decoder parts, in HF safetensors and llama.cpp GGUF spelling.
+_LAYER_NAME = re.compile(r"(?:^|\.)(?:layers|blk|h)\.(\d+)\.")
+_HEAD_NAMES = ("lm_head.", "output.weight", "output.bias")
+_FINAL_NORM_NAMES = ("model.norm.", "output_norm.", "ln_f.", "final_layernorm.", "norm_f.")
+_EMBED_PREFIXES = ("token_embd.", "wte.", "wpe.")
+
+
+def weights_from_checkpoint(spec: ModelSpec, info: CheckpointInfo) -> tuple[WeightBytes, tuple[str, ...]]:
+    """The real bytes of a checkpoint, split into the parts a plan places on ranks (embeddings, each decoder
+    layer, head, final norm), by tensor name. Tensors of layers beyond the config's count (e.g. MTP heads) go
+    with the head on the last stage; anything unrecognised (vision towers, buffers) with the embeddings."""
+    per_layer = [0] * spec.num_layers
+    embed = head = final_norm = extra_layers = other = 0
+    for tensor in info.tensors:
+        name = tensor.name
+        match = _LAYER_NAME.search(name)
+        if match:
+            index = int(match.group(1))
+            if index < spec.num_layers:
+                per_layer[index] += tensor.nbytes
+            else:
+                extra_layers += tensor.nbytes
+        elif any(name.startswith(h) or f".{h}" in name for h in _HEAD_NAMES):
+            head += tensor.nbytes
+        elif any(n in name for n in _FINAL_NORM_NAMES):
+            final_norm += tensor.nbytes
+        elif "embed" in name or any(name.startswith(e) or f".{e}" in name for e in _EMBED_PREFIXES):
+            embed += tensor.nbytes
+        else:
+            other += tensor.nbytes
+    notes = [f"weights: real bytes of the {info.format} checkpoint {info.path} ({info.tensor_bytes:,} B)"]
+    if extra_layers:
+        notes.append(f"{extra_layers:,} B of layers beyond num_hidden_layers counted on the last stage")
+        head += extra_layers
+    if other:
+        notes.append(f"{other:,} B of tensors outside the decoder (not embedding/layer/head) put on stage 0")
+        embed += other
+    total = embed + head + final_norm + sum(per_layer)
+    weights = WeightBytes(
+        format=f"checkpoint:{info.format}",
+        total=total,
+        embed=embed,
+        head=head,
+        final_norm=final_norm,
+        per_layer=tuple(per_layer),
+        bits_per_weight=info.bits_per_weight,
+        source=f"read from the headers of {len(info.files)} file(s) in {info.path}",
+    )
+    return weights, tuple(notes)
 
 
 def plan_to_json(plan: Plan, vllm: Any = None) -> dict[str, Any]:

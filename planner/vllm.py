@@ -157,9 +157,7 @@ def _groups_for_stage(
         if attention.kind in ("linear", "mamba"):
             raise PlannerError(
                 f"{spec.name}: vLLM's page unification for Mamba/linear-attention layers "
-                "(hybrid state models) "
-                "is not modelled; plan it without --engine vllm, or give --kv-pool-gib and read blocks from "
-                "your vLLM log"
+                "(hybrid state models) is not modelled; plan this model without --engine vllm"
             )
         attn_layers.append(layer)
     if not attn_layers:
@@ -196,7 +194,7 @@ def _groups_for_stage(
     if len(pages) != 1:
         raise PlannerError(
             f"{spec.name}: hybrid layers with different page sizes need vLLM's page unification, "
-            "which is not modelled; give --kv-pool-gib and compare with your log"
+            "which is not modelled; plan this model without --engine vllm"
         )
     page_bytes = pages.pop()
     sizes = [len(members) for members in buckets.values()]
@@ -359,6 +357,11 @@ def vllm_pool(
             notes=notes if stage == 0 else [],
         )
         stage_groups.append(groups)
+        if stage == 0 and engine == "V0" and (0, 7, 0) <= ver < (0, 8, 0) and groups[0].kind == "mla":
+            notes.append(
+                "vLLM 0.7.x pads each MLA cache entry to 256 B when VLLM_MLA_CUDA_MEM_ALIGN_KV_CACHE=1 "
+                "(576 x 2 B -> 1280 B); that padding is not applied here"
+            )
         weights_here = per_stage[stage]
         if kv_pool_bytes is not None:
             requested: float = float("nan")

@@ -148,20 +148,20 @@ def probe_this_machine() -> Machine:
             pass
 
 
-def _checkpoint_weights(model: str, spec: Any, fmt: str | None) -> tuple[Any, str | None]:
+def _checkpoint_weights(model: str, spec: Any, fmt: str | None) -> tuple[Any, tuple[str, ...]]:
     """Real bytes from a checkpoint folder's safetensors/GGUF headers, when MODEL is such a folder."""
     path = pathlib.Path(model).expanduser()
     if not path.is_dir():
-        return None, None
+        return None, ()
     has_tensors = any(path.glob("*.safetensors")) or any(path.glob("*.gguf"))
     if not has_tensors:
-        return None, None
+        return None, ()
     if fmt is not None:
-        return None, f"--format {fmt} given: the checkpoint's real bytes in {path} are not used"
-    from planner.checkpoint import checkpoint_weight_bytes, read_checkpoint  # noqa: PLC0415
+        return None, (f"--format {fmt} given: the real bytes of the checkpoint in {path} are not used",)
+    from planner.budget import weights_from_checkpoint  # noqa: PLC0415
+    from planner.checkpoint import read_checkpoint  # noqa: PLC0415
 
-    info = read_checkpoint(path)
-    return checkpoint_weight_bytes(spec, info), None
+    return weights_from_checkpoint(spec, read_checkpoint(path))
 
 
 def build_inputs(args: argparse.Namespace) -> PlanInputs:
@@ -224,7 +224,7 @@ def compute(args: argparse.Namespace) -> tuple[Plan, Any]:
     from planner.spec import load_spec  # noqa: PLC0415
 
     spec = load_spec(args.model)
-    weights, weights_note = _checkpoint_weights(args.model, spec, args.fmt)
+    weights, weight_notes = _checkpoint_weights(args.model, spec, args.fmt)
     machine = None
     if inputs.machine == THIS_MACHINE:
         machine = get_machine(
@@ -234,8 +234,8 @@ def compute(args: argparse.Namespace) -> tuple[Plan, Any]:
             this=probe_this_machine(),
         )
     plan = make_plan(inputs, spec=spec, machine=machine, weights=weights)
-    if weights_note:
-        plan = _with_assumption(plan, weights_note)
+    if weight_notes:
+        plan = _with_assumption(plan, *weight_notes)
     pool = None
     if args.engine == "vllm":
         from planner.vllm import DEFAULT_VLLM_VERSION, vllm_pool  # noqa: PLC0415
@@ -267,13 +267,27 @@ def compute(args: argparse.Namespace) -> tuple[Plan, Any]:
             max_num_batched_tokens=args.max_num_batched_tokens,
             max_num_seqs=args.max_num_seqs,
         )
+        defaults = []
+        if args.kv_pool_gib is None and args.total_gib is None:
+            defaults.append(
+                f"device total taken as the machine's capacity ({_g(plan.capacity_bytes)} GiB); vLLM uses "
+                "torch's mem_get_info total, often a little less (GB10: about 119.6-121.7 GiB): --total-gib"
+            )
+        if args.kv_pool_gib is None and args.non_torch_gib is None:
+            defaults.append(f"non-torch memory = the plan's overhead ({_g(inputs.overhead_bytes)} GiB)")
+        if args.kv_pool_gib is None and args.weights_gib is None:
+            defaults.append("weights per rank are the plan's (busiest rank of each pipeline stage)")
+        if defaults:
+            from dataclasses import replace  # noqa: PLC0415
+
+            pool = replace(pool, notes=(*pool.notes, *defaults))
     return plan, pool
 
 
-def _with_assumption(plan: Plan, note: str) -> Plan:
+def _with_assumption(plan: Plan, *notes: str) -> Plan:
     from dataclasses import replace  # noqa: PLC0415
 
-    return replace(plan, assumptions=(*plan.assumptions, note))
+    return replace(plan, assumptions=(*plan.assumptions, *notes))
 
 
 def _g(n: int) -> str:
@@ -345,10 +359,12 @@ def render(plan: Plan, pool: Any) -> str:
 
 def main(args: argparse.Namespace, name: str) -> int:
     plan, pool = compute(args)
-    if args.json:
-        print(json.dumps(plan_to_json(plan, pool), indent=1))
-    else:
-        print(render(plan, pool))
+    text = json.dumps(plan_to_json(plan, pool), indent=1) if args.json else render(plan, pool)
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `memsight plan ... | head`: the reader left, which is not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

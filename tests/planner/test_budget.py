@@ -82,8 +82,9 @@ def test_llama_70b():
 def test_qwen3_30b_a3b():
     p = plan("qwen3-30b-a3b", format="bf16", context=8192, users=8, machine="h100")
     assert round(p.weight_bytes / GiB) == 57  # "57 GiB of weights"
-    # "room for about 27 users at 8K": the exact count with this activation model is printed in the report
-    assert 26 <= p.max_users <= 28
+    # "room for about 27 users at 8K": (80 - 56.87 - 1.5 - 0.41) GiB / 0.75 GiB per user = 28.3 -> 28
+    assert p.kv_bytes_per_token == 48 * 2 * 4 * 128 * 2  # 96 KiB: 4 KV heads, smaller than the 8B's
+    assert p.max_users == 28
     assert not plan("qwen3-30b-a3b", format="bf16", context=8192, users=1, machine="rtx4090").fits
 
 

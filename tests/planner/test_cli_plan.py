@@ -188,3 +188,102 @@ def test_plan_path_imports_no_heavy_modules():
     )
     assert done.returncode == 0, done.stderr
     assert "HEAVY []" in done.stderr
+
+
+def test_checkpoint_folder_uses_the_real_bytes(tmp_path):
+    np = pytest.importorskip("numpy")
+    safetensors_numpy = pytest.importorskip("safetensors.numpy")
+    config = {
+        "model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100, "torch_dtype": "float16",
+        "tie_word_embeddings": False, "max_position_embeddings": 512,
+    }  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    shapes = {"model.embed_tokens.weight": (100, 64), "model.norm.weight": (64,), "lm_head.weight": (100, 64)}
+    for i in range(2):
+        p = f"model.layers.{i}."
+        shapes |= {
+            p + "self_attn.q_proj.weight": (64, 64), p + "self_attn.k_proj.weight": (32, 64),
+            p + "self_attn.v_proj.weight": (32, 64), p + "self_attn.o_proj.weight": (64, 64),
+            p + "mlp.gate_proj.weight": (128, 64), p + "mlp.up_proj.weight": (128, 64),
+            p + "mlp.down_proj.weight": (64, 128), p + "input_layernorm.weight": (64,),
+            p + "post_attention_layernorm.weight": (64,),
+        }  # fmt: skip
+    tensors = {name: np.zeros(shape, dtype=np.float16) for name, shape in shapes.items()}
+    tensors["model.rotary_emb.inv_freq"] = np.zeros((8,), dtype=np.float32)  # a buffer, not a parameter
+    safetensors_numpy.save_file(tensors, str(tmp_path / "model.safetensors"))
+    params = sum(int(np.prod(shape)) for shape in shapes.values())
+
+    out = plan_json(str(tmp_path), "--machine", "h100")
+    assert out["params_total"] == params
+    assert out["weight_bytes"] == params * 2 + 8 * 4  # every tensor byte in the file, the fp32 buffer too
+    assert any("real bytes" in a for a in out["assumptions"])
+    assert any("outside the decoder" in a for a in out["assumptions"])
+    by_format = plan_json(str(tmp_path), "--machine", "h100", "--format", "fp16")
+    assert by_format["weight_bytes"] == params * 2  # --format overrides the checkpoint, and says so
+    assert any("not used" in a for a in by_format["assumptions"])
+    two_stages = plan_json(str(tmp_path), "--machine", "h100", "--pp", "2")
+    assert sum(r["weight_bytes"] for r in two_stages["ranks"]) == params * 2 + 8 * 4
+
+
+def test_machine_this_reads_this_host():
+    out = plan_json("llama-3.1-8b", "--machine", "this")
+    with open("/proc/meminfo") as handle:
+        fields = dict(line.split(":", 1) for line in handle)
+    mem_total = int(fields["MemTotal"].split()[0]) * 1024
+    label = next(a for a in out["assumptions"] if a.startswith("machine: this machine"))
+    if "as NVML reports it" in label:  # a discrete GPU was found
+        assert out["os_reserve_bytes"] == 0
+    else:  # host RAM or unified memory: MemTotal, minus what is in use now
+        assert out["capacity_bytes"] == mem_total
+        assert 0 < out["os_reserve_bytes"] < mem_total
+
+
+class _FakeNVML:
+    """Stands in for pynvml on hardware this machine lacks; the values are recorded ones (fixtures)."""
+
+    class NVMLError(Exception):
+        pass
+
+    class NVMLError_NotSupported(NVMLError):  # noqa: N801 - pynvml's spelling
+        pass
+
+    def __init__(self, name: str, total: int | None):
+        self.name, self.total = name, total
+
+    def nvmlInit(self):  # noqa: N802
+        return None
+
+    def nvmlShutdown(self):  # noqa: N802
+        return None
+
+    def nvmlDeviceGetCount(self):  # noqa: N802
+        return 1
+
+    def nvmlDeviceGetHandleByIndex(self, index):  # noqa: N802
+        return index
+
+    def nvmlDeviceGetName(self, handle):  # noqa: N802
+        return self.name
+
+    def nvmlDeviceGetMemoryInfo(self, handle):  # noqa: N802
+        if self.total is None:
+            raise self.NVMLError_NotSupported("Not Supported")
+        return type("Memory", (), {"total": self.total})()
+
+
+def test_probe_this_machine_discrete_and_unified(monkeypatch):
+    from tui import cmd_plan
+
+    # H100 80GB HBM3: 81559MiB total in ../shared/fixtures/nvidia-smi_h100-sxm5-x8_idle_565.57.01.txt
+    monkeypatch.setitem(sys.modules, "pynvml", _FakeNVML("NVIDIA H100 80GB HBM3", 81559 * 2**20))
+    discrete = cmd_plan.probe_this_machine()
+    assert discrete.capacity_bytes == 81559 * 2**20
+    assert not discrete.unified and discrete.os_reserve_bytes == 0
+    # GB10 answers NOT_SUPPORTED for device memory: the capacity is the host's MemTotal, reserve what's in use
+    monkeypatch.setitem(sys.modules, "pynvml", _FakeNVML("NVIDIA GB10", None))
+    unified = cmd_plan.probe_this_machine()
+    assert unified.unified and "GB10" in unified.label
+    with open("/proc/meminfo") as handle:
+        total_kib = int(next(line for line in handle if line.startswith("MemTotal")).split()[1])
+    assert unified.capacity_bytes == total_kib * 1024

@@ -294,3 +294,9 @@ def test_bad_inputs_are_planner_errors():
         vllm_pool(spec, max_model_len=8192, total_bytes=GiB, gpu_memory_utilization=1.5)
     with pytest.raises(PlannerError, match="attention heads"):
         vllm_pool(spec, max_model_len=8192, kv_pool_bytes=GiB, tp=3)
+
+
+def test_hybrid_state_models_are_refused_clearly():
+    spec = load_spec("nemotron-h-8b")
+    with pytest.raises(PlannerError, match="Mamba/linear-attention"):
+        vllm_pool(spec, max_model_len=8192, kv_pool_bytes=GiB)
