@@ -1,0 +1,89 @@
+"""Alerts firing from a replayed record: a recording written with the collectors' Recorder, played back by
+ReplayMonitor (the same StateBuilder and alert rules as the live monitor), shown in the Live screen's log."""
+
+from __future__ import annotations
+
+from collectors.alerts import AlertOptions
+from collectors.recorder import Recorder
+from collectors.replay import ReplayMonitor
+from collectors.snapshots import NVMLSnapshot, OSSnapshot, ProcessInfo
+from tui.app import MemsightApp
+from tui.widgets.alert_log import AlertLog
+from tui.widgets.headroom import HeadroomGauge
+
+GIB = 2**30
+MIB = 2**20
+T0 = 5_000.0
+
+
+def os_at(k: int) -> OSSnapshot:
+    """Sample k (2 s apart): 'leaky' grows 120 MiB a sample (3.5 GiB in 30 s); 'loader' appears at k=10 with
+    1.5 GiB; MemAvailable falls from 12 GiB to 1.5 GiB."""
+    t = T0 + 2.0 * k
+    procs = [
+        ProcessInfo(
+            777, "leaky", "python leaky.py", "lab", 512 * MIB + k * 240 * MIB, None, False, None, 4242
+        ),
+        ProcessInfo(1, "init", "/sbin/init", "root", 12 * MIB, 0, False, None, 1),
+    ]
+    if k >= 10:
+        procs.append(
+            ProcessInfo(888, "loader", "python load.py", "lab", 3 * GIB // 2, None, True, None, 9999)
+        )
+    available = 12 * GIB - k * (GIB // 2)
+    return OSSnapshot(
+        t, 32 * GIB, max(available, 3 * GIB // 2), 2 * GIB, 0, 0, 0, None, None, 0, tuple(procs)
+    )
+
+
+def write_recording(path) -> None:
+    recorder = Recorder(path, hz=0.5)
+    no_gpu = NVMLSnapshot(
+        status="no NVML library: recorded on a machine without one", available=False, devices=()
+    )
+    recorder.nvml(no_gpu)
+    for k in range(22):
+        recorder.os(os_at(k))
+    recorder.close()
+
+
+async def test_alerts_fire_from_a_replayed_recording(tmp_path):
+    path = tmp_path / "leak.jsonl"
+    write_recording(path)
+    monitor = ReplayMonitor(path)
+    app = MemsightApp(
+        monitor, source_label=f"replay: {monitor.describe()}", thresholds=AlertOptions(), manage_monitor=False
+    )
+    async with app.run_test(size=(160, 48)) as pilot:
+        log = app.screen.query_one(AlertLog)
+        for k in range(22):
+            monitor.advance_to(2.0 * k)
+            app.refresh_data()
+            await pilot.pause()
+        kinds = {a.kind for a in monitor.state().alerts}
+        assert {"process_growth", "new_process", "headroom"} <= kinds
+        written = "\n".join(line.text for line in log.lines)
+        for alert in monitor.state().alerts:
+            assert alert.message in written
+        assert len(log.shown) == len(monitor.state().alerts)
+        gauge = app.screen.query_one(HeadroomGauge)
+        assert gauge.data.headroom_bytes == 3 * GIB // 2 and "CRITICAL" in gauge.render().plain
+
+
+async def test_thresholds_are_options(tmp_path):
+    """The same recording with a growth threshold above what 'leaky' grew: no growth alert."""
+    path = tmp_path / "leak.jsonl"
+    write_recording(path)
+    monitor = ReplayMonitor(path)
+    options = AlertOptions(
+        growth_bytes=10 * GIB, headroom_warning_bytes=GIB, headroom_critical_bytes=GIB // 2
+    )
+    app = MemsightApp(monitor, source_label="replay", thresholds=options, manage_monitor=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        for k in range(22):
+            monitor.advance_to(2.0 * k)
+            app.refresh_data()
+            await pilot.pause()
+        kinds = {a.kind for a in monitor.state().alerts}
+        assert "process_growth" not in kinds and "headroom" not in kinds
+        assert "new_process" in kinds
