@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from planner.errors import PlannerError
@@ -10,6 +12,7 @@ from planner.kv import kv_bytes_per_token
 from planner.params import count_params
 from planner.spec import load_spec
 from planner.topology import even_split, make_topology, stage_kv_bytes_per_token, stage_weight_bytes
+from tests.conftest import SHARED_CONFIGS, needs_shared
 
 
 def llama_like(heads: int, kv_heads: int, layers: int = 4) -> dict:
@@ -128,3 +131,21 @@ def test_replicated_kv_projections_cost_extra_weights():
     one_head_kv_proj = 8192 * (128 + 128) * 2  # bytes
     extra = one_head_kv_proj - one_head_kv_proj * 8 // 16
     assert tp16.layers == 80 * ((layer_params - norms) * 2 // 16 + norms * 2 + extra)
+
+
+@needs_shared
+def test_stage_kv_per_token_matches_measured_figures_for_every_shared_config():
+    # EXPECTED.json measured bf16 caches
+    expected = json.loads((SHARED_CONFIGS / "EXPECTED.json").read_text())["models"]
+    checked = 0
+    for name, figures in expected.items():
+        spec = load_spec(SHARED_CONFIGS / figures["config"])
+        one = make_topology(spec)
+        assert stage_kv_bytes_per_token(spec, "bf16", one, 0) == figures["kv_bytes_per_token"], name
+        # two pipeline stages together hold exactly what one stage holds
+        if spec.num_layers >= 2:
+            two = make_topology(spec, pp=2)
+            split = sum(stage_kv_bytes_per_token(spec, "bf16", two, s) for s in range(2))
+            assert split == figures["kv_bytes_per_token"], name
+        checked += 1
+    assert checked >= 15

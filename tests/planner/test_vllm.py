@@ -300,3 +300,29 @@ def test_hybrid_state_models_are_refused_clearly():
     spec = load_spec("nemotron-h-8b")
     with pytest.raises(PlannerError, match="Mamba/linear-attention"):
         vllm_pool(spec, max_model_len=8192, kv_pool_bytes=GiB)
+
+
+def test_v1_log_qwen25_15b_available_memory_to_tokens():
+    """A recent V1 log (kv_cache_utils.py:1708, the >= 0.21 token line), Qwen/Qwen2.5-1.5B-Instruct on a
+    DGX Spark (public repo doc, found with the code search):
+        Available KV cache memory: 0.56 GiB
+        GPU KV cache size: 20,992 tokens"""
+    spec = load_spec("qwen2.5-1.5b")  # 28 layers x 2 KV heads x 128: 458,752 B per 16-token block
+    page = 28 * 2 * 16 * 2 * 128 * 2
+    lo = vllm_pool(spec, version="0.26.0", max_model_len=32768, kv_pool_bytes=gib(0.555))
+    hi = vllm_pool(spec, version="0.26.0", max_model_len=32768, kv_pool_bytes=gib(0.565))
+    assert lo.bytes_per_block == page
+    assert lo.num_blocks <= 20_992 // 16 <= hi.num_blocks
+    exact = vllm_pool(spec, version="0.26.0", max_model_len=32768, kv_pool_bytes=1312 * page)
+    assert exact.log_lines[0] == "GPU KV cache size: 20,992 tokens"
+
+
+def test_v1_log_qwen3_17b_tokens_and_concurrency():
+    """vLLM 0.26.0, `vllm serve Qwen/Qwen3-1.7B --max-model-len 34816` (public repo notes):
+    'GPU KV cache size: 226,800 tokens', 'max concurrency 6.51x at full 34,816-token requests'."""
+    spec = load_spec("qwen3-1.7b")
+    page = 28 * 2 * 16 * 8 * 128 * 2
+    pool = vllm_pool(spec, version="0.26.0", max_model_len=34816, kv_pool_bytes=14_175 * page)
+    assert pool.num_blocks == 14_175 and pool.blocks_per_request == 34816 // 16
+    assert pool.kv_cache_tokens == 226_800  # int(14175 / 2176 * 34816)
+    assert pool.max_concurrency_text == "6.51x"
