@@ -152,7 +152,13 @@ def _checkpoint_weights(model: str, spec: Any, fmt: str | None) -> tuple[Any, tu
     """Real bytes from a checkpoint folder's safetensors/GGUF headers, when MODEL is such a folder."""
     path = pathlib.Path(model).expanduser()
     if not path.is_dir():
-        return None, ()
+        from planner.spec import find_in_hf_cache  # noqa: PLC0415
+
+        # a repo id found in the local HF cache: its snapshot folder may hold the weights too
+        cached = find_in_hf_cache(model) if model.count("/") == 1 and not path.exists() else None
+        if cached is None:
+            return None, ()
+        path = cached.parent
     has_tensors = any(path.glob("*.safetensors")) or any(path.glob("*.gguf"))
     if not has_tensors:
         return None, ()

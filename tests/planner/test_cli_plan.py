@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -18,18 +19,19 @@ REQUIRED_KEYS = {
 RANK_KEYS = {"rank", "weight_bytes", "kv_bytes_per_token", "kv_bytes", "total_bytes", "busiest"}
 
 
-def memsight(*args: str) -> subprocess.CompletedProcess[str]:
+def memsight(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "tui.cli", "plan", *args],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
         timeout=60,
+        env=None if env is None else {**os.environ, **env},
     )
 
 
-def plan_json(*args: str) -> dict:
-    done = memsight(*args, "--json")
+def plan_json(*args: str, env: dict[str, str] | None = None) -> dict:
+    done = memsight(*args, "--json", env=env)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -287,3 +289,15 @@ def test_probe_this_machine_discrete_and_unified(monkeypatch):
     with open("/proc/meminfo") as handle:
         total_kib = int(next(line for line in handle if line.startswith("MemTotal")).split()[1])
     assert unified.capacity_bytes == total_kib * 1024
+
+
+def test_repo_id_from_the_local_hf_cache(tmp_path):
+    from planner.catalog import catalog_config
+
+    snapshot = tmp_path / "models--meta-llama--Llama-3.1-8B" / "snapshots" / "0123abcd"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text(json.dumps(catalog_config("llama-3.1-8b")))
+    out = plan_json("meta-llama/Llama-3.1-8B", "--machine", "h100", env={"HF_HUB_CACHE": str(tmp_path)})
+    assert out["params_total"] == 8_030_261_248 and out["model"] == "meta-llama/Llama-3.1-8B"
+    done = memsight("meta-llama/Not-Cached", env={"HF_HUB_CACHE": str(tmp_path), "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 2 and "Not-Cached" in done.stderr and len(done.stderr.splitlines()) == 1
