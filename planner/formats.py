@@ -202,7 +202,7 @@ def module_matches(module: str, patterns: tuple[str, ...]) -> bool:
 def _sizer(spec: ModelSpec, fmt: str, quant: QuantSpec | None) -> Callable[[TensorGroup, int], int]:
     """A function (tensor group, layer index or -1) -> bytes for this format."""
     if fmt in ("bf16", "fp16"):
-        return lambda g, _i: g.numel * 2
+        return lambda g, _i: g.numel * (4 if g.buffer else 2)
     if fmt == "fp32":
         return lambda g, _i: g.numel * 4
     if fmt in ("q8_0", "q4_k_m"):
@@ -211,7 +211,7 @@ def _sizer(spec: ModelSpec, fmt: str, quant: QuantSpec | None) -> Callable[[Tens
     skip = quant.modules_to_not_convert if quant else ()
 
     def high_precision(g: TensorGroup) -> int:
-        return g.numel * HIGH_PRECISION_BYTES
+        return g.numel * (4 if g.buffer else HIGH_PRECISION_BYTES)  # buffers are fp32 in the checkpoints
 
     def converted(g: TensorGroup) -> bool:
         return g.role in LINEAR_ROLES and not module_matches(g.module, skip)

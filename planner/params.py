@@ -43,6 +43,9 @@ class TensorGroup:
     cols: int = 1  # input features; 1 for vectors
     count: int = 1  # identical copies: routed experts
     replicated: bool = False  # kept whole on every rank under tensor parallelism
+    # A checkpoint tensor that transformers keeps as a buffer, not a parameter (DeepSeek-V3's fp32
+    # e_score_correction_bias): it has bytes but is not in the parameter count.
+    buffer: bool = False
 
     @property
     def numel(self) -> int:
@@ -85,9 +88,12 @@ def count_params(spec: ModelSpec) -> ParamCount:
     tensors = model_tensors(spec)
     by_component: dict[str, int] = {}
     for group in tensors.all():
-        by_component[group.component] = by_component.get(group.component, 0) + group.numel
-    per_layer = tuple(sum(g.numel for g in layer) for layer in tensors.layers)
-    replicated = tuple(sum(g.numel for g in layer if g.replicated) for layer in tensors.layers)
+        if not group.buffer:
+            by_component[group.component] = by_component.get(group.component, 0) + group.numel
+    per_layer = tuple(sum(g.numel for g in layer if not g.buffer) for layer in tensors.layers)
+    replicated = tuple(
+        sum(g.numel for g in layer if g.replicated and not g.buffer) for layer in tensors.layers
+    )
     embed = sum(g.numel for g in tensors.embed)
     head = sum(g.numel for g in tensors.head)
     final_norm = sum(g.numel for g in tensors.final_norm)
@@ -328,10 +334,10 @@ def _moe(spec: ModelSpec, s: ArchShapes, p: str) -> list[TensorGroup]:
     router = f"{m}.router" if spec.model_type == "gpt_oss" else f"{m}.gate"
     out = _linear(router, "moe_router", "router", e, h, bias=moe.router_bias, replicated=True)
     if moe.router_score_bias:
-        # DeepSeek-V3 keeps one fp32 correction per expert: a buffer in transformers (so its parameter count
-        # is 14,848 lower for V3), a tensor in the checkpoint and in vLLM.
+        # DeepSeek-V3 keeps one fp32 correction per expert: a buffer in transformers (not a parameter), a
+        # tensor in the checkpoint and in vLLM, so it has bytes but no parameter count.
         name = f"{router}.e_score_correction_bias"
-        out.append(TensorGroup(name, "moe_router", "router_bias", e, replicated=True))
+        out.append(TensorGroup(name, "moe_router", "router_bias", e, replicated=True, buffer=True))
     x = f"{m}.experts"
     c = "moe_routed_experts"
     if spec.model_type == "gpt_oss":
@@ -349,13 +355,15 @@ def _moe(spec: ModelSpec, s: ArchShapes, p: str) -> list[TensorGroup]:
             TensorGroup(f"{x}.up_proj.weight", c, "expert_up", w, h, e),
             TensorGroup(f"{x}.down_proj.weight", c, "expert_down", h, w, e),
         ]
+    c = "moe_shared_experts"
     if moe.shared_intermediate_size:
         shared = f"{m}.shared_experts" if spec.model_type.startswith("deepseek") else f"{m}.shared_expert"
         sw = moe.shared_intermediate_size
-        c = "moe_shared_experts"
-        out += _linear(f"{shared}.gate_proj", c, "shared_gate", sw, h, bias=False)
-        out += _linear(f"{shared}.up_proj", c, "shared_up", sw, h, bias=False)
-        out += _linear(f"{shared}.down_proj", c, "shared_down", h, sw, bias=False, row_parallel=True)
-        if moe.shared_expert_gate:
-            out += _linear(f"{m}.shared_expert_gate", c, "router", 1, h, bias=False, replicated=True)
+        # the shared expert is the family's dense MLP class (DeepSeek-V2: with config.mlp_bias)
+        bias = s.mlp_bias
+        out += _linear(f"{shared}.gate_proj", c, "shared_gate", sw, h, bias=bias)
+        out += _linear(f"{shared}.up_proj", c, "shared_up", sw, h, bias=bias)
+        out += _linear(f"{shared}.down_proj", c, "shared_down", h, sw, bias=bias, row_parallel=True)
+    if moe.shared_expert_gate:
+        out += _linear(f"{m}.shared_expert_gate", c, "router", 1, h, bias=False, replicated=True)
     return out

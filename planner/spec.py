@@ -702,7 +702,9 @@ def _moe(f: _Fields, model_type: str, name: str) -> tuple[int, int, MoEShapes | 
             return 0, 0, None
         top_k = f.int("num_experts_per_tok")
         shared = 0 if model_type == "qwen3_moe" else (f.opt_int("shared_expert_intermediate_size") or 0)
-        moe = MoEShapes(f.int("moe_intermediate_size"), shared, shared > 0, False, False, False)
+        # Qwen builds shared_expert_gate (hidden -> 1) whenever it has a shared_expert slot, even of width 0.
+        gate = model_type != "qwen3_moe"
+        moe = MoEShapes(f.int("moe_intermediate_size"), shared, gate, False, False, False)
     elif model_type in ("deepseek_v2", "deepseek_v3"):
         routed = f.opt_int("n_routed_experts")
         if not routed:
@@ -778,7 +780,7 @@ def _nemotron_h(
         state_size=f.int("ssm_state_size"),
         conv_kernel=f.int("conv_kernel"),
         conv_bias=f.bool("use_conv_bias", fallback=True),
-        proj_bias=f.bool("mamba_proj_bias"),
+        proj_bias=f.bool("use_bias"),  # in_proj/out_proj use config.use_bias (mamba_proj_bias is unused)
     )
     if mamba.num_heads % mamba.n_groups:
         raise PlannerError(f"{name}: mamba_num_heads ({mamba.num_heads}) is not a multiple of n_groups")
@@ -804,8 +806,8 @@ def _nemotron_h(
     dense_width = f.int("intermediate_size") if "-" in blocks else 0
     shapes = ArchShapes(
         head_dim=head_dim,
-        attention_bias=f.bool("attention_bias"),
-        attention_out_bias=f.bool("attention_bias"),
+        attention_bias=False,  # NemotronHAttention: q/k/v/o_proj bias=False whatever the config says
+        attention_out_bias=False,
         fused_qkv=False,
         qk_norm=False,
         attn_output_gate=False,

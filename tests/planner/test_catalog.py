@@ -36,6 +36,66 @@ KEY_FIGURES = {
 }
 
 
+# Every catalog entry built with transformers 5.24.0 on the meta device (AutoModelForCausalLM.from_config
+# with the entry's config, sum of parameter numel), measured once by hand for this table.
+TRANSFORMERS_PARAM_COUNTS = {
+    "deepseek-v2-lite": 15706484224,
+    "deepseek-v3": 671026404352,
+    "gemma-2-27b": 27227128320,
+    "gemma-2-2b": 2614341888,
+    "gemma-2-9b": 9241705984,
+    "gemma-2b": 2506172416,
+    "gemma-7b": 8537680896,
+    "gpt-oss-120b": 116829156672,
+    "gpt-oss-20b": 20914757184,
+    "gpt2": 124439808,
+    "gpt2-large": 774030080,
+    "gpt2-medium": 354823168,
+    "gpt2-xl": 1557611200,
+    "llama-2-13b": 13015864320,
+    "llama-2-70b": 68976648192,
+    "llama-2-7b": 6738415616,
+    "llama-3.1-405b": 405853388800,
+    "llama-3.1-70b": 70553706496,
+    "llama-3.1-8b": 8030261248,
+    "llama-3.2-1b": 1235814400,
+    "llama-3.2-3b": 3212749824,
+    "llama-3.3-70b": 70553706496,
+    "mistral-7b": 7241732096,
+    "mistral-7b-v0.3": 7248023552,
+    "mixtral-8x22b": 140630071296,
+    "mixtral-8x7b": 46702792704,
+    "nemotron-h-56b": 56324350464,
+    "nemotron-h-8b": 8100852736,
+    "phi-3-mini": 3821079552,
+    "phi-4": 14659507200,
+    "qwen1.5-moe-a2.7b": 14315784192,
+    "qwen2.5-0.5b": 494032768,
+    "qwen2.5-1.5b": 1543714304,
+    "qwen2.5-14b": 14770033664,
+    "qwen2.5-32b": 32763876352,
+    "qwen2.5-3b": 3085938688,
+    "qwen2.5-72b": 72706203648,
+    "qwen2.5-7b": 7615616512,
+    "qwen3-0.6b": 596049920,
+    "qwen3-1.7b": 1720574976,
+    "qwen3-14b": 14768307200,
+    "qwen3-235b-a22b": 235093634560,
+    "qwen3-30b-a3b": 30532122624,
+    "qwen3-32b": 32762123264,
+    "qwen3-4b": 4022468096,
+    "qwen3-8b": 8190735360,
+    "qwen3-next-80b-a3b": 79674391296,
+    "qwen3.5-35b-a3b": 34660610688,
+}
+
+
+def test_every_catalog_entry_matches_transformers_parameter_count():
+    assert set(TRANSFORMERS_PARAM_COUNTS) == set(catalog_names())
+    for name, expected in TRANSFORMERS_PARAM_COUNTS.items():
+        assert count_params(load_spec(name)).total == expected, name
+
+
 def test_catalog_covers_the_families_asked_for():
     names = set(catalog_names())
     wanted = {

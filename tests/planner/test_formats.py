@@ -128,3 +128,12 @@ def test_every_format_has_a_one_line_source_and_unknown_formats_fail(llama8b):
 def test_tied_embeddings_have_no_head_bytes():
     wb = weight_bytes(load_spec("llama-3.2-1b"), "awq")
     assert wb.head == 0 and wb.embed == 2 * 128256 * 2048
+
+
+def test_deepseek_v3_score_bias_has_bytes_but_is_not_a_parameter():
+    spec = load_spec("deepseek-v3")
+    buffers = [g for g in model_tensors(spec).all() if g.buffer]
+    assert len(buffers) == 58 and all(g.rows == 256 for g in buffers)  # one per MoE layer, fp32
+    params = count_params(spec).total
+    assert params == 671_026_404_352  # transformers' count: the buffer is not a parameter
+    assert weight_bytes(spec, "bf16").total == 2 * params + 4 * 58 * 256
