@@ -218,3 +218,54 @@ def test_the_same_tensor_in_two_files_is_an_error(tmp_path):
     _write_gguf(tmp_path / "b.gguf")
     with pytest.raises(PlannerError, match="appears in more than one file"):
         read_checkpoint(tmp_path)
+
+
+def _checkpoint_from_spec(path, spec, fmt):
+    """Write the tensors model_tensors lists, in the layout the real checkpoints of `fmt` use."""
+    from planner.formats import module_matches
+    from planner.params import LINEAR_ROLES, model_tensors
+
+    skip = spec.quantization.modules_to_not_convert if spec.quantization else ()
+    tensors = {}
+    for g in model_tensors(spec).all():
+        shape = (g.rows, g.cols) if g.cols > 1 else (g.rows,)
+        if g.count > 1:
+            shape = (g.count, *shape)
+        if fmt == "mxfp4" and g.role in LINEAR_ROLES and not module_matches(g.module, skip):
+            lead = shape[:-1]
+            tensors[g.name + "_blocks"] = np.zeros((*lead, g.cols // 32, 16), np.uint8)  # gpt-oss layout
+            tensors[g.name + "_scales"] = np.zeros((*lead, g.cols // 32), np.uint8)
+        else:
+            tensors[g.name] = np.zeros(shape, np.float16)  # 2 bytes, like bf16
+    save_file(tensors, str(path))
+    return path
+
+
+def test_a_checkpoint_of_the_spec_reads_back_as_planned(tmp_path):
+    from planner.formats import weight_bytes
+    from planner.params import count_params
+    from planner.spec import load_spec
+
+    tiny_llama = load_spec({
+        "model_type": "llama", "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100, "torch_dtype": "float16",
+    })  # fmt: skip
+    info = read_checkpoint(_checkpoint_from_spec(tmp_path / "llama.safetensors", tiny_llama, "fp16"))
+    assert info.params == count_params(tiny_llama).total
+    assert info.tensor_bytes == weight_bytes(tiny_llama, "fp16").total
+
+    tiny_gpt_oss = load_spec({
+        "model_type": "gpt_oss", "hidden_size": 64, "intermediate_size": 64, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "num_local_experts": 4,
+        "num_experts_per_tok": 2, "vocab_size": 100, "sliding_window": 8,
+        "quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": [
+            "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]},
+    })  # fmt: skip
+    info = read_checkpoint(_checkpoint_from_spec(tmp_path / "gpt_oss.safetensors", tiny_gpt_oss, "mxfp4"))
+    planned = weight_bytes(tiny_gpt_oss)
+    assert planned.format == "mxfp4"
+    assert info.params == count_params(tiny_gpt_oss).total
+    assert info.tensor_bytes == planned.total
+    assert info.bits_per_weight == pytest.approx(planned.bits_per_weight)
+    # 2 layers x 4 experts x (128 gate_up + 64 down rows) x 64 inputs at 17 bytes per 32 weights
+    assert info.bytes_by_dtype["U8"] == 2 * 4 * (128 + 64) * 64 * 17 // 32
