@@ -12,6 +12,7 @@ one-dimensional tensors, routers, position embeddings and convolutions are F32.
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -187,11 +188,15 @@ def _ceil_div(a: int, b: int) -> int:
 
 def module_matches(module: str, patterns: tuple[str, ...]) -> bool:
     """Whether a module (or one of its parents) is named by a modules_to_not_convert entry. Entries are
-    glob patterns ("model.layers.*.self_attn") or plain names matched as dotted parts ("lm_head")."""
+    glob patterns ("model.layers.*.self_attn"), "re:" regexes (compressed-tensors) or plain names matched
+    as dotted parts ("lm_head")."""
     parts = module.split(".")
     prefixes = [".".join(parts[: i + 1]) for i in range(len(parts))]
     for pattern in patterns:
-        if any(ch in pattern for ch in "*?["):
+        if pattern.startswith("re:"):  # compressed-tensors "ignore" entries: a regex on the module name
+            if re.match(pattern[3:], module):
+                return True
+        elif any(ch in pattern for ch in "*?["):
             if any(fnmatch.fnmatchcase(prefix, pattern) for prefix in prefixes):
                 return True
         elif f".{pattern}." in f".{module}.":

@@ -420,9 +420,10 @@ def spec_from_config(config: Mapping[str, Any], *, name: str) -> ModelSpec:
     head_dim = _head_dim(f, model_type, hidden, heads)
     dtype = _weight_dtype(config, decoder, name, f)
     quant = _quantization(config, decoder, name)
-    tie = f.bool("tie_word_embeddings", fallback=model_type == "gpt2")
-    if "tie_word_embeddings" not in decoder and "tie_word_embeddings" in config:
-        tie = bool(config["tie_word_embeddings"])  # multimodal wrappers keep it at the top level
+    if "tie_word_embeddings" not in decoder and isinstance(config.get("tie_word_embeddings"), bool):
+        tie = config["tie_word_embeddings"]  # multimodal wrappers keep it at the top level
+    else:
+        tie = f.bool("tie_word_embeddings", fallback=model_type == "gpt2")
 
     if model_type == "gpt2":
         shapes = ArchShapes(
@@ -608,7 +609,7 @@ def _head_dim(f: _Fields, model_type: str, hidden: int, heads: int) -> int:
                 f"{f.name}: head_dim is not set and hidden_size ({hidden}) is not a multiple of "
                 f"num_attention_heads ({heads})"
             )
-        if model_type != "gpt2":
+        if model_type not in ("gpt2", "deepseek_v2", "deepseek_v3"):  # MLA sizes its heads itself
             f.note("head_dim not in config: hidden_size / num_attention_heads (transformers' rule)")
         return hidden // heads
     return f._check_int(key, value, 1)

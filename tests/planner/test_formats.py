@@ -87,6 +87,8 @@ def test_module_patterns():
     assert module_matches("model.layers.0.mlp.gate", ("gate",))
     assert not module_matches("model.layers.0.mlp.gate_proj", ("gate",))
     assert not module_matches("model.layers.0.mlp.experts", ("model.layers.*.self_attn",))
+    assert module_matches("model.layers.0.mlp.gate", ("re:.*mlp.gate$",))
+    assert not module_matches("model.layers.0.mlp.gate_proj", ("re:.*mlp.gate$",))
 
 
 def test_fp8_block_scales_round_up():
