@@ -380,8 +380,6 @@ class _Fields:
 # ----------------------------------------------------------------------------------------------------
 # Config -> ModelSpec
 
-_DENSE_ATTENTION_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3")
-_MOE_FAMILIES = ("mixtral", "qwen2_moe", "qwen3_moe", "gpt_oss")
 _HYBRID_FAMILIES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
 
 
@@ -509,14 +507,14 @@ def spec_from_config(config: Mapping[str, Any], *, name: str) -> ModelSpec:
         attention_bias=attention_bias,
         attention_out_bias=out_bias,
         fused_qkv=model_type == "phi3",
-        qk_norm=model_type in ("qwen3", "qwen3_moe") + _HYBRID_FAMILIES,
+        qk_norm=model_type in ("qwen3", "qwen3_moe", "gemma3_text") + _HYBRID_FAMILIES,
         attn_output_gate=model_type in _HYBRID_FAMILIES and f.bool("attn_output_gate", fallback=True),
         attention_sinks=model_type == "gpt_oss",
         mlp_gated=True,
         mlp_bias=f.bool("mlp_bias") if model_type in ("llama", "deepseek_v2") else False,
         fused_gate_up=model_type == "phi3",
         norm_with_bias=False,
-        norms_per_layer=4 if model_type == "gemma2" else 2,
+        norms_per_layer=4 if model_type in ("gemma2", "gemma3_text") else 2,
         position_embeddings=0,
         naming="hf",
         dense_intermediate_size=dense_width,
@@ -663,6 +661,12 @@ def _layer_types(f: _Fields, model_type: str, num_layers: int, name: str) -> lis
         return list(explicit)
     if model_type in ("gemma2", "gpt_oss"):
         return ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(num_layers)]
+    if model_type == "gemma3_text":
+        # five local layers, then a global one (Gemma3TextConfig: sliding_window_pattern, default 6)
+        pattern = f.raw.get("sliding_window_pattern", 6)
+        if not isinstance(pattern, int) or pattern < 1:
+            raise PlannerError(f"{name}: config field 'sliding_window_pattern' must be a positive integer")
+        return ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(num_layers)]
     if model_type in _HYBRID_FAMILIES:
         interval = f.raw.get("full_attention_interval", 4)
         if not isinstance(interval, int) or interval < 1:

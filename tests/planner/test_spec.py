@@ -66,6 +66,16 @@ def test_llava_style_wrapper_with_a_llama_text_config():
     assert spec.layers == plain.layers and spec.hidden_size == plain.hidden_size
 
 
+def test_gemma3_wrapper_and_its_five_local_one_global_layers():
+    text = {"model_type": "gemma3_text", "hidden_size": 2560, "intermediate_size": 10240,
+            "num_hidden_layers": 12, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+            "sliding_window": 1024, "vocab_size": 262208}  # fmt: skip
+    spec = load_spec({"model_type": "gemma3", "text_config": text, "torch_dtype": "bfloat16"})
+    kinds = "".join("S" if layer.attention.kind == "sliding" else "F" for layer in spec.layers)
+    assert kinds == "SSSSSFSSSSSF"
+    assert spec.torch_dtype == "bfloat16" and spec.tie_word_embeddings  # Gemma3TextConfig default
+
+
 def test_sources_dict_file_folder_and_catalog_agree(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(LLAMA_31_8B_SHAPES))
     from_dict = load_spec(LLAMA_31_8B_SHAPES)
