@@ -58,6 +58,15 @@ def catalog_config(name: str) -> dict[str, Any] | None:
     return None if entry is None else json.loads(json.dumps(entry.config))
 
 
+def catalog_name_for_repo(repo_id: str) -> str | None:
+    """The catalog entry describing a Hub repo id (case-insensitive), or None."""
+    wanted = repo_id.strip().lower()
+    for name, raw in _catalog().items():
+        if raw["hf_repo"].lower() == wanted:
+            return name
+    return None
+
+
 def close_names(name: str, limit: int = 3) -> list[str]:
     """Catalog names that look like a mistyped one."""
     return difflib.get_close_matches(name.strip().lower(), catalog_names(), n=limit, cutoff=0.6)

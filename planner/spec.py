@@ -8,6 +8,7 @@ listed in ``ModelSpec.assumptions``.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -190,6 +191,12 @@ def load_spec(source: str | os.PathLike | Mapping[str, Any], *, allow_download: 
             return spec_from_config(read_config_file(cached), name=text)
         if allow_download:
             return spec_from_config(download_config(text), name=text)
+        known = catalog.catalog_name_for_repo(text)
+        if known is not None:
+            # Not cached, but the catalog holds this repo's architecture numbers: use them and say so.
+            spec = spec_from_config(catalog.catalog_config(known), name=text)
+            note = f"{text} is not in the local HF cache: architecture from the catalog entry {known}"
+            return dataclasses.replace(spec, assumptions=(note, *spec.assumptions))
         raise PlannerError(
             f"{text!r}: no config.json for this repo in the local Hugging Face cache ({hf_hub_cache()}); "
             "download it (huggingface-cli download REPO config.json), pass allow_download=True, "
@@ -522,11 +529,11 @@ def spec_from_config(config: Mapping[str, Any], *, name: str) -> ModelSpec:
         linear_attention=linear,
         moe=moe,
     )
-    for key, what in (("mtp_num_hidden_layers", "MTP"), ("num_nextn_predict_layers", "MTP")):
+    for key in ("mtp_num_hidden_layers", "num_nextn_predict_layers"):
         extra = decoder.get(key)
         if isinstance(extra, int) and extra > 0:
-            f.note(f"{key}={extra}: the {what} layer(s) are not counted (transformers does not build them; "
-                   "vLLM loads them only for speculative decoding)")  # fmt: skip
+            f.note(f"{key}={extra}: the multi-token-prediction layer(s) are not counted (transformers does "
+                   "not build them; vLLM loads them only for speculative decoding)")  # fmt: skip
     return _finish(f, config, decoder, name, model_type, hidden, inner, vocab, num_layers, heads,
                    tuple(layers), tie, dtype, quant, max_pos, shapes, num_experts=num_experts,
                    top_k=top_k)  # fmt: skip

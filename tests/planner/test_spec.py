@@ -129,6 +129,17 @@ def test_repo_id_missing_from_cache_is_a_clear_error_and_download_needs_consent(
         load_spec("meta-llama/Not-There", allow_download=True)
 
 
+def test_uncached_repo_of_a_catalog_model_uses_the_catalog_and_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
+    spec = load_spec("meta-llama/Llama-3.1-8B")
+    assert spec.name == "meta-llama/Llama-3.1-8B" and spec.layers == load_spec("llama-3.1-8b").layers
+    assert "not in the local HF cache" in spec.assumptions[0] and "llama-3.1-8b" in spec.assumptions[0]
+    # a cached copy wins over the catalog
+    cached = {**LLAMA_31_8B_SHAPES, "num_hidden_layers": 4}
+    _hf_cache(tmp_path / "empty", "meta-llama/Llama-3.1-8B", "abc", cached)
+    assert load_spec("meta-llama/Llama-3.1-8B").num_layers == 4
+
+
 def test_unknown_name_suggests_catalog_names():
     with pytest.raises(PlannerError, match="llama-3.1-8b"):
         load_spec("llama-3.1-8")
