@@ -12,6 +12,7 @@ header or a file of another kind is a PlannerError naming the file.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -76,12 +77,13 @@ def read_checkpoint(path: str | os.PathLike) -> CheckpointInfo:
     folder holding any of these."""
     p = pathlib.Path(path).expanduser()
     if p.is_dir():
+        bits = _packed_bits(p)
         index = p / "model.safetensors.index.json"
         if index.is_file():
-            return _read_sharded(index)
+            return _read_sharded(index, bits)
         shards = sorted(p.glob("*.safetensors"))
         if shards:
-            return _summarise(p, "safetensors", [_read_safetensors(f) for f in shards], {}, [])
+            return _summarise(p, "safetensors", [_read_safetensors(f, bits) for f in shards], {}, [])
         ggufs = sorted(p.glob("*.gguf"))
         if ggufs:
             return _read_gguf_files(p, ggufs)
@@ -89,14 +91,33 @@ def read_checkpoint(path: str | os.PathLike) -> CheckpointInfo:
     if not p.is_file():
         raise PlannerError(f"{p}: no such file or folder")
     if p.name.endswith(".index.json"):
-        return _read_sharded(p)
+        return _read_sharded(p, _packed_bits(p.parent))
     with open(p, "rb") as fh:
         magic = fh.read(4)
     if magic == GGUF_MAGIC:
         return _read_gguf_files(p, [p])
     if p.suffix == ".gguf":
         raise PlannerError(f"{p}: not a GGUF file (magic {magic!r}, expected b'GGUF')")
-    return _summarise(p, "safetensors", [_read_safetensors(p)], {}, [])
+    return _summarise(p, "safetensors", [_read_safetensors(p, _packed_bits(p.parent))], {}, [])
+
+
+def _packed_bits(folder: pathlib.Path) -> int:
+    """Bits per packed integer weight, from quantization_config.bits of the config.json beside the weights
+    (AWQ/GPTQ); 4 when there is none."""
+    config = folder / "config.json"
+    if not config.is_file():
+        return 4
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return 4  # the weights can still be read; load_spec reports a broken config.json
+    qc = data.get("quantization_config") if isinstance(data, dict) else None
+    bits = qc.get("bits", qc.get("w_bit")) if isinstance(qc, dict) else None
+    if bits is None:
+        return 4
+    if bits not in (2, 4, 8):
+        raise PlannerError(f"{config}: quantization_config.bits {bits!r} cannot be packed in int32 words")
+    return bits
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -110,7 +131,8 @@ class _FileTensors:
     metadata: Mapping[str, Any]
 
 
-def _read_safetensors(path: pathlib.Path) -> _FileTensors:
+def _read_safetensors(path: pathlib.Path, packed_bits: int = 4) -> _FileTensors:
+    """One safetensors file; packed_bits: bits per weight packed into int32 words (AWQ/GPTQ qweight)."""
     try:
         size = path.stat().st_size
         with open(path, "rb") as fh:
@@ -138,9 +160,12 @@ def _read_safetensors(path: pathlib.Path) -> _FileTensors:
         raise PlannerError(f"{path}: not a safetensors file (its header is not a JSON object)")
     metadata = header.pop("__metadata__", None) or {}
     data_size = size - 8 - header_len
-    tensors = []
-    for name, entry in header.items():
-        tensors.append(_safetensors_tensor(path, name, entry, data_size))
+    tensors = [_safetensors_tensor(path, name, entry, data_size) for name, entry in header.items()]
+    dtypes = {t.name: t.dtype for t in tensors}
+    tensors = [
+        dataclasses.replace(t, params=_logical_params(t.name, t.dtype, t.params, dtypes, packed_bits))
+        for t in tensors
+    ]
     return _FileTensors(path, tuple(tensors), metadata if isinstance(metadata, dict) else {})
 
 
@@ -173,22 +198,27 @@ def _safetensors_tensor(path: pathlib.Path, name: str, entry: Any, data_size: in
             f"{path}: truncated: tensor {name!r} ends at byte {offsets[1]} of the data section, "
             f"which holds only {data_size} bytes"
         )
-    return TensorInfo(name, dtype, tuple(shape), nbytes, _logical_params(name, dtype, numel), str(path))
+    return TensorInfo(name, dtype, tuple(shape), nbytes, numel, str(path))  # params: see _logical_params
 
 
-def _logical_params(name: str, dtype: str, numel: int) -> int:
-    """Weights a tensor holds: 0 for scales/zero points, 8 per int32 of packed 4-bit weights (AWQ/GPTQ
-    qweight, compressed-tensors weight_packed), 2 per byte of packed fp4 blocks (mxfp4 *_blocks)."""
+def _logical_params(name: str, dtype: str, numel: int, dtypes: Mapping[str, str], packed_bits: int) -> int:
+    """Weights a tensor holds: 0 for scales/zero points; 32/packed_bits per int32 of packed integer weights
+    (AWQ/GPTQ qweight, compressed-tensors weight_packed); 2 per byte of packed fp4 (mxfp4 *_blocks, and
+    NVFP4 uint8 weights that come with an fp8 weight_scale)."""
     if name.endswith(AUX_SUFFIXES):
         return 0
     if dtype in ("I32", "U32") and name.endswith((".qweight", ".weight_packed")):
-        return numel * 8
+        return numel * (32 // packed_bits)
     if dtype == "U8" and name.endswith("_blocks"):
         return numel * 2
+    if dtype == "U8" and name.endswith((".weight", ".weight_packed")):
+        stem = name.rsplit(".", 1)[0]
+        if dtypes.get(stem + ".weight_scale") == "F8_E4M3":  # NVFP4: e2m1 pairs + fp8 block scales
+            return numel * 2
     return numel
 
 
-def _read_sharded(index: pathlib.Path) -> CheckpointInfo:
+def _read_sharded(index: pathlib.Path, packed_bits: int = 4) -> CheckpointInfo:
     try:
         data = json.loads(index.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -205,7 +235,7 @@ def _read_sharded(index: pathlib.Path) -> CheckpointInfo:
         shard = folder / name
         if not shard.is_file():
             raise PlannerError(f"{index}: shard {name} listed in weight_map is missing")
-        shards.append(_read_safetensors(shard))
+        shards.append(_read_safetensors(shard, packed_bits))
     found = {t.name: pathlib.Path(t.file).name for s in shards for t in s.tensors}
     missing = [n for n, f in weight_map.items() if found.get(n) != pathlib.Path(str(f)).name]
     if missing:

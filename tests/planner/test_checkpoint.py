@@ -41,6 +41,31 @@ def test_single_safetensors_file_exact_bytes(tmp_path):
     assert shapes["model.embed.weight"] == (10, 8)
 
 
+def test_packed_formats_count_their_weights(tmp_path):
+    # numpy has no float8, so this file is written by hand in the safetensors layout (header + data)
+    entries = [("mlp.up_proj.weight", "U8", [16, 32], 512),  # 64 e2m1 weights per row, two per byte
+               ("mlp.up_proj.weight_scale", "F8_E4M3", [16, 4], 64),  # one fp8 scale per 16 weights
+               ("mlp.up_proj.weight_scale_2", "F32", [1], 4)]  # fmt: skip
+    header, offset = {}, 0
+    for name, dtype, shape, size in entries:
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}
+        offset += size
+    raw = json.dumps(header).encode()
+    nvfp4 = tmp_path / "nvfp4.safetensors"
+    nvfp4.write_bytes(struct.pack("<Q", len(raw)) + raw + bytes(offset))
+    info = read_checkpoint(nvfp4)
+    assert info.params == 16 * 64 and info.aux_bytes == 64 + 4
+    assert info.bits_per_weight == (512 + 64 + 4) * 8 / 1024
+
+    folder = tmp_path / "gptq8"
+    folder.mkdir()
+    config = {"quantization_config": {"quant_method": "gptq", "bits": 8}}
+    (folder / "config.json").write_text(json.dumps(config))
+    _write_safetensors(folder / "model.safetensors", {"q.qweight": np.zeros((4, 16), np.int32)})
+    assert read_checkpoint(folder).params == 4 * 16 * 4  # four 8-bit weights per int32
+    assert read_checkpoint(folder / "model.safetensors").params == 256
+
+
 def test_sharded_safetensors_with_index(tmp_path):
     _write_safetensors(tmp_path / "model-00001-of-00002.safetensors", {"a": np.zeros((4, 4), np.float32)})
     _write_safetensors(tmp_path / "model-00002-of-00002.safetensors", {"b": np.zeros((2, 3), np.float16)})
