@@ -49,16 +49,12 @@ def _tensor_type() -> type | None:
 
 
 def _device_index(tensor: Any) -> int:
-    device = tensor.device
-    return (
-        device.index
-        if device.type == "cuda" and device.index is not None
-        else (0 if device.type == "cuda" else -1)
-    )
+    # get_device() is -1 for CPU tensors and the CUDA index otherwise; much cheaper than building .device
+    return int(tensor.get_device()) if tensor.is_cuda else -1
 
 
 def tensor_nbytes(tensor: Any) -> int:
-    return int(tensor.numel()) * int(tensor.element_size())
+    return int(tensor.nbytes)
 
 
 def model_bytes_by_device(model: Any) -> dict[int, int]:
@@ -184,6 +180,7 @@ class Agent:
         coarse_step_s: float = fmt.COARSE_STEP_S,
         weights_refresh_s: float = 5.0,
         mem_info_interval_s: float = 1.0,
+        kv_refresh_s: float = 0.1,
     ) -> None:
         if not hz > 0:
             raise ValueError(f"agent hz must be > 0, got {hz}")
@@ -196,6 +193,10 @@ class Agent:
         self.coarse_step_s = coarse_step_s
         self.weights_refresh_s = weights_refresh_s
         self.mem_info_interval_s = mem_info_interval_s
+        # walking a cache costs ~1 us per tensor: at most every kv_refresh_s (KV grows a token at a time)
+        self.kv_refresh_s = kv_refresh_s
+        self._kv: dict[int, int] | None = None
+        self._kv_t = -math.inf
         self.pid = os.getpid()
         self.path: str | None = None
         self._mm: mmap.mmap | None = None
@@ -321,14 +322,18 @@ class Agent:
 
     def track_kv(self, cache: Any) -> None:
         self._caches.append(_ref(cache))
+        self._kv_t = -math.inf
 
     def untrack(self, obj: Any) -> None:
         self._models = [r for r in self._models if r() is not obj]
         self._caches = [r for r in self._caches if r() is not obj]
-        self._weights_t = -math.inf
+        self._weights_t = self._kv_t = -math.inf
+        if not self._caches:
+            self._kv = None
 
     def mark_step(self, label: str, reset_peak: bool = False) -> None:
         index = self._step[0] + 1
+        self._kv_t = -math.inf  # the cache changes at step boundaries: re-walk it at the next tick
         if reset_peak and self.cuda.state() == "ok":
             for device in range(self.cuda.device_count()):
                 self.cuda.reset_peak(device)
@@ -347,12 +352,15 @@ class Agent:
         weights_out = self._weights if self._models else None
         kv: dict[int, int] | None = None
         if self._caches:
-            kv = {}
-            for ref in self._caches:
-                cache = ref()
-                if cache is not None:
-                    for d, b in kv_bytes_by_device(cache).items():
-                        kv[d] = kv.get(d, 0) + b
+            if self._kv is None or now - self._kv_t >= self.kv_refresh_s:
+                fresh: dict[int, int] = {}
+                for ref in self._caches:
+                    cache = ref()
+                    if cache is not None:
+                        for d, b in kv_bytes_by_device(cache).items():
+                            fresh[d] = fresh.get(d, 0) + b
+                self._kv, self._kv_t = fresh, now
+            kv = self._kv
         return weights_out, kv
 
     def collect(self) -> list[dict[str, float]]:

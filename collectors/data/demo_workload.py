@@ -1,0 +1,101 @@
+"""The workload behind the bundled demo recording: a small Llama-shaped decoder in torch on the CPU,
+generating with a growing KV cache (a DynamicCache-like object: per-layer key/value lists), tracked by the
+memsight agent (weights and KV buckets) with prefill/decode step marks. Run it under
+`memsight run --headless --record FILE -- python collectors/data/demo_workload.py`.
+"""
+
+import time
+
+import torch
+
+import collectors.agent as agent
+
+torch.manual_seed(0)
+HIDDEN, LAYERS, HEADS, KV_HEADS, VOCAB, FFN = 1024, 8, 16, 4, 32000, 2816
+HEAD_DIM = HIDDEN // HEADS
+
+
+class Cache:
+    """Per-layer key/value tensors grown by concatenation, like transformers 4.x DynamicCache."""
+
+    def __init__(self) -> None:
+        self.key_cache: list[torch.Tensor] = []
+        self.value_cache: list[torch.Tensor] = []
+
+    def update(self, k, v, layer):
+        if len(self.key_cache) <= layer:
+            self.key_cache.append(k)
+            self.value_cache.append(v)
+        else:
+            self.key_cache[layer] = torch.cat([self.key_cache[layer], k], dim=2)
+            self.value_cache[layer] = torch.cat([self.value_cache[layer], v], dim=2)
+        return self.key_cache[layer], self.value_cache[layer]
+
+
+class Layer(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.q = torch.nn.Linear(HIDDEN, HEADS * HEAD_DIM, bias=False)
+        self.k = torch.nn.Linear(HIDDEN, KV_HEADS * HEAD_DIM, bias=False)
+        self.v = torch.nn.Linear(HIDDEN, KV_HEADS * HEAD_DIM, bias=False)
+        self.o = torch.nn.Linear(HEADS * HEAD_DIM, HIDDEN, bias=False)
+        self.gate = torch.nn.Linear(HIDDEN, FFN, bias=False)
+        self.up = torch.nn.Linear(HIDDEN, FFN, bias=False)
+        self.down = torch.nn.Linear(FFN, HIDDEN, bias=False)
+        self.n1 = torch.nn.RMSNorm(HIDDEN)
+        self.n2 = torch.nn.RMSNorm(HIDDEN)
+
+    def forward(self, x, cache, index):
+        b, n, _ = x.shape
+        h = self.n1(x)
+        q = self.q(h).view(b, n, HEADS, HEAD_DIM).transpose(1, 2)
+        k = self.k(h).view(b, n, KV_HEADS, HEAD_DIM).transpose(1, 2)
+        v = self.v(h).view(b, n, KV_HEADS, HEAD_DIM).transpose(1, 2)
+        k, v = cache.update(k, v, index)
+        k = k.repeat_interleave(HEADS // KV_HEADS, dim=1)
+        v = v.repeat_interleave(HEADS // KV_HEADS, dim=1)
+        a = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=n > 1)
+        x = x + self.o(a.transpose(1, 2).reshape(b, n, HIDDEN))
+        h = self.n2(x)
+        return x + self.down(torch.nn.functional.silu(self.gate(h)) * self.up(h))
+
+
+class Model(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(VOCAB, HIDDEN)
+        self.layers = torch.nn.ModuleList(Layer() for _ in range(LAYERS))
+        self.norm = torch.nn.RMSNorm(HIDDEN)
+        self.head = torch.nn.Linear(HIDDEN, VOCAB, bias=False)
+
+    def forward(self, ids, cache):
+        x = self.embed(ids)
+        for i, layer in enumerate(self.layers):
+            x = layer(x, cache, i)
+        return self.head(self.norm(x[:, -1:]))
+
+
+def main() -> None:
+    agent.start()
+    model = Model().eval()
+    agent.track_model(model)
+    time.sleep(2)
+    with torch.inference_mode():
+        for batch, prompt, new_tokens in ((2, 256, 160), (4, 512, 64)):
+            cache = Cache()
+            agent.track_kv(cache)
+            agent.mark_step("prefill")
+            ids = torch.randint(0, VOCAB, (batch, prompt))
+            logits = model(ids, cache)
+            agent.mark_step("decode")
+            for _ in range(new_tokens):
+                ids = logits.argmax(-1)
+                logits = model(ids, cache)
+            agent.snap(f"batch {batch} after {prompt}+{new_tokens} tokens")
+            agent.untrack(cache)
+            del cache, logits
+            time.sleep(2)
+
+
+if __name__ == "__main__":
+    main()

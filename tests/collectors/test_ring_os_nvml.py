@@ -1,0 +1,211 @@
+"""Rings, the OS collector on real /proc and real fixtures, NVML through recorded nvidia-smi outputs."""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+
+import pytest
+
+from collectors.nvidia_smi import SmiBackend, parse
+from collectors.nvml_collector import NVMLCollector, gpu_held_bytes
+from collectors.os_collector import OSCollector, parse_free_h_line, parse_meminfo, parse_psi
+from collectors.ring import UNSUPPORTED, Ring, is_unknown, is_unsupported
+from collectors.state import StateBuilder
+from tests.conftest import SHARED_FIXTURES, needs_shared
+
+MiB = 2**20
+
+
+def test_unsupported_is_distinct_from_unknown_and_zero():
+    ring = Ring("x", ("a", "b", "c"), capacity=4)
+    ring.append(1.0, {"a": 0, "b": UNSUPPORTED})  # c missing: unknown
+    snap = ring.snapshot()
+    a, b, c = (snap.column(n)[0] for n in "abc")
+    assert a == 0.0 and not is_unknown(a) and not is_unsupported(a)
+    assert is_unsupported(b) and not is_unknown(b)
+    assert is_unknown(c) and not is_unsupported(c)
+
+
+def test_ring_is_bounded_keeps_newest_and_coarse_min_max():
+    ring = Ring("x", ("v",), capacity=5, coarse_capacity=3, coarse_step_s=10.0)
+    size = ring.nbytes
+    for i in range(100):
+        ring.append(float(i), {"v": i})
+    snap = ring.snapshot()
+    assert snap.times == (95.0, 96.0, 97.0, 98.0, 99.0)
+    assert snap.column("v") == (95.0, 96.0, 97.0, 98.0, 99.0)
+    # coarse: windows [60,70) [70,80) [80,90) are the last three closed ones
+    assert snap.coarse_times == (60.0, 70.0, 80.0)
+    assert snap.coarse_min[0] == (60.0, 70.0, 80.0) and snap.coarse_max[0] == (69.0, 79.0, 89.0)
+    assert ring.nbytes == size == Ring.bytes_for(1, 5, 3)
+
+
+def test_ring_counts_refused_samples():
+    ring = Ring("x", ("v",), capacity=4)
+    assert ring.append(2.0, {"v": 1})
+    assert not ring.append(1.0, {"v": 1})  # time going backwards
+    assert not ring.append(3.0, {"nope": 1})  # unknown field
+    assert not ring.append(math.nan, {"v": 1})
+    assert ring.dropped == 3 and ring.appended == 1
+
+
+def test_day_at_10hz_fits_the_documented_fixed_size():
+    ring = Ring("os", tuple(f"f{i}" for i in range(9)))
+    before = ring.nbytes
+    for i in range(24 * 3600 // 5 + 2):  # a day and a bit, every 5 s (the size cannot depend on the rate)
+        ring.append(i * 5.0, [1.0] * 9)
+    assert ring.nbytes == before == 8 * 4096 * 10 + 8 * 8640 * 19 + 16 * 9
+    assert len(ring.snapshot().coarse_times) == 8640  # a full day at 10 s
+
+
+def test_os_collector_reads_real_proc():
+    c = OSCollector()
+    snap = c.sample()
+    with open("/proc/meminfo") as f:
+        total = parse_meminfo(f.read())["MemTotal"]
+    assert snap.mem_total == total
+    assert 0 < snap.mem_available <= snap.mem_total
+    me = [p for p in c.sample(include_pids=[os.getpid()]).processes if p.pid == os.getpid()]
+    assert me and me[0].rss > 10 * MiB
+
+
+def test_os_collector_growth_and_vanished_processes(tmp_path):
+    # a copy of real /proc files for two processes, one of which then vanishes or denies access
+    root = tmp_path / "proc"
+    root.mkdir()
+    shutil.copy("/proc/meminfo", root / "meminfo")
+    pid = os.getpid()
+    for fake_pid in (pid, 999999):
+        d = root / str(fake_pid)
+        d.mkdir()
+        for name in ("stat", "statm", "cmdline"):
+            (d / name).write_bytes(open(f"/proc/{pid}/{name}", "rb").read())
+    clock = iter([0.0, 30.0, 60.0]).__next__
+    c = OSCollector(root, growth_window_s=30.0, clock=clock)
+    first = c.sample()
+    assert {p.pid for p in first.processes} == {pid, 999999}
+    page = os.sysconf("SC_PAGE_SIZE")
+    statm = (root / str(pid) / "statm").read_text().split()
+    statm[1] = str(int(statm[1]) + (12 * 2**30) // page)  # this process "took 12 GiB"
+    (root / str(pid) / "statm").write_text(" ".join(statm))
+    shutil.rmtree(root / "999999")
+    (root / "12345").mkdir()  # a process that denies access (no readable files)
+    second = c.sample()
+    assert second.skipped_processes == 1
+    grown = {p.pid: p.growth_bytes for p in second.processes}
+    assert grown == {pid: 12 * 2**30}
+    assert second.processes[0].is_new is False
+
+
+def test_psi_parse():
+    assert parse_psi(
+        "some avg10=1.50 avg60=0.00 avg300=0.00 total=1\nfull avg10=0.25 avg60=0 avg300=0 total=0"
+    ) == (1.5, 0.25)
+
+
+@needs_shared
+def test_gb10_tables_are_unified_with_per_process_usage():
+    text = (SHARED_FIXTURES / "nvidia-smi_gb10_vllm-61383MiB.txt").read_text()
+    snap = NVMLCollector(SmiBackend.from_text(text)).sample()
+    (d,) = snap.devices
+    assert d.name == "NVIDIA GB10" and d.unified
+    assert d.total is None and d.used is None and "memory" in d.unsupported
+    assert {(p.pid, p.used_bytes, p.kind) for p in d.processes} == {
+        (2283430, 61383 * MiB, "compute"),
+        (2804, 179 * MiB, "graphics"),
+        (3060, 48 * MiB, "graphics"),
+    }
+    assert gpu_held_bytes(snap) == (61383 + 179 + 48) * MiB
+
+
+@needs_shared
+def test_truncated_process_memory_is_unknown_not_five_digits():
+    text = (SHARED_FIXTURES / "nvidia-smi_gb10_vllm-truncated-10707.txt").read_text()
+    report = parse(text)
+    vllm = [p for p in report.processes if p.pid == 3048280][0]
+    assert vllm.truncated and vllm.used_bytes is None
+    h200 = parse((SHARED_FIXTURES / "nvidia-smi_h200-x8_vllm_truncated-13042_570.158.01.txt").read_text())
+    assert [p.used_bytes for p in h200.processes] == [None, None, None]
+    assert h200.devices[0].used == 130429 * MiB and h200.devices[0].total == 143771 * MiB
+
+
+@needs_shared
+def test_discrete_gpus_report_v2_memory_from_q_output():
+    text = (SHARED_FIXTURES / "nvidia-smi-a_h100-sxm5-x8_idle_first-gpu-block_565.57.01.txt").read_text()
+    (d,) = NVMLCollector(SmiBackend.from_text(text)).sample().devices
+    assert (d.total, d.reserved, d.used, d.free) == (81559 * MiB, 454 * MiB, 1 * MiB, 81106 * MiB)
+    assert not d.unified and d.unsupported == ()
+    gh = (
+        NVMLCollector(
+            SmiBackend.from_text((SHARED_FIXTURES / "nvidia-smi-a_gh200_idle_550.127.05.txt").read_text())
+        )
+        .sample()
+        .devices[0]
+    )
+    assert (gh.total, gh.reserved, gh.used, gh.free) == (97871 * MiB, 1103 * MiB, 2 * MiB, 96767 * MiB)
+    assert not gh.unified  # GH200 has its own HBM framebuffer
+
+
+@needs_shared
+def test_jetson_thor_and_rtx3090():
+    thor = NVMLCollector(
+        SmiBackend.from_text(
+            (SHARED_FIXTURES / "nvidia-smi_jetson-thor_processes-0MiB_580.00.txt").read_text()
+        )
+    ).sample()
+    assert thor.devices[0].unified and all(p.used_bytes == 0 for p in thor.devices[0].processes)
+    rtx = NVMLCollector(
+        SmiBackend.from_text((SHARED_FIXTURES / "nvidia-smi_rtx3090_vllm-22382MiB_590.48.01.txt").read_text())
+    ).sample()
+    d = rtx.devices[0]
+    assert d.total == 24576 * MiB and d.used == 23383 * MiB and d.free == (24576 - 23383) * MiB
+    assert "reserved" in d.unsupported and d.utilization_gpu == 18.0
+
+
+@needs_shared
+def test_unified_three_numbers_from_one_gb10_probe():
+    # nvml probe + /proc/meminfo lines recorded on the same GB10 (nvitop PR #208)
+    text = (SHARED_FIXTURES / "nvml_gb10_ctypes_memoryinfo_nvitop-208.txt").read_text()
+    nvml = NVMLCollector(SmiBackend.from_text(text)).sample()
+    assert nvml.devices[0].unified and "memory" in nvml.devices[0].unsupported
+    meminfo = parse_meminfo(text)
+    assert meminfo["MemTotal"] == 127600748 * 1024 and meminfo["MemAvailable"] == 118566368 * 1024
+    free_h = parse_free_h_line((SHARED_FIXTURES / "free-h_gb10_vllm-61383MiB.txt").read_text())
+    assert free_h["Mem.total"] == "119Gi" and free_h["Mem.available"] == "43Gi"
+
+
+def test_no_nvml_library_is_one_status_not_a_crash():
+    class Missing:
+        def init(self):
+            import pynvml
+
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
+
+    snap = NVMLCollector(Missing()).sample()
+    assert not snap.available and snap.devices == () and snap.status.startswith("no NVML library")
+    # and the real pynvml on this GPU-less machine: a status, no exception
+    real = NVMLCollector().sample()
+    assert not real.available and real.status
+
+
+@needs_shared
+def test_state_on_unified_uses_mem_available_and_three_numbers():
+    text = (SHARED_FIXTURES / "nvidia-smi_gb10_vllm-61383MiB.txt").read_text()
+    builder = StateBuilder()
+    builder.update_nvml(NVMLCollector(SmiBackend.from_text(text)).sample())
+    builder.update_os(OSCollector().sample())
+    state = builder.build(1.0)
+    assert state.unified and state.headroom_source == "MemAvailable"
+    assert state.headroom_bytes == state.os.mem_available
+    assert state.gpu_held_bytes == (61383 + 179 + 48) * MiB
+    assert state.unified_gap_bytes == state.system_used_bytes - state.gpu_held_bytes
+
+
+@pytest.mark.parametrize("bad", ["", "hello\n"])
+def test_not_nvidia_smi_is_a_clear_error(bad):
+    from collectors.errors import CollectorError
+
+    with pytest.raises(CollectorError):
+        parse(bad)

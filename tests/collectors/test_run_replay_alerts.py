@@ -1,0 +1,175 @@
+"""`memsight run --headless --record` around a real child, `memsight replay --json`, ReplayMonitor, alerts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from dataclasses import replace
+
+import pytest
+
+from collectors.alerts import AlertOptions, evaluate
+from collectors.recorder import read_recording, summarize
+from collectors.replay import ReplayMonitor, demo_recording_path
+from collectors.snapshots import NVMLSnapshot, OSSnapshot, ProcessInfo
+from collectors.state import StateBuilder
+from tests.conftest import REPO_ROOT
+
+MiB, GiB = 2**20, 2**30
+
+CHILD = textwrap.dedent("""
+    import time
+    time.sleep(1.5)
+    block = bytearray(300 * 2**20)
+    for i in range(0, len(block), 4096):
+        block[i] = 1
+    time.sleep(2.0)
+    del block
+    time.sleep(2.0)
+""")
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory):
+    out = tmp_path_factory.mktemp("rec") / "run.jsonl"
+    agent_dir = tmp_path_factory.mktemp("agents")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tui.cli",
+            "run",
+            "--headless",
+            "--record",
+            str(out),
+            "--hz",
+            "4",
+            "--agent-dir",
+            str(agent_dir),
+            "--",
+            sys.executable,
+            "-c",
+            CHILD + "\nraise SystemExit(3)",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 3, proc.stderr  # CMD's exit status is forwarded
+    return out
+
+
+def test_record_shows_child_rss_rise_and_fall_and_cuda_not_initialized(recording):
+    proc = subprocess.run(
+        [sys.executable, "-m", "tui.cli", "replay", str(recording), "--json"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    agents = [s for s in doc["sources"] if s["kind"] == "agent"]
+    assert len(agents) == 1
+    agent = agents[0]
+    assert agent["status"].startswith("CUDA not initialized")
+    rss = agent["fields"]["rss"]
+    assert rss["max"] - rss["min"] > 290 * MiB  # rose by the 300 MiB block
+    assert rss["max"] - rss["last"] > 290 * MiB  # and fell back when it was freed
+    procs = [s for s in doc["sources"] if s["kind"] == "process" and s["pid"] == agent["pid"]]
+    assert procs and procs[0]["fields"]["rss"]["max"] > 300 * MiB
+    available = [s for s in doc["sources"] if s["kind"] == "os"][0]["fields"]["mem_available"]
+    assert available["max"] - available["min"] > 200 * MiB  # headroom moved with it
+
+
+def test_truncated_last_line_is_tolerated(recording, tmp_path):
+    data = recording.read_bytes()
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(data[: len(data) - 40])
+    rec = read_recording(cut)
+    assert rec.truncated_tail and rec.bad_lines == 1
+    assert summarize(rec)["sources"]
+
+
+def test_replay_monitor_steps_and_seeks(recording):
+    replay = ReplayMonitor(recording)
+    assert replay.duration_s > 4
+    first = replay.step()  # the first OS tick
+    assert first.replay and first.os is not None and not replay.at_end
+    mid = replay.advance_to(3.5)
+    peak_agent_rss = max(r.rss for r in mid.agents[0].history)
+    assert peak_agent_rss > 300 * MiB
+    end = replay.advance_to(replay.duration_s)
+    assert replay.at_end and end.t >= mid.t
+    again = replay.advance_to(0.0)  # seeking backwards replays from the start
+    assert again.t <= mid.t and not replay.at_end
+
+
+def test_bundled_demo_recording_is_real_and_small():
+    path = demo_recording_path()
+    assert path.stat().st_size < 1_000_000
+    label = json.loads((path.parent / "demo_cpu_generate.json").read_text())
+    assert label["made_with"].startswith("memsight run --headless --record")
+    doc = summarize(read_recording(path))
+    agent = [s for s in doc["sources"] if s["kind"] == "agent"][0]
+    assert agent["fields"]["weights_bytes"]["last"] > 100 * MiB
+    assert agent["fields"]["kv_bytes"]["max"] > agent["fields"]["kv_bytes"]["min"]
+
+
+def _os(t, available, procs=(), oom=0):
+    return OSSnapshot(
+        t=t,
+        mem_total=64 * GiB,
+        mem_available=available,
+        cached=0,
+        shmem=0,
+        swap_total=0,
+        swap_free=0,
+        psi_some_avg10=None,
+        psi_full_avg10=None,
+        oom_kill=oom,
+        processes=tuple(procs),
+    )
+
+
+def _proc(pid, rss, is_new=False):
+    return ProcessInfo(
+        pid=pid,
+        name="python",
+        cmdline="python x.py",
+        user="u",
+        rss=rss,
+        growth_bytes=None,
+        is_new=is_new,
+        start_ticks=7,
+    )
+
+
+def _states(*os_snaps):
+    builder = StateBuilder()
+    builder.update_nvml(NVMLSnapshot("no NVML library: test", False, ()))
+    out = []
+    for snap in os_snaps:
+        builder.update_os(snap)
+        out.append(builder.build(snap.t))
+    return out
+
+
+def test_alert_rules():
+    o = AlertOptions(headroom_warning_bytes=8 * GiB, headroom_critical_bytes=2 * GiB)
+    states = _states(
+        _os(0, 20 * GiB, [_proc(1, 1 * GiB)]),
+        _os(20, 1 * GiB, [_proc(1, 4 * GiB), _proc(2, 3 * GiB, is_new=True)], oom=1),
+    )
+    kinds = {(a.kind, a.pid) for a in evaluate(states, o)}
+    assert ("headroom", None) in kinds and ("new_process", 2) in kinds
+    assert ("process_growth", 1) in kinds and ("oom_kill", None) in kinds
+    assert [a.severity for a in evaluate(states, o) if a.kind == "headroom"] == ["critical"]
+    quiet = _states(_os(0, 20 * GiB, [_proc(1, 1 * GiB)]), _os(20, 19 * GiB, [_proc(1, 2 * GiB)]))
+    assert evaluate(quiet, o) == ()
+    # growth outside the window does not count
+    slow = _states(_os(0, 20 * GiB, [_proc(1, 1 * GiB)]), _os(60, 20 * GiB, [_proc(1, 4 * GiB)]))
+    assert evaluate(slow, replace(o, growth_window_s=30.0)) == ()
