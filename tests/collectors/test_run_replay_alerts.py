@@ -173,3 +173,69 @@ def test_alert_rules():
     # growth outside the window does not count
     slow = _states(_os(0, 20 * GiB, [_proc(1, 1 * GiB)]), _os(60, 20 * GiB, [_proc(1, 4 * GiB)]))
     assert evaluate(slow, replace(o, growth_window_s=30.0)) == ()
+
+
+def test_run_chains_existing_sitecustomize_forwards_signals_and_fork_children_get_agents(tmp_path):
+    import os
+    import signal
+    import time
+
+    user_site = tmp_path / "usersite"
+    user_site.mkdir()
+    (user_site / "sitecustomize.py").write_text("import os\nos.environ['USER_SITECUSTOMIZE_RAN'] = 'yes'\n")
+    agent_dir = tmp_path / "agents"
+    child_code = textwrap.dedent("""
+        import os, signal, sys, time
+        import collectors.agent as agent
+        site = os.environ.get("USER_SITECUSTOMIZE_RAN")
+        print("site", site, "agent", agent.current() is not None, flush=True)
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(1.0)
+            a = agent.current()
+            print("forked-agent", a is not None and a.pid == os.getpid(), flush=True)
+            os._exit(0)
+        os.waitpid(pid, 0)
+        signal.signal(signal.SIGTERM, lambda *a: sys.exit(42))
+        print("waiting", flush=True)
+        time.sleep(30)
+    """)
+    env = dict(os.environ, PYTHONPATH=str(user_site))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tui.cli", "run", "--headless", "--agent-dir", str(agent_dir), "--",
+         sys.executable, "-c", child_code], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True, env=env)
+    lines = [proc.stdout.readline().strip() for _ in range(3)]
+    assert lines == ["site yes agent True", "forked-agent True", "waiting"]
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGTERM)  # memsight forwards it; the child exits 42; memsight returns that
+    assert proc.wait(timeout=30) == 42
+    time.sleep(0.2)
+    assert list(agent_dir.glob("*.ring")) == []  # every agent removed its file at exit
+
+
+def test_live_monitor_threads_record_and_flush_within_a_second(tmp_path):
+    import time
+
+    from collectors.monitor import Monitor
+    from collectors.nvml_collector import NVMLCollector
+
+    class Absent:
+        def init(self):
+            raise ImportError("no pynvml in this test")
+
+    out = tmp_path / "live.jsonl"
+    monitor = Monitor(hz=10, agent_dir=str(tmp_path / "agents"), record_to=out, nvml=NVMLCollector(Absent()))
+    monitor.start()
+    try:
+        time.sleep(1.6)
+        # still running: what was sampled more than a second ago is already on disk
+        on_disk = read_recording(out)
+        assert sum(1 for e in on_disk.events if e["k"] == "os") >= 5
+        state = monitor.state()
+        assert state.os is not None and state.headroom_source == "MemAvailable"
+        times, values = state.history["available"]
+        assert len(times) == len(values) >= 5 and times == tuple(sorted(times))
+        assert state.source_status["nvml"].startswith("no NVML library")
+    finally:
+        monitor.stop()
+    assert monitor.state() is monitor.state()  # state() hands out the one built value, no copy
