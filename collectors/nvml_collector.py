@@ -162,7 +162,7 @@ class NVMLCollector:
         except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ... : one clear status
             self._status = (
                 f"no NVML library: {type(exc).__name__}: {exc}"
-                if "Library" in type(exc).__name__
+                if "Library" in type(exc).__name__ or isinstance(exc, ImportError)
                 else f"NVML init failed: {type(exc).__name__}: {exc}"
             )
             return
