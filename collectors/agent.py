@@ -165,6 +165,25 @@ def _cmdline() -> str:
         return " ".join(sys.argv)
 
 
+def sweep_dead_files(directory: str) -> int:
+    """Remove ring files of processes that are gone (killed before their atexit ran); returns how many."""
+    removed = 0
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return 0
+    for name in names:
+        key = fmt.parse_ring_file_name(name)
+        if key is None or fmt.process_start_ticks(key[0]) == key[1]:
+            continue
+        try:
+            os.unlink(os.path.join(directory, name))
+            removed += 1
+        except OSError:
+            pass
+    return removed
+
+
 # ------------------------------------------------------------------------------------ the agent
 class Agent:
     """One agent per process (use the module functions); tests may build their own with a CudaSource."""
@@ -224,6 +243,7 @@ class Agent:
         """Create the ring file (0600, in a 0700 per-user directory)."""
         directory = fmt.ensure_private_dir(self.directory or fmt.default_agent_dir())
         start_ticks = fmt.process_start_ticks(self.pid) or 0
+        sweep_dead_files(directory)
         path = os.path.join(directory, fmt.ring_file_name(self.pid, start_ticks))
         size = fmt.file_size(self.fine_capacity, self.coarse_capacity)
         try:

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 
 from collectors import agent_format as fmt
+from collectors.agent import sweep_dead_files
 from collectors.agent_reader import AgentReader, discover, is_stale
 from collectors.errors import CollectorError
 from collectors.nvml_collector import NVMLCollector
@@ -94,6 +95,8 @@ class Monitor:
         for reader in self._readers.values():
             reader.close()
         self._readers.clear()
+        # files of agents killed before their atexit ran (os._exit in fork children, SIGKILL): garbage now
+        sweep_dead_files(self.agent_dir)
         if self.recorder is not None:
             with self._record_lock:
                 self.recorder.close()

@@ -122,6 +122,11 @@ class Ring:
         self.dropped = 0
         self._last_t = -math.inf
 
+    @property
+    def last_t(self) -> float:
+        """Time of the newest accepted sample (-inf before any)."""
+        return self._last_t
+
     @staticmethod
     def bytes_for(
         n_fields: int, capacity: int = DEFAULT_CAPACITY, coarse_capacity: int = DEFAULT_COARSE_CAPACITY

@@ -70,6 +70,7 @@ class StateBuilder:
         self.nvml: NVMLSnapshot = NO_NVML
         self.agents: dict[tuple[int, int], AgentTrack] = {}
         self.os_ring = Ring("os", OS_FIELDS)
+        self.headroom_ring = Ring("headroom", ("headroom",))
         self.recent: deque[MonitorState] = deque()
         self.alerts: deque[Alert] = deque(maxlen=max_alerts)
         self._alert_keys: dict[tuple, float] = {}
@@ -165,6 +166,14 @@ class StateBuilder:
             self.agents.pop(key, None)
 
     # ---- build
+    def _dropped_now(self) -> dict[str, int]:
+        dropped = dict(self.dropped)
+        refused = self.os_ring.dropped + self.headroom_ring.dropped
+        refused += sum(ring.dropped for track in self.agents.values() for ring in track.rings.values())
+        if refused:
+            dropped["rings"] = refused  # samples a ring refused (time going backwards)
+        return dropped
+
     def _views(self) -> tuple[AgentView, ...]:
         views = []
         for track in self.agents.values():
@@ -191,6 +200,8 @@ class StateBuilder:
         snap = self.os_ring.snapshot(last=n)
         available = snap.column("mem_available")
         out["available"] = (snap.times, available)
+        hs = self.headroom_ring.snapshot(last=n)
+        out["headroom"] = (hs.times, hs.column("headroom"))
         sums: dict[str, dict[float, float]] = {"allocated": {}, "reserved": {}, "gap": {}}
         for track in self.agents.values():
             for device, ring in track.rings.items():
@@ -243,7 +254,7 @@ class StateBuilder:
                 system_used_bytes=system_used,
                 gpu_held_bytes=gpu_held,
                 unified_gap_bytes=gap,
-                dropped=MappingProxyType(dict(self.dropped)),
+                dropped=MappingProxyType(self._dropped_now()),
                 source_status=MappingProxyType(dict(self.status)),
                 replay=self.replay,
             )

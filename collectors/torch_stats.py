@@ -78,14 +78,10 @@ class TorchCuda:
         return self._torch().cuda.memory_stats(device)
 
     def has_context(self, device: int, stats: Mapping[str, int]) -> bool:
-        # mem_get_info on a device without a context would create one: only ask devices where the
-        # allocator holds memory, or the process's current device (whose context exists once initialized)
-        if stats.get("reserved_bytes.all.current", 0) > 0:
-            return True
-        try:
-            return int(self._torch().cuda.current_device()) == device
-        except Exception:
-            return False
+        # mem_get_info on a device without a context would create one. Only a device where the caching
+        # allocator holds memory surely has this process's context (the thread-local current device of the
+        # agent's thread says nothing about the devices the program uses).
+        return stats.get("reserved_bytes.all.current", 0) > 0
 
     def mem_get_info(self, device: int) -> tuple[int, int]:
         free, total = self._torch().cuda.mem_get_info(device)

@@ -15,7 +15,7 @@ from collectors.recorder import read_recording, summarize
 from collectors.replay import ReplayMonitor, demo_recording_path
 from collectors.snapshots import NVMLSnapshot, OSSnapshot, ProcessInfo
 from collectors.state import StateBuilder
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, SHARED_FIXTURES, needs_shared
 
 MiB, GiB = 2**20, 2**30
 
@@ -239,3 +239,43 @@ def test_live_monitor_threads_record_and_flush_within_a_second(tmp_path):
     finally:
         monitor.stop()
     assert monitor.state() is monitor.state()  # state() hands out the one built value, no copy
+
+
+def _agent_states(stats_seq):
+    """MonitorStates whose one agent reports the given memory_stats dicts (recorded real values)."""
+    from collectors.snapshots import AgentRecord
+    from collectors.torch_stats import derive
+
+    builder = StateBuilder()
+    builder.update_nvml(NVMLSnapshot("no NVML library: test", False, ()))
+    builder.agent_track(4242, 1, "python serve.py", "", 10.0)
+    states = []
+    for i, stats in enumerate(stats_seq):
+        d = derive(stats)
+        record = AgentRecord(t=float(i), device=0, cuda_state="ok", cuda_free=None, cuda_total=None,
+                             is_integrated=False, rss=None, weights_bytes=None, kv_bytes=None, step_index=0,
+                             step_label="", step_t=None, tick_cost_s=None, **d)
+        builder.update_agent((4242, 1), (record,))
+        states.append(builder.build(float(i)))
+    return states
+
+
+@needs_shared
+def test_fragmentation_alert_on_real_summaries():
+    from collectors.torch_stats import parse_memory_summary
+    no_standby = parse_memory_summary(
+        (SHARED_FIXTURES / "memory_summary_unsloth_h100_no-standby.txt").read_text())
+    standby = parse_memory_summary((SHARED_FIXTURES / "memory_summary_unsloth_h100_standby.txt").read_text())
+    frag = [a for a in evaluate(_agent_states([no_standby])) if a.kind == "fragmentation"]
+    assert len(frag) == 1 and frag[0].value == (49552 - 32711) * MiB  # 34% of 49552 MiB reserved
+    assert not [a for a in evaluate(_agent_states([standby])) if a.kind == "fragmentation"]  # 14%: fine
+
+
+@needs_shared
+def test_alloc_retries_and_ooms_rising():
+    from collectors.torch_stats import parse_memory_summary
+    base = parse_memory_summary((SHARED_FIXTURES / "memory_summary_zerollama_minicpm.txt").read_text())
+    later = dict(base, num_alloc_retries=3, num_ooms=1)  # the counters a later tick would show
+    kinds = {a.kind for a in evaluate(_agent_states([base, later]))}
+    assert {"alloc_retries", "ooms"} <= kinds
+    assert not {"alloc_retries", "ooms"} & {a.kind for a in evaluate(_agent_states([base, base]))}
