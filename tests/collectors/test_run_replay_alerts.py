@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -115,7 +116,15 @@ def test_bundled_demo_recording_is_real_and_small():
     assert label["made_with"].startswith("memsight run --headless --record")
     doc = summarize(read_recording(path))
     agent = [s for s in doc["sources"] if s["kind"] == "agent"][0]
-    assert agent["fields"]["weights_bytes"]["last"] > 100 * MiB
+    # the recorded weights are exactly the workload model's parameter + buffer bytes (built on meta)
+    torch = pytest.importorskip("torch")
+    spec = importlib.util.spec_from_file_location("demo_workload", path.parent / "demo_workload.py")
+    workload = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(workload)
+    with torch.device("meta"):
+        model = workload.Model()
+    expected = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+    assert agent["fields"]["weights_bytes"] == {"min": expected, "max": expected, "last": expected}
     assert agent["fields"]["kv_bytes"]["max"] > agent["fields"]["kv_bytes"]["min"]
 
 
