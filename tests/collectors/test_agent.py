@@ -303,3 +303,35 @@ def test_snap_prints_one_line_with_nan_where_unknown(capsys):
     assert line.startswith("label=probe ") and "alloc=nan" in line and "rss=" in line
     assert row["os_available"] > 0 and row["cuda_total"] != row["cuda_total"]
     assert not torch.cuda.is_initialized()
+
+
+def test_public_functions_never_raise_into_user_code(tmp_path, capsys):
+    import collectors.agent as agent_api
+
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("a file where the agent directory should be")
+    assert agent_api.current() is None
+    assert agent_api.start(directory=str(blocked)) is None  # reported, not raised
+    assert "memsight agent: start failed" in capsys.readouterr().err
+    assert agent_api.current() is None
+
+
+@needs_shared
+def test_nvml_process_lists_are_read_at_most_once_a_second():
+    from collectors.nvidia_smi import SmiBackend
+    from collectors.nvml_collector import NVMLCollector
+
+    backend = SmiBackend.from_text((SHARED_FIXTURES / "nvidia-smi_gb10_vllm-61383MiB.txt").read_text())
+    calls = []
+    original = backend.compute_processes
+    backend.compute_processes = lambda index: calls.append(index) or original(index)
+    now = [100.0]
+    collector = NVMLCollector(backend, clock=lambda: now[0])
+    for step in range(10):  # 10 samples over 0.9 s: one process read
+        now[0] = 100.0 + step * 0.1
+        snap = collector.sample()
+        assert [p.pid for p in snap.devices[0].processes][:1] == [2283430]
+    assert calls == [0]
+    now[0] = 101.0
+    collector.sample()
+    assert calls == [0, 0]
