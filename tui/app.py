@@ -50,6 +50,10 @@ GPU_PRESETS: tuple[tuple[str, str], ...] = (
     ("4090", "rtx4090"),
     ("GB10", "spark"),
 )
+PLAN_MEMO_SIZE = 256
+# "this" machine's reserve is what is in use now; re-planning it at every tick would cost a make_plan per
+# tick for figures that move by megabytes.
+THIS_MACHINE_RESAMPLE_S = 5.0
 DEFAULT_UNIFIED_OS_RESERVE = 10 * GIB  # the lesson's assumption for a unified pool until measured
 
 
@@ -167,6 +171,9 @@ class MemsightApp(App[int]):
         self.plan_error = ""
         self.refresh_count = 0
         self._plan_key: tuple | None = None
+        self._plan_memo: dict[tuple, Any] = {}
+        self._this: Machine | None = None
+        self._this_t = float("-inf")
         self._plan_result: PlanResult | None = None
         self._field_values = fields_from_inputs(self.plan_inputs)
 
@@ -265,30 +272,22 @@ class MemsightApp(App[int]):
 
     # --- planning ---------------------------------------------------------------------------------
     def _plans(self, state: MonitorState, *, force: bool = False) -> PlanResult:
-        """Plans for each live pool and each machine of the figure; recomputed only when inputs or capacities
-        change (the planner is pure arithmetic, but there is no reason to redo it at 10 Hz)."""
+        """Plans for each live pool and each machine of the figure. Each plan is memoized on its exact
+        (inputs, machine), so a tick costs nothing unless the inputs or a capacity changed; "this" machine's
+        reserve (what is in use now) is re-sampled at most every THIS_MACHINE_RESAMPLE_S seconds."""
         live_pools = pools(state)
-        this_capacity, this_reserve = this_machine_capacity(state)
-        key = (
-            self.plan_inputs,
-            self.plan_error,
-            live_pools,
-            this_capacity,
-            this_reserve,
-            self.unified_os_reserve_bytes,
-        )
+        this = self._this_machine(state, force=force)
+        key = (self.plan_inputs, self.plan_error, live_pools, this, self.unified_os_reserve_bytes)
         if not force and key == self._plan_key and self._plan_result is not None:
             return self._plan_result
         self._plan_key = key
         values = tuple((name, self._field_values.get(name, "")) for name in FIELDS)
         live_plans: dict[str, Any] = {}
         live_errors: dict[str, str] = {}
-        bars = []
-        error = self.plan_error
-        if error:
+        if self.plan_error:
             for pool in live_pools:
-                live_errors[pool.key] = error
-            result = PlanResult(live_plans, live_errors, PlanView(values, (), "", error))
+                live_errors[pool.key] = self.plan_error
+            result = PlanResult(live_plans, live_errors, PlanView(values, (), "", self.plan_error))
             self._plan_result = result
             return result
         for pool in live_pools:
@@ -296,42 +295,64 @@ class MemsightApp(App[int]):
                 live_errors[pool.key] = f"{pool.title}: capacity unknown, nothing to plan against"
                 continue
             reserve = self.unified_os_reserve_bytes if pool.unified else 0
-            machine = sampled_machine(pool.title, pool.capacity_bytes, reserve, pool.unified)
-            inputs = replace(self.plan_inputs, machine="this", capacity_bytes=None, os_reserve_bytes=None)
-            try:
-                live_plans[pool.key] = make_plan(inputs, machine=machine)
-            except ValueError as exc:
-                live_errors[pool.key] = str(exc)
+            plan = self._plan("this", sampled_machine(pool.title, pool.capacity_bytes, reserve, pool.unified))
+            if isinstance(plan, str):
+                live_errors[pool.key] = plan
+            else:
+                live_plans[pool.key] = plan
+        bars: list[MachineBar] = []
         first_error = ""
         summary = ""
         context = self.plan_inputs.context
         for name in FIGURE_MACHINES:
             if name == "this":
                 label = f"this machine ({this_label(state)})"
-                inputs = replace(
-                    self.plan_inputs,
-                    machine="this",
-                    capacity_bytes=this_capacity,
-                    os_reserve_bytes=this_reserve,
-                )
+                if this is None:
+                    plan = "capacity unknown: no /proc/meminfo sample and no GPU"
+                else:
+                    plan = self._plan("this", this)
+                capacity = this.capacity_bytes if this is not None else None
             else:
                 label = MACHINE_SHORT[name]
-                inputs = replace(self.plan_inputs, machine=name, capacity_bytes=None, os_reserve_bytes=None)
-            try:
-                if name == "this" and this_capacity is None:
-                    raise ValueError("capacity unknown: no /proc/meminfo sample and no GPU")
-                plan = make_plan(inputs)
-            except ValueError as exc:
-                first_error = first_error or str(exc)
-                capacity = MACHINES[name].capacity_bytes if name in MACHINES else this_capacity
-                bars.append(MachineBar(name, label, capacity, (), None, None, context, error=str(exc)))
+                plan = self._plan(name, None)
+                capacity = MACHINES[name].capacity_bytes
+            if isinstance(plan, str):
+                first_error = first_error or plan
+                bars.append(MachineBar(name, label, capacity, (), None, None, context, error=plan))
                 continue
             bars.append(machine_bar(name, label, plan, context))
-            if not summary:
-                summary = plan_summary(plan)
+            summary = summary or plan_summary(plan)
         result = PlanResult(live_plans, live_errors, PlanView(values, tuple(bars), summary, first_error))
         self._plan_result = result
         return result
+
+    def _plan(self, machine_name: str, machine: Machine | None) -> Any:
+        """make_plan for the current inputs on a preset (machine None) or a sampled machine; the planner's
+        error message (a str) where it refuses. Memoized: the planner is pure."""
+        inputs = replace(self.plan_inputs, machine=machine_name, capacity_bytes=None, os_reserve_bytes=None)
+        key = (inputs, machine)
+        if key not in self._plan_memo:
+            if len(self._plan_memo) > PLAN_MEMO_SIZE:
+                self._plan_memo.clear()
+            try:
+                self._plan_memo[key] = make_plan(inputs, machine=machine)
+            except ValueError as exc:  # PlannerError is a ValueError: shown inline, never a crash
+                self._plan_memo[key] = str(exc)
+        return self._plan_memo[key]
+
+    def _this_machine(self, state: MonitorState, *, force: bool) -> Machine | None:
+        capacity, reserve = this_machine_capacity(state)
+        if capacity is None:
+            self._this = None
+            return None
+        previous = self._this
+        stale = state.t - self._this_t >= THIS_MACHINE_RESAMPLE_S
+        if force or previous is None or previous.capacity_bytes != capacity or stale:
+            self._this = sampled_machine(
+                f"this machine ({this_label(state)})", capacity, reserve or 0, this_unified(state)
+            )
+            self._this_t = state.t
+        return self._this
 
 
 # --- pure helpers (tested directly) ---------------------------------------------------------------

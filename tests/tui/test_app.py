@@ -20,6 +20,7 @@ from tui.screens.roofline import RooflineScreen
 from tui.widgets.bucket_bars import BucketBars
 from tui.widgets.capacity_bars import CapacityBars
 from tui.widgets.gap_chart import GapChart
+from tui.widgets.process_summary import ProcessSummary
 from tui.widgets.process_table import ProcessTable
 
 GIB = 2**30
@@ -110,9 +111,11 @@ async def test_live_screen_shows_measured_over_the_plan():
         status = static_text(app, "#live-status")
         assert "NVIDIA GB10" in status and "1 agent(s)" in status
         # process table: chrome grew 2.54 GiB in 30 s (> 2 GiB): marked FAST; jupyter is NEW
-        table = app.screen.query_one("#top-processes", ProcessTable)
-        flags = {table.get_row_at(i)[1].plain: table.get_row_at(i)[-1].plain for i in range(table.row_count)}
+        top = app.screen.query_one("#top-processes", ProcessSummary)
+        flags = {cells[1]: cells[-1] for cells in top.shown}
         assert flags["chrome"] == "FAST" and flags["jupyter-lab"] == "NEW" and flags["Xorg"] == ""
+        assert [cells[1] for cells in top.shown][:2] == ["python", "chrome"]  # largest resident first
+        assert "FAST" in text_of(top)
 
 
 async def test_only_new_states_are_rebuilt():
@@ -123,13 +126,23 @@ async def test_only_new_states_are_rebuilt():
         app.refresh_data()
         app.refresh_data()
         assert app.refresh_count == count  # the same state object: nothing recomputed
-        table = app.screen.query_one("#top-processes", ProcessTable)
-        rebuilds = table.rebuild_count
+        top = app.screen.query_one("#top-processes", ProcessSummary)
+        bars = app.screen.query(BucketBars).first()
+        redraws = top.redraw_count
         monitor.current = replace(gb10_state(), t=gb10_state().t + 0.5)  # new state, same figures
         app.refresh_data()
         await pilot.pause()
         assert app.refresh_count == count + 1
-        assert table.rebuild_count == rebuilds  # table not rebuilt: what it shows did not change
+        assert top.redraw_count == redraws  # not redrawn: what it shows did not change
+        # a change below display resolution (1 MiB of MemAvailable) is kept but not redrawn
+        state = gb10_state()
+        nudged = replace(
+            state, t=state.t + 1, os=replace(state.os, mem_available=state.os.mem_available - 2**20)
+        )
+        monitor.current = nudged
+        assert bars.update_data(bars.data) is False
+        app.refresh_data()
+        assert bars.data.measured_bytes("free") == nudged.os.mem_available
 
 
 def plan_for(machine: str, **changes) -> object:

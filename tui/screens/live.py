@@ -16,7 +16,7 @@ from tui.widgets.bucket_bars import BucketBars
 from tui.widgets.data import AgentRow, AlertRow, BucketComparison, ChartSeries, HeadroomData, ProcessRow
 from tui.widgets.gap_chart import GapChart
 from tui.widgets.headroom import HeadroomGauge
-from tui.widgets.process_table import ProcessTable
+from tui.widgets.process_summary import ProcessSummary
 
 WIDE_COLUMNS = 140  # at least this many columns: two columns side by side; fewer: one scrolling column
 LIVE_TOP_PROCESSES = 12
@@ -57,7 +57,7 @@ class LiveScreen(Screen):
                 yield Static(
                     "processes by memory (Δ over 30 s; NEW / FAST stand out)", classes="section-title"
                 )
-                yield ProcessTable(id="top-processes", max_rows=LIVE_TOP_PROCESSES)
+                yield ProcessSummary(id="top-processes", max_rows=LIVE_TOP_PROCESSES)
                 yield AlertLog(id="alerts")
         yield Footer()
 
@@ -101,7 +101,7 @@ class LiveScreen(Screen):
             agents_missing.update(missing)
             agents_missing.display = bool(missing)
             self.query_one(AgentsTable).display = bool(view.agents)
-        self.query_one("#top-processes", ProcessTable).update_rows(view.processes)
+        self.query_one("#top-processes", ProcessSummary).update_rows(view.processes)
         self.query_one(AlertLog).update_rows(view.alerts)
 
     def _show_pools(self, comparisons: tuple[BucketComparison, ...]) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from rich.console import Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 from textual.widget import Widget
 
@@ -15,7 +14,7 @@ from tui.widgets.data import (
     BucketComparison,
     Segment,
 )
-from tui.widgets.fmt import gib, gib_num, signed_gib, split_cells
+from tui.widgets.fmt import gib, gib_num, shown, signed_gib, split_cells
 
 LABEL_WIDTH = 10  # "measured  " / "plan      "
 
@@ -56,6 +55,24 @@ def comparison_rows(data: BucketComparison) -> list[tuple[str, int | None, int |
     return rows
 
 
+def _signature(data: BucketComparison | None) -> tuple | None:
+    if data is None:
+        return None
+    planned = tuple((s.key, shown(s.bytes)) for s in data.planned) if data.planned else None
+    return (
+        data.title,
+        data.plan_label,
+        data.missing,
+        shown(data.capacity_bytes),
+        tuple((s.key, shown(s.bytes)) for s in data.measured),
+        planned,
+    )
+
+
+def _shape(data: BucketComparison) -> tuple:
+    return (data.planned is None, bool(data.missing), len(data.measured))
+
+
 class BucketBars(Widget):
     """Renders one BucketComparison. Redraws only when given a different value (or resized)."""
 
@@ -72,11 +89,16 @@ class BucketBars(Widget):
         return self._data
 
     def update_data(self, data: BucketComparison) -> bool:
-        """Show `data`; returns whether anything changed (and so whether a redraw was requested)."""
+        """Show `data`; returns whether the picture changed (and so whether a redraw was requested).
+        Byte changes below display resolution are kept but not redrawn."""
         if data == self._data:
             return False
+        previous = self._data
         self._data = data
-        self.refresh(layout=True)
+        if _signature(data) == _signature(previous):
+            return False
+        # a new layout only when the widget's height can change (a line appears or goes)
+        self.refresh(layout=previous is None or _shape(previous) != _shape(data))
         return True
 
     def scale_bytes(self) -> int:
@@ -116,24 +138,18 @@ class BucketBars(Widget):
         lines.append(self._table(data))
         return Group(*lines)
 
-    def _table(self, data: BucketComparison) -> Table:
-        table = Table(box=None, pad_edge=False, padding=(0, 1), show_edge=False, header_style="bold")
-        table.add_column("bucket", no_wrap=True)
-        table.add_column("measured GiB", justify="right")
-        table.add_column("plan GiB", justify="right")
-        table.add_column("diff GiB", justify="right")
+    def _table(self, data: BucketComparison) -> Text:
+        """Fixed-width columns as one Text (a Rich Table costs several times more to lay out each tick)."""
+        table = Text(no_wrap=True, overflow="ellipsis")
+        table.append(f"{'bucket':<20}{'measured GiB':>13}{'plan GiB':>10}{'diff GiB':>10}", style="bold")
         for key, measured, planned, diff in comparison_rows(data):
-            label = Text()
+            table.append("\n")
             if key == "overhead":
-                label.append("  = overhead", style="italic")
+                table.append(f"{'  = overhead':<20}", style="italic")
             else:
-                label.append(BUCKET_FILL[key], style=BUCKET_STYLES[key])
-                label.append(" " + BUCKET_LABELS[key])
+                table.append(BUCKET_FILL[key], style=BUCKET_STYLES[key])
+                table.append(f" {BUCKET_LABELS[key]:<19}")
+            table.append(f"{gib_num(measured, 2):>13}{gib_num(planned, 2):>10}")
             diff_style = "" if diff is None or abs(diff) < 2**28 else ("red" if diff > 0 else "cyan")
-            table.add_row(
-                label,
-                gib_num(measured, 2),
-                gib_num(planned, 2),
-                Text(signed_gib(diff, 2), style=diff_style),
-            )
+            table.append(f"{signed_gib(diff, 2):>10}", style=diff_style)
         return table

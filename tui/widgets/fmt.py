@@ -54,3 +54,11 @@ def split_cells(values: list[int], total_cells: int, scale: int) -> list[int]:
         j = max(range(len(cells)), key=lambda i: cells[i])
         cells[j] -= 1
     return cells
+
+
+DISPLAY_STEP = 10 * 2**20  # 10 MiB: below what any figure on screen (0.01 GiB) or bar cell can show
+
+
+def shown(n: int | None, step: int = DISPLAY_STEP) -> int | None:
+    """A byte count at display resolution, to decide whether a redraw would change anything."""
+    return None if n is None else round(n / step)

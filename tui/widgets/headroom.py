@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.widget import Widget
 
 from tui.widgets.data import HeadroomData
-from tui.widgets.fmt import gib
+from tui.widgets.fmt import gib, shown
 
 
 def headroom_level(data: HeadroomData) -> str:
@@ -21,6 +21,21 @@ def headroom_level(data: HeadroomData) -> str:
 
 
 LEVEL_STYLES = {"ok": "green", "warning": "yellow", "critical": "bold red", "unknown": "grey50"}
+
+
+def _signature(data: HeadroomData | None) -> tuple | None:
+    if data is None:
+        return None
+    step = 50 * 2**20  # the gauge prints 0.1 GiB; its cells are coarser still
+    return (
+        headroom_level(data),
+        shown(data.headroom_bytes, step),
+        shown(data.total_bytes, step),
+        data.source,
+        data.warn_bytes,
+        data.critical_bytes,
+        data.missing,
+    )
 
 
 class HeadroomGauge(Widget):
@@ -39,7 +54,10 @@ class HeadroomGauge(Widget):
     def update_data(self, data: HeadroomData) -> bool:
         if data == self._data:
             return False
+        before = _signature(self._data)
         self._data = data
+        if _signature(data) == before:  # the same figure and level at display resolution
+            return False
         self.refresh()
         return True
 

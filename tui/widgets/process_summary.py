@@ -1,0 +1,67 @@
+"""The Live screen's top processes: a plain table (no cursor, no scrolling), the cheapest thing to redraw.
+
+The Processes screen keeps the interactive ProcessTable (sortable, filterable); here the rows only change
+when a figure at display resolution changes, and a redraw renders one small Rich table.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widget import Widget
+
+from tui.widgets.data import ProcessRow
+from tui.widgets.process_table import COLUMNS, row_cells, row_style, sort_rows
+
+
+class ProcessSummary(Widget):
+    DEFAULT_CSS = """
+    ProcessSummary { height: auto; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
+    """
+
+    def __init__(self, *, max_rows: int = 12, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.max_rows = max_rows
+        self._rows: list[ProcessRow] = []
+        self._shown: tuple[tuple[str, ...], ...] | None = None
+        self.redraw_count = 0
+
+    @property
+    def shown(self) -> tuple[tuple[str, ...], ...]:
+        """The cells on screen, top row first (what a user reads)."""
+        return self._shown or ()
+
+    def update_rows(self, rows: tuple[ProcessRow, ...]) -> bool:
+        top = sort_rows(rows, "rss")[: self.max_rows]
+        cells = tuple(row_cells(r) for r in top)
+        if cells == self._shown:
+            return False
+        same_height = self._shown is not None and len(cells) == len(self._shown)
+        self._rows, self._shown = top, cells
+        self.redraw_count += 1
+        self.refresh(layout=not same_height)
+        return True
+
+    def render(self) -> Text:
+        if not self._shown:
+            return Text("no process sample yet", style="italic")
+        # the name column takes what the fixed columns leave (at least 8 cells)
+        fixed = sum(abs(w) for w in WIDTHS) + len(WIDTHS)
+        name_width = max(8, min(24, self.size.width - fixed))
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append(_line(COLUMNS, name_width), style="bold")
+        for row, cells in zip(self._rows, self._shown, strict=True):
+            text.append("\n")
+            text.append(_line(cells, name_width), style=row_style(row))
+        return text
+
+
+# pid, user, RSS, GPU, growth, flag: fixed widths (negative: left-aligned); the name goes after the pid
+WIDTHS = (-8, -8, 7, 7, 8, -4)
+
+
+def _line(cells: tuple[str, ...], name_width: int) -> str:
+    pid, name, *rest = cells
+    parts = [f"{pid:<8}", f"{name[:name_width]:<{name_width}}"]
+    for cell, width in zip(rest, WIDTHS[1:], strict=True):
+        parts.append(f"{cell[:-width]:<{-width}}" if width < 0 else f"{cell:>{width}}")
+    return " ".join(parts).rstrip()
