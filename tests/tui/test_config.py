@@ -1,0 +1,100 @@
+"""The optional config file and the shared command-line options (refresh rate, thresholds, plan inputs)."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from collectors.alerts import AlertOptions
+from tui import cmd_watch
+from tui.config import ConfigError, config_from_dict, default_path, load_config
+
+GIB = 2**30
+
+
+def test_no_file_gives_the_defaults(tmp_path):
+    config = load_config(tmp_path / "absent.toml")
+    assert config.refresh_hz == 2.0
+    assert config.thresholds == AlertOptions()
+    assert config.plan.model == "llama-3.1-8b" and config.plan.users == 8 and config.plan.context == 8192
+
+
+def test_explicit_missing_file_is_an_error(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "absent.toml", required=True)
+
+
+def test_file_values_in_their_units(tmp_path):
+    path = tmp_path / "config.toml"
+    path.write_text(
+        "refresh_hz = 10\n"
+        "[thresholds]\nheadroom_warn_gib = 4\ngrowth_gib = 0.5\nfragmentation_fraction = 0.25\n"
+        "[plan]\nmodel = 'qwen3-8b'\nformat = 'default'\ncontext = 32768\nunified_os_reserve_gib = 12\n"
+    )
+    config = load_config(path)
+    assert config.refresh_hz == 10.0
+    assert config.thresholds.headroom_warning_bytes == 4 * GIB
+    assert config.thresholds.growth_bytes == GIB // 2
+    assert config.thresholds.fragmentation_fraction == 0.25
+    assert config.thresholds.headroom_critical_bytes == AlertOptions().headroom_critical_bytes
+    assert (config.plan.model, config.plan.format, config.plan.context) == ("qwen3-8b", None, 32768)
+    assert config.plan.unified_os_reserve_bytes == 12 * GIB
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"refresh": 2}, "unknown key 'refresh'"),
+        ({"thresholds": {"headroom_gib": 1}}, "thresholds.headroom_gib"),
+        ({"thresholds": {"growth_gib": "two"}}, "must be a number"),
+        ({"plan": {"users": 0}}, "plan.users must be at least 1"),
+        ({"plan": {"context": "8k"}}, "plan.context must be int"),
+        ({"refresh_hz": 0}, "refresh_hz must be positive"),
+    ],
+)
+def test_bad_config_names_the_key(raw, message):
+    with pytest.raises(ConfigError, match=message):
+        config_from_dict(raw, "test.toml")
+
+
+def test_bad_toml_is_a_config_error(tmp_path):
+    path = tmp_path / "config.toml"
+    path.write_text("refresh_hz = = 2\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(path)
+
+
+def test_default_path_follows_the_environment(tmp_path):
+    assert default_path({"MEMSIGHT_CONFIG": "/x/y.toml"}).as_posix() == "/x/y.toml"
+    assert default_path({"XDG_CONFIG_HOME": "/cfg"}).as_posix() == "/cfg/memsight/config.toml"
+
+
+def parse(argv: list[str], name: str = "watch") -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    cmd_watch.add_arguments(parser, name)
+    return parser.parse_args(argv)
+
+
+def test_options_override_the_file(tmp_path):
+    path = tmp_path / "config.toml"
+    path.write_text("refresh_hz = 5\n[thresholds]\nheadroom_warn_gib = 4\n[plan]\nusers = 2\n")
+    args = parse(["--config", str(path), "--hz", "10", "--growth", "3", "--users", "16", "--format", "fp8"])
+    config = cmd_watch.resolve_config(args)
+    assert config.refresh_hz == 10.0
+    assert config.thresholds.headroom_warning_bytes == 4 * GIB  # from the file
+    assert config.thresholds.growth_bytes == 3 * GIB  # from the option
+    options = cmd_watch.display_options(config)
+    assert options["refresh_hz"] == 10.0
+    assert options["plan_inputs"].users == 16 and options["plan_inputs"].format == "fp8"
+    assert options["thresholds"] is config.thresholds
+
+
+def test_bad_option_exits_2_with_a_message(tmp_path, capsys):
+    args = parse(["--config", str(tmp_path / "absent.toml")])
+    assert cmd_watch.main(args, "watch") == 2
+    assert "memsight: config file" in capsys.readouterr().err
+    assert cmd_watch.main(parse(["--hz", "0"]), "watch") == 2
+    assert "--hz must be positive" in capsys.readouterr().err
+    assert cmd_watch.main(parse(["--users", "0"]), "watch") == 2
+    assert "--users must be at least 1" in capsys.readouterr().err
