@@ -141,6 +141,7 @@ class MemsightApp(App[int]):
         *,
         title: str = "memsight",
         source_label: str = "this machine (live)",
+        source_detail: str = "",
         plan_inputs: PlanInputs | None = None,
         refresh_hz: float = 2.0,
         thresholds: AlertOptions | None = None,
@@ -153,6 +154,7 @@ class MemsightApp(App[int]):
         self.monitor = monitor
         self.title = title
         self.source_label = source_label
+        self.source_detail = source_detail  # e.g. where and how a replayed recording was made
         self.sub_title = source_label
         self.refresh_hz = refresh_hz
         self.thresholds = thresholds or AlertOptions()
@@ -201,10 +203,11 @@ class MemsightApp(App[int]):
         if isinstance(self.screen, HelpScreen):
             return
         field_keys = [("tab / shift+tab", "next / previous field"), ("enter, escape", "leave the field")]
+        plan_keys = [*field_keys, ("pageup / pagedown", "scroll the capacity figure")]
         sections: list[tuple[str, list]] = [
             ("everywhere", list(self.BINDINGS)),
             ("Live (1)", list(LiveScreen.BINDINGS)),
-            ("Plan (2)", field_keys),
+            ("Plan (2)", plan_keys),
             ("Roofline lab (3)", [*RooflineScreen.BINDINGS, *field_keys]),
             ("Processes (4)", [*ProcessesScreen.BINDINGS, ("click a header", "sort by that column")]),
         ]
@@ -306,7 +309,7 @@ class MemsightApp(App[int]):
         context = self.plan_inputs.context
         for name in FIGURE_MACHINES:
             if name == "this":
-                label = f"this machine ({this_label(state)})"
+                label = f"{this_name(state)} ({this_label(state)})"
                 if this is None:
                     plan = "capacity unknown: no /proc/meminfo sample and no GPU"
                 else:
@@ -349,7 +352,7 @@ class MemsightApp(App[int]):
         stale = state.t - self._this_t >= THIS_MACHINE_RESAMPLE_S
         if force or previous is None or previous.capacity_bytes != capacity or stale:
             self._this = sampled_machine(
-                f"this machine ({this_label(state)})", capacity, reserve or 0, this_unified(state)
+                f"{this_name(state)} ({this_label(state)})", capacity, reserve or 0, this_unified(state)
             )
             self._this_t = state.t
         return self._this
@@ -384,6 +387,11 @@ def sampled_machine(label: str, capacity: int, reserve: int, unified: bool) -> M
 def this_unified(state: MonitorState) -> bool:
     discrete = [d for d in state.nvml.devices if not d.unified and d.total]
     return not (state.nvml.available and discrete and not state.unified)
+
+
+def this_name(state: MonitorState) -> str:
+    """In a replay, "this machine" is the one the recording was made on."""
+    return "recorded machine" if state.replay else "this machine"
 
 
 def this_label(state: MonitorState) -> str:
@@ -455,6 +463,7 @@ def run_app(
     *,
     title: str = "memsight",
     source_label: str = "this machine (live)",
+    source_detail: str = "",
     plan_inputs: PlanInputs | None = None,
     refresh_hz: float = 2.0,
     thresholds: AlertOptions | None = None,
@@ -469,6 +478,7 @@ def run_app(
         monitor,
         title=title,
         source_label=source_label,
+        source_detail=source_detail,
         plan_inputs=plan_inputs,
         refresh_hz=refresh_hz,
         thresholds=thresholds,

@@ -8,6 +8,8 @@ rate, thresholds, plan inputs and the config file mean the same thing everywhere
 from __future__ import annotations
 
 import argparse
+import json
+import pathlib
 import sys
 from dataclasses import replace
 from typing import Any
@@ -112,6 +114,46 @@ def display_options(config: Config) -> dict[str, Any]:
     }
 
 
+def recording_about(recording: pathlib.Path) -> dict[str, Any]:
+    """The recording's sidecar (<name>.json: where, when and how it was made), {} when there is none."""
+    sidecar = recording.with_suffix(".json")
+    try:
+        about = json.loads(sidecar.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read {sidecar}: {exc}") from None
+    return about if isinstance(about, dict) else {}
+
+
+def about_line(about: dict[str, Any]) -> str:
+    """One line for the screen: where and how the recording was made."""
+    parts = []
+    if about.get("where"):
+        parts.append(f"recorded on {about['where']}")
+    if about.get("when_utc"):
+        parts.append(f"at {about['when_utc']}")
+    if about.get("made_with"):
+        parts.append(f"with `{about['made_with']}`")
+    return ", ".join(parts)
+
+
+def demo_plan_options(
+    about: dict[str, Any], recording: pathlib.Path, options: dict[str, Any], args: argparse.Namespace
+) -> dict[str, Any]:
+    """If the sidecar names the recorded model's plan inputs ("plan": {"model": <config path relative to the
+    recording>, ...}), the demo plans for that model unless the user gave --model."""
+    plan = about.get("plan")
+    if not isinstance(plan, dict) or args.model is not None or "model" not in plan:
+        return options
+    from planner.budget import PlanInputs
+
+    fields = {k: v for k, v in plan.items() if k in PlanInputs.__dataclass_fields__}
+    model = pathlib.Path(str(fields["model"]))
+    fields["model"] = str(model if model.is_absolute() else recording.parent / model)
+    return {**options, "plan_inputs": PlanInputs(**fields)}
+
+
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     add_display_arguments(parser)
     if name == "watch":
@@ -137,7 +179,15 @@ def main(args: argparse.Namespace, name: str) -> int:
 
         recording = bundled_recording()
         monitor = ReplayMonitor(recording, speed=args.speed)
-        return run_app(monitor, title="memsight demo", source_label=f"demo: {monitor.describe()}", **options)
+        about = recording_about(recording)
+        options = demo_plan_options(about, recording, options, args)
+        return run_app(
+            monitor,
+            title="memsight demo",
+            source_label=f"demo (replay of a real recording): {monitor.describe()}",
+            source_detail=about_line(about),
+            **options,
+        )
     from collectors.monitor import Monitor
 
     kwargs: dict[str, Any] = {"hz": config.refresh_hz}

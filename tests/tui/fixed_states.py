@@ -10,6 +10,7 @@ GPU, no NVML and no agent.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import MappingProxyType
 
 from collectors.snapshots import (
@@ -229,3 +230,91 @@ class FixedMonitor:
 
     def state(self) -> MonitorState:
         return self.current
+
+
+H100_TOTAL = 81_559 * MIB  # nvidia-smi's total for an H100 80GB HBM3 (../shared/fixtures/nvidia-smi_h100-*)
+
+
+def two_rank_state(t: float = T0 + 30.0) -> MonitorState:
+    """Two discrete GPUs, one agent (tensor-parallel rank) on each; rank 1 holds more (the busiest)."""
+    devices = []
+    agents = []
+    buckets = []
+    for rank, (pid, extra) in enumerate(((7_001, 0), (7_002, 3 * GIB))):
+        weights = WEIGHTS // 2
+        kv = KV // 2 + extra
+        allocated = weights + kv + 100 * MIB
+        reserved = allocated + 900 * MIB
+        used = reserved + NON_TORCH
+        devices.append(
+            DeviceInfo(
+                index=rank,
+                name="NVIDIA H100 80GB HBM3",
+                uuid=f"GPU-{rank}",
+                total=H100_TOTAL,
+                reserved=None,
+                used=used,
+                free=H100_TOTAL - used,
+                unified=False,
+                utilization_gpu=50.0,
+                processes=(GpuProcess(pid, used, "compute"),),
+                unsupported=(),
+            )
+        )
+        record = replace(_record(t, allocated, reserved), device=rank, weights_bytes=weights, kv_bytes=kv)
+        agents.append(
+            AgentView(
+                pid=pid,
+                start_ticks=1_000 + rank,
+                cmdline=f"torchrun worker rank {rank}",
+                path=f"/run/user/1000/memsight/agent-{pid}.ring",
+                status="ok",
+                alive=True,
+                latest=(record,),
+                history=(),
+                hz=2.0,
+            )
+        )
+        buckets.append(
+            MeasuredBuckets(
+                pid=pid,
+                device=rank,
+                weights_bytes=weights,
+                kv_bytes=kv,
+                activations_bytes=0,
+                allocator_gap_bytes=reserved - allocated,
+                non_torch_bytes=NON_TORCH,
+                other_allocated_bytes=100 * MIB,
+                allocated=allocated,
+                reserved=reserved,
+                peak_allocated=allocated,
+                driver_used_bytes=used,
+            )
+        )
+    os_snap = OSSnapshot(
+        t=t,
+        mem_total=2_000 * GIB,
+        mem_available=1_900 * GIB,
+        cached=50 * GIB,
+        shmem=GIB,
+        swap_total=0,
+        swap_free=0,
+        psi_some_avg10=None,
+        psi_full_avg10=None,
+        oom_kill=0,
+        processes=(),
+    )
+    return MonitorState(
+        t=t,
+        os=os_snap,
+        nvml=NVMLSnapshot(
+            status="ok", available=True, devices=tuple(devices), t=t, driver_version="565.57.01"
+        ),
+        agents=tuple(agents),
+        buckets=tuple(buckets),
+        alerts=(),
+        unified=False,
+        headroom_bytes=min(d.free for d in devices),
+        headroom_source="device free (NVML)",
+        history=MappingProxyType({}),
+    )

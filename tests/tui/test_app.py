@@ -380,3 +380,42 @@ async def test_every_screen_at_each_size_and_resizing(size):
         await pilot.resize_terminal(80, 24)
         await pilot.pause()
         assert app.screen.query_one(CapacityBars).bars
+
+
+async def test_two_ranks_one_row_each_busiest_marked_and_per_rank_plan():
+    from tests.tui.fixed_states import H100_TOTAL, two_rank_state
+    from tui.widgets.agents_table import AgentsTable
+
+    state = two_rank_state()
+    app, _ = make_app(state, plan_inputs=PlanInputs(model="llama-3.1-8b", format="bf16", users=8, tp=2))
+    async with app.run_test(size=(200, 60)) as pilot:
+        await pilot.pause()
+        table = app.screen.query_one(AgentsTable)
+        assert table.row_count == 2
+        marks = [table.get_row_at(i)[0].plain for i in range(2)]
+        assert marks == ["", "★"]  # rank 1 reserves 3 GiB more
+        bars = list(app.screen.query(BucketBars))
+        assert [b.data.title for b in bars] == [
+            "GPU 0 · NVIDIA H100 80GB HBM3",
+            "GPU 1 · NVIDIA H100 80GB HBM3",
+        ]
+        plan = app._plan_result.live_plans["gpu0"]
+        assert plan.capacity_bytes == H100_TOTAL and len(plan.ranks) == 2
+        for index, bar in enumerate(bars):
+            assert bar.data.planned_bytes("weights") == plan.ranks[index].weight_bytes
+            assert bar.data.planned_bytes("kv") == plan.ranks[index].kv_bytes
+            device = state.nvml.devices[index]
+            assert bar.data.measured_bytes("free") == device.free
+        headroom = app.screen.query_one("#headroom").data
+        assert (
+            headroom.source == "device free (NVML)" and headroom.headroom_bytes == state.nvml.devices[1].free
+        )
+        # a real second roof is offered for an H100 (its preset has bandwidth and peak)
+        await pilot.press("3")
+        await pilot.pause()
+        assert "second roof: NVIDIA H100 80GB HBM3" in static_text(app, "#lab-gpu")
+        await pilot.press("o")
+        await pilot.pause()
+        figure = app.screen.query_one("#lab-plot").figure
+        assert figure.second_roof is not None
+        assert figure.second_roof[1][-1] == MACHINES["h100"].peak_tflops_bf16 * 1000.0

@@ -20,6 +20,7 @@ from tui.widgets.process_summary import ProcessSummary
 
 WIDE_COLUMNS = 140  # at least this many columns: two columns side by side; fewer: one scrolling column
 LIVE_TOP_PROCESSES = 12
+AGENTS_TITLE = "agents: PyTorch allocator per process and device, GiB (★ busiest)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,11 +46,13 @@ class LiveScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static("", id="live-status", classes="status-line")
+        detail = getattr(self.app, "source_detail", "")
+        yield Static(detail, id="live-source", classes="note")
         with VerticalScroll(id="live-body"):
             with Vertical(id="live-left", classes="column"):
                 yield Container(id="pools")
                 yield HeadroomGauge(id="headroom")
-                yield Static("agents", classes="section-title")
+                yield Static(AGENTS_TITLE, classes="section-title")
                 yield Static("", id="agents-missing", classes="missing")
                 yield AgentsTable(id="agents")
             with Vertical(id="live-right", classes="column"):
@@ -62,6 +65,7 @@ class LiveScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
+        self.query_one("#live-source").display = bool(getattr(self.app, "source_detail", ""))
         self._apply_width(self.app.size.width)
         view = getattr(self.app, "live_view", None)
         if view is not None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from textual import on
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
@@ -45,6 +46,10 @@ class PlanScreen(Screen):
 
     # Digits switch screens and a focused field takes printable keys first: start with no field focused.
     AUTO_FOCUS = ""
+    BINDINGS = [
+        Binding("pageup", "scroll_figure(-1)", "Scroll up", show=False),
+        Binding("pagedown", "scroll_figure(1)", "Scroll down", show=False),
+    ]
 
     def __init__(self) -> None:
         super().__init__(id="plan")
@@ -95,6 +100,9 @@ class PlanScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
+        # Tab goes straight to the first field (a scroll container would otherwise take the first Tab);
+        # PageUp/PageDown still scroll the figure.
+        self.query_one("#plan-body").can_focus = False
         self.fill(self.app.plan_field_values())
         view = getattr(self.app, "plan_view", None)
         if view is not None:
@@ -133,6 +141,13 @@ class PlanScreen(Screen):
             return
         event.stop()
         self.post_message(self.InputsEdited(self.field_values()))
+
+    def action_scroll_figure(self, direction: int) -> None:
+        body = self.query_one("#plan-body", VerticalScroll)
+        if direction > 0:
+            body.scroll_page_down()
+        else:
+            body.scroll_page_up()
 
     @on(Input.Submitted)
     def _submitted(self) -> None:

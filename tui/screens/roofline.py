@@ -80,7 +80,11 @@ def figure(state: LabState, second: tuple[str, float, float] | None = None) -> R
     label = ""
     if second is not None:
         label, bandwidth, peak = second
-        second_roof = (xs, tuple(roofline_gflops(x, bandwidth, peak) for x in xs))
+        # a real GPU's ridge point (peak / bandwidth, ~300 FLOP/byte on an H100) lies beyond the lab's range
+        top = max(TRACE_MAX_I, 4 * peak / bandwidth)
+        steps = TRACE_STEPS * 2
+        xs2 = tuple(TRACE_MIN_I * (top / TRACE_MIN_I) ** (k / steps) for k in range(steps + 1))
+        second_roof = (xs2, tuple(roofline_gflops(x, bandwidth, peak) for x in xs2))
     return RooflineFigure(
         xs, roof, (state.intensity, state.ceiling_gflops), (trace_x, trace_y), second_roof, label
     )

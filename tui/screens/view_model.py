@@ -49,7 +49,8 @@ def pools(state: MonitorState) -> tuple[PoolCapacity, ...]:
             PoolCapacity(f"gpu{d.index}", d.index, f"GPU {d.index} · {d.name}", d.total, False)
             for d in discrete
         )
-    return (PoolCapacity("host", -1, "this machine · host RAM (no GPU)", mem_total, True),)
+    where = "recorded machine" if state.replay else "this machine"
+    return (PoolCapacity("host", -1, f"{where} · host RAM (no GPU)", mem_total, True),)
 
 
 def _sum(values: list[int | None]) -> int | None:
@@ -222,7 +223,7 @@ def agent_rows(state: MonitorState) -> tuple[AgentRow, ...]:
         records = [r for r in agent.latest if r.device >= 0] or list(agent.latest[:1])
         for rec in records:
             gap = None if rec.reserved is None or rec.allocated is None else rec.reserved - rec.allocated
-            where = f"cuda:{rec.device}" if rec.device >= 0 else rec.cuda_state
+            where = f"cuda:{rec.device}" if rec.device >= 0 else _short_state(rec.cuda_state)
             rows.append(
                 AgentRow(
                     pid=agent.pid,
@@ -240,6 +241,11 @@ def agent_rows(state: MonitorState) -> tuple[AgentRow, ...]:
         r = rows[busiest]
         rows[busiest] = AgentRow(r.pid, r.label, r.allocated, r.reserved, r.gap, r.retries, r.ooms, True)
     return tuple(rows)
+
+
+def _short_state(cuda_state: str) -> str:
+    short = {"CUDA not initialized": "no CUDA yet", "torch not imported": "no torch"}
+    return short.get(cuda_state, cuda_state)
 
 
 def _short_cmd(agent: AgentView) -> str:

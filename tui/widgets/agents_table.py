@@ -14,7 +14,7 @@ class AgentsTable(DataTable):
     AgentsTable { height: auto; max-height: 10; }
     """
 
-    COLUMNS = ("", "pid", "agent", "alloc GiB", "reserved GiB", "gap GiB", "retries", "OOMs")
+    COLUMNS = ("", "pid", "agent", "alloc", "reserved", "gap", "retries", "OOMs")  # bytes in GiB
 
     def __init__(self, **kwargs) -> None:
         super().__init__(cursor_type="row", **kwargs)
@@ -27,11 +27,12 @@ class AgentsTable(DataTable):
         if rows == self._shown:
             return False
         self._shown = rows
-        self.clear()
+        self.clear(columns=True)  # columns too: their widths then fit the rows shown now, not any before
+        self.add_columns(*self.COLUMNS)
         for r in rows:
             style = "bold" if r.busiest else ""
             self.add_row(
-                Text("★ busiest" if r.busiest else "", style="bold magenta"),
+                Text("★" if r.busiest else "", style="bold magenta"),
                 Text(str(r.pid), style=style),
                 Text(r.label, style=style),
                 gib_num(r.allocated, 2),

@@ -54,10 +54,11 @@ class RooflinePlot(PlotextPlot):
         ys = list(fig.roof_y) + [fig.kernel[1]]
         if fig.second_roof is not None:
             ys.extend(fig.second_roof[1])
-        x_ticks = [x for x in X_TICKS if fig.roof_x[0] <= x <= fig.roof_x[-1]]
+        x_max = fig.second_roof[0][-1] if fig.second_roof is not None else fig.roof_x[-1]
+        x_ticks = [x for x in X_TICKS if fig.roof_x[0] <= x <= x_max]
         plt.xticks([math.log10(x) for x in x_ticks], [f"{x:g}" for x in x_ticks])
         y_ticks = [y for y in Y_TICKS if min(ys) / 2 <= y <= max(ys) * 2]
-        plt.yticks([math.log10(y) for y in y_ticks], [f"{y:g}" for y in y_ticks])
+        plt.yticks([math.log10(y) for y in y_ticks], [f"{y:,.0f}" for y in y_ticks])
         plt.plot(_log(fig.roof_x), _log(fig.roof_y), label="roof", color="blue", marker="braille")
         if fig.second_roof is not None:
             x, y = fig.second_roof
@@ -68,7 +69,7 @@ class RooflinePlot(PlotextPlot):
         plt.scatter(_log((fig.kernel[0],)), _log((fig.kernel[1],)), label="kernel", color="red", marker="◆")
 
 
-X_TICKS = (0.125, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 128)
+X_TICKS = (0.125, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
 Y_TICKS = (1, 10, 100, 1000, 10_000, 100_000, 1_000_000, 10_000_000)
 
 
