@@ -165,29 +165,25 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         parser.add_argument("--speed", type=float, default=1.0, help="replay speed (1 = as recorded)")
 
 
-def main(args: argparse.Namespace, name: str) -> int:
-    try:
-        config = resolve_config(args)
-    except ConfigError as exc:
-        print(f"memsight: {exc}", file=sys.stderr)
-        return 2
-    from tui.app import run_app
-
+def app_arguments(args: argparse.Namespace, name: str) -> tuple[Any, dict[str, Any]]:
+    """(monitor, run_app keyword arguments) for `watch` or `demo`; the monitor is not started yet."""
+    config = resolve_config(args)
     options = display_options(config)
     if name == "demo":
         from collectors.replay import ReplayMonitor, bundled_recording
 
+        if args.speed <= 0:
+            raise ConfigError(f"--speed must be positive, got {args.speed}")
         recording = bundled_recording()
         monitor = ReplayMonitor(recording, speed=args.speed)
         about = recording_about(recording)
         options = demo_plan_options(about, recording, options, args)
-        return run_app(
-            monitor,
-            title="memsight demo",
-            source_label=f"demo (replay of a real recording): {monitor.describe()}",
-            source_detail=about_line(about),
+        return monitor, {
+            "title": "memsight demo",
+            "source_label": f"demo (replay of a real recording): {monitor.describe()}",
+            "source_detail": about_line(about),
             **options,
-        )
+        }
     from collectors.monitor import Monitor
 
     kwargs: dict[str, Any] = {"hz": config.refresh_hz}
@@ -195,4 +191,15 @@ def main(args: argparse.Namespace, name: str) -> int:
         kwargs["record_to"] = args.record
     if args.agent_dir:
         kwargs["agent_dir"] = args.agent_dir
-    return run_app(Monitor(**kwargs), title="memsight", source_label="this machine (live)", **options)
+    return Monitor(**kwargs), {"title": "memsight", "source_label": "this machine (live)", **options}
+
+
+def main(args: argparse.Namespace, name: str) -> int:
+    try:
+        monitor, options = app_arguments(args, name)
+    except ConfigError as exc:
+        print(f"memsight: {exc}", file=sys.stderr)
+        return 2
+    from tui.app import run_app
+
+    return run_app(monitor, **options)

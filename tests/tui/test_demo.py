@@ -1,0 +1,54 @@
+"""`memsight demo`: the same app over the bundled real recording (collectors/data/), labelled with where and
+how it was made. The replay is stepped by the test (no wall clock)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from textual.widgets import Static
+
+from collectors.replay import bundled_recording
+from tui import cmd_watch
+from tui.app import MemsightApp
+from tui.widgets.bucket_bars import BucketBars
+from tui.widgets.process_summary import ProcessSummary
+
+
+def demo_args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    cmd_watch.add_arguments(parser, "demo")
+    return parser.parse_args(list(argv))
+
+
+async def test_demo_replays_the_bundled_recording_and_says_where_it_was_made():
+    monitor, options = cmd_watch.app_arguments(demo_args(), "demo")
+    about = json.loads(bundled_recording().with_suffix(".json").read_text())
+    assert options["title"] == "memsight demo"
+    assert "demo_cpu_generate.jsonl" in options["source_label"]
+    assert about["where"] in options["source_detail"] and about["made_with"] in options["source_detail"]
+    app = MemsightApp(monitor, manage_monitor=False, **options)
+    async with app.run_test(size=(160, 48)) as pilot:
+        step = 5.0
+        offset = 0.0
+        while offset <= monitor.duration_s + step:
+            monitor.advance_to(offset)
+            app.refresh_data()
+            await pilot.pause()
+            offset += step
+        state = monitor.state()
+        assert state.replay
+        detail = app.screen.query_one("#live-source", Static)
+        assert detail.display and about["made_with"] in str(detail.content)
+        bars = app.screen.query(BucketBars).first()
+        assert bars.data.title.startswith("recorded machine")
+        # the agent's tracked weights as recorded, exactly (the sidecar states the byte count)
+        recorded = [b.weights_bytes for b in state.buckets if b.weights_bytes is not None]
+        assert recorded and bars.data.measured_bytes("weights") == sum(recorded)
+        assert f"{sum(recorded):,}" in about["workload"]
+        assert app.screen.query_one(ProcessSummary).shown
+
+
+def test_demo_speed_must_be_positive(capsys):
+    assert cmd_watch.main(demo_args("--speed", "0"), "demo") == 2
+    assert "--speed must be positive" in capsys.readouterr().err
