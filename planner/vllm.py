@@ -6,8 +6,10 @@ all are then set to the minimum over ranks (a.3). Float arithmetic is kept where
 memory, available memory), so the block count rounds exactly as vLLM's does.
 
 Figures vLLM measures at startup (weights, PyTorch activation peak, non-torch memory, CUDA-graph estimate)
-can be given to reproduce a real log; when the activation peak is not given it is predicted from the profile
-run (max_num_batched_tokens through the model plus the sampler's logits) and marked as a prediction.
+can be given to reproduce a real log. When the activation peak is not given, profile_activation() PREDICTS it
+from what vLLM's profile run allocates in the version asked for (the dummy forward pass, the logits and the
+sampler's top-k/top-p temporaries, the cuBLAS workspace), term by term with the source of each term, and the
+result is flagged as a prediction.
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from planner.activations import logits_bytes, per_token_layer_bytes
+from planner.activations import ACTIVATION_BYTES
 from planner.errors import PlannerError
-from planner.formats import weight_bytes
+from planner.formats import format_info, weight_bytes
 from planner.kv import layer_kv_bytes
 from planner.params import count_params
 from planner.spec import LayerSpec, ModelSpec
@@ -106,31 +109,436 @@ class VLLMPool:
     ranks: tuple[VLLMRank, ...]
     log_lines: tuple[str, ...]
     notes: tuple[str, ...]
+    max_num_seqs: int = 0
+    activation_profile: ProfileActivation | None = None  # the term-by-term prediction, when predicted
 
 
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _default_max_num_batched_tokens(engine: str, max_model_len: int) -> tuple[int, str]:
+# ----------------------------------------------------------------------------------------------------
+# The profile run's PyTorch activation peak, PREDICTED from vLLM's own source.
+#
+# What the logs call "PyTorch activation peak memory" (V0 0.6.5+, V1 memory_profiling) is
+# torch.cuda.memory_stats()["allocated_bytes.all.peak"] during profile_run() minus the allocated bytes just
+# before it (v0.6.6:vllm/utils.py:memory_profiling, MemorySnapshot.measure): every tensor alive at the worst
+# moment of the dummy run, plus anything the run allocates and keeps (the cuBLAS workspace). V0 <= 0.6.4
+# logs the absolute peak (weights included) instead; V1 >= 0.27 logs torch_peak - torch_allocated after the
+# run (v0.33.0:vllm/utils/mem_utils.py), which leaves out what the run keeps. The dummy run itself is read in
+# these release sdists (vllm-X.tar.gz from PyPI); versions in between take the rule of the nearest one before
+# them.
+ACTIVATION_READ_VERSIONS: tuple[str, ...] = (
+    "0.6.4", "0.6.5", "0.6.6", "0.7.2", "0.7.3", "0.8.5", "0.10.2", "0.11.0", "0.12.0", "0.13.0", "0.14.0",
+    "0.20.0", "0.26.0", "0.33.0",
+)  # fmt: skip
+USAGE_CONTEXTS = ("openai", "llm")  # `vllm serve` (UsageContext.OPENAI_API_SERVER) | offline LLM(...) class
+SAMPLER_PATHS = ("torch-sort", "triton", "flashinfer")
+# ParallelLMHead pads the vocabulary to a multiple of 64 (vocab_parallel_embedding.py
+# DEFAULT_VOCAB_PADDING_SIZE); the lm_head output has the padded width, the sampler works on
+# logits[..., :vocab_size].
+VOCAB_PADDING = 64
+# PyTorch aten/src/ATen/cuda/CublasHandlePool.cpp parseChosenWorkspaceSize(): the workspace the caching
+# allocator hands cuBLAS on the first GEMM of a (handle, stream); ":4096:8" on Hopper (later torch: also
+# Blackwell, majors 10 and 12), ":4096:2:16:8" otherwise.
+CUBLAS_WORKSPACE_HOPPER = 4096 * 8 * 1024
+CUBLAS_WORKSPACE_OTHER = 4096 * 1024 * 2 + 16 * 1024 * 8
+INT_MAX = 2**31 - 1  # SortStable.cu sorts at most INT_MAX elements per call (numel_or_intmax)
+# v0.6.6:vllm/worker/model_runner.py _prepare_model_input_tensors: input_tokens and input_positions (int64)
+# and the attention metadata's slot_mapping (int64) are built on the device for every dummy token.
+V0_INPUT_BYTES_PER_TOKEN = 3 * 8
+MARLIN_MAX_PAR = 16  # csrc/quantization/gptq_marlin/marlin.cuh max_par
+MARLIN_TILE_M = 16  # gptq_marlin.cu determine_reduce_max_m tile_m_size
+FP32_BYTES = 4
+INT64_BYTES = 8
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileActivation:
+    """vLLM's profile-run PyTorch peak, PREDICTED term by term (bytes, one rank)."""
+
+    version: str
+    engine: str
+    tokens: int  # dummy tokens through the model: max_num_batched_tokens
+    sequences: int  # dummy requests: the rows of logits the sampler sees
+    forward_bytes: int  # the decoder layers' peak (last layer's MLP), incl. quantized-GEMM temporaries
+    hidden_bytes: int  # hidden states still held while the sampler runs
+    logits_bytes: int  # lm_head output, model dtype, padded vocabulary
+    sampler_bytes: int  # the sampler's own temporaries at its worst moment
+    sampler_path: str  # "torch-sort" | "triton" | "flashinfer"
+    input_bytes: int  # token ids / positions / slot mapping built for the dummy batch
+    kept_bytes: int  # allocated during the run and kept (cuBLAS workspace, sampler buffer cache)
+    peak_bytes: int  # what the driver rank (TP rank 0, last pipeline stage) logs
+    non_driver_peak_bytes: int  # what the other TP ranks log: they run the forward but not the sampler
+    phase: str  # "forward" | "sampler": which one sets the peak
+    terms: tuple[str, ...]  # every term with its formula and source
+
+
+def _rule_version(ver: Version) -> str:
+    """The read version whose rules apply to `ver` (the nearest one at or before it)."""
+    known = [parse_version(v) for v in ACTIVATION_READ_VERSIONS]
+    before = [v for v in known if v <= ver] or known[:1]
+    return ".".join(str(x) for x in max(before))
+
+
+def default_scheduler_limits(
+    version: str,
+    engine: str,
+    *,
+    max_model_len: int,
+    usage_context: str = "openai",
+    total_bytes: int | None = None,
+    device_name: str | None = None,
+    cuda_capability: tuple[int, int] | None = None,
+    spec: ModelSpec | None = None,
+) -> tuple[int, int, tuple[str, ...]]:
+    """(max_num_batched_tokens, max_num_seqs, why) as vLLM `version` defaults them; why ends with one note
+    for max_num_batched_tokens and one for max_num_seqs."""
+    ver = parse_version(version)
+    if usage_context not in USAGE_CONTEXTS:
+        raise PlannerError(f"usage context must be one of {', '.join(USAGE_CONTEXTS)}, got {usage_context!r}")
+    why: list[str] = []
     if engine == "V0":
-        value = max(max_model_len, 2048)
-        return value, f"max_num_batched_tokens {value} (V0 without chunked prefill: max(max_model_len, 2048))"
-    return (
-        8192,
-        "max_num_batched_tokens 8192 (V1 `vllm serve` default on large GPUs; pass it if yours differs)",
+        # v0.6.6:vllm/engine/arg_utils.py create_engine_config / v0.8.5.post1 _set_default_args_v0: chunked
+        # prefill is switched on for max_model_len > 32768 on CUDA unless the model has a sliding window (or
+        # LoRA / spec decode, not modelled); from 0.8.5 also off for MLA models. max_num_seqs defaults to 256.
+        sliding = spec is not None and any(
+            layer.attention is not None and layer.attention.kind == "sliding" for layer in spec.layers
+        )
+        mla = spec is not None and spec.shapes is not None and spec.shapes.mla is not None
+        chunked = max_model_len > 32768 and not sliding and not (mla and ver >= (0, 8, 5))
+        # v0.6.6:vllm/config.py SchedulerConfig.__post_init__: 2048 with chunked prefill, else max(mml, 2048).
+        tokens = 2048 if chunked else max(max_model_len, 2048)
+        why.append(
+            f"max_num_batched_tokens {tokens} (V0 default: "
+            + ("chunked prefill, on for max_model_len > 32768" if chunked else "max(max_model_len, 2048)")
+            + "; v0.6.6:config.py SchedulerConfig)"
+        )
+        why.append("max_num_seqs 256 (V0 default; v0.6.6:engine/arg_utils.py)")
+        return tokens, 256, tuple(why)
+    # V1: EngineArgs._set_default_args (v0.8.5.post1:engine/arg_utils.py:1591-1621, v0.11.0:1585-1680,
+    # v0.33.0:get_batch_defaults): by usage context and the device's total memory.
+    tier = "small"
+    if total_bytes is None:
+        why.append("device total not given: vLLM's small-GPU defaults assumed")
+    elif ver > (0, 29, 0) and total_bytes >= 160 * GiB:
+        tier = "huge"  # v0.33.0: B200/B300 class
+    elif total_bytes >= 70 * GiB:
+        tier = "large"
+        name = (device_name or "").lower()
+        if ver >= (0, 10, 2) and "a100" in name:  # PR #17885, read in v0.10.2 (absent in v0.8.5)
+            tier = "small"
+        if ver > (0, 29, 0) and cuda_capability == (12, 1):  # v0.33.0: GB10 (DGX Spark) stays small
+            tier = "small"
+        if ver >= (0, 10, 2) and device_name is None:
+            why.append("device name not given: not an A100 assumed (an A100-80GB gets the small defaults)")
+    table = {
+        "huge": ({"llm": 16384, "openai": 16384}, 1024),
+        "large": ({"llm": 16384, "openai": 8192}, 1024),
+        "small": ({"llm": 8192, "openai": 2048}, 256),
+    }
+    by_context, seqs = table[tier]
+    tokens = by_context[usage_context]
+    if ver >= (0, 11, 0):
+        seqs = min(seqs, tokens)  # v0.11.0:arg_utils.py:1678 min(default, max_num_batched_tokens)
+    where = (
+        f"V1 default for {'`vllm serve`' if usage_context == 'openai' else 'the LLM class'} on a "
+        f"{'>= 160 GiB' if tier == 'huge' else '>= 70 GiB' if tier == 'large' else 'smaller'} GPU"
+    )
+    why.append(f"max_num_batched_tokens {tokens} ({where})")
+    why.append(f"max_num_seqs {seqs} ({where})")
+    return tokens, seqs, tuple(why)
+
+
+def _sort_temporaries_per_element(rows: int) -> int:
+    """Bytes per element PyTorch's CUDA sort allocates besides its outputs, for `rows` rows sorted in one call
+    (aten/src/ATen/native/cuda/SortStable.cu launch_stable_sort_kernel):
+    * 1 row (segmented_sort_large_segments): an int64 index row (8) + cub radix_sort_pairs' alternate key and
+      value buffers (4 + 8);
+    * >= 128 rows (segmented_sort_pairs): int64 reverse_indices (8) + cub DeviceSegmentedRadixSort's alternate
+      key and value buffers (4 + 8);
+    * 2..127 rows (segmented_sort_pairs_by_full_sort): two int2 index/segment arrays (8 + 8), the keys_out the
+      cub wrapper allocates (4) and cub's alternate key and value(int2) buffers (4 + 8)."""
+    if rows == 1 or rows >= 128:
+        return INT64_BYTES + FP32_BYTES + INT64_BYTES
+    return 8 + 8 + FP32_BYTES + FP32_BYTES + 8
+
+
+def _next_power_of_2(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
+
+
+def _marlin_reduce_rows(tokens: int) -> int:
+    """gptq_marlin.cu determine_reduce_max_m: rows of the fp32 c_tmp reduce buffer."""
+    for multiple in (1, 2, 3, 4):
+        if tokens <= MARLIN_TILE_M * multiple:
+            return MARLIN_TILE_M * multiple
+    return MARLIN_TILE_M * 4 * min(_cdiv(tokens, MARLIN_TILE_M * 4), MARLIN_MAX_PAR)
+
+
+# vLLM MLP classes that rebind x (`x, _ = self.gate_up_proj(x); x = self.act_fn(x)`), so gate_up is freed
+# before down_proj runs: LlamaMLP (llama.py in every version read, 0.6.4 - 0.33.0), used by Llama, Mistral
+# (MistralForCausalLM -> llama.py; mistral.py in 0.33 rebinds too), Phi-3 (phi3.py subclasses
+# LlamaForCausalLM) and GLM/GLM-4 (glm.py, glm4.py). Qwen2/Qwen3, Gemma 1-3, DeepSeek, Granite, InternLM2,
+# OLMo and the others name it `gate_up` and keep it (v0.8.5.post1:model_executor/models/*.py).
+_MLP_FREES_GATE_UP = frozenset({"llama", "mistral", "phi3", "glm", "glm4"})
+
+
+def _attention_widths(spec: ModelSpec, tp: int) -> tuple[int, int]:
+    """(q width, one of k/v width) per TP rank of the widest softmax-attention layer."""
+    q_width = kv_width = 0
+    shapes = spec.shapes
+    head_dim = shapes.head_dim if shapes is not None else spec.hidden_size // spec.num_attention_heads
+    for layer in spec.layers:
+        attention = layer.attention
+        if attention is None or attention.kind not in ("full", "sliding") or not attention.num_q_heads:
+            continue
+        q_width = max(q_width, _cdiv(attention.num_q_heads, tp) * head_dim)
+        kv_width = max(kv_width, max(1, attention.num_kv_heads // tp) * attention.k_head_dim)
+    return q_width, kv_width
+
+
+def _default_sampler_path(ver: Version, engine: str, rows: int) -> tuple[str, str]:
+    if engine == "V0":
+        # v0.6.6:model_executor/layers/sampler.py: FlashInfer only with VLLM_USE_FLASHINFER_SAMPLER=1.
+        return "torch-sort", "V0 sampler: PyTorch sort (FlashInfer only with VLLM_USE_FLASHINFER_SAMPLER=1)"
+    if ver >= (0, 26, 0):
+        return "flashinfer", (
+            "V1 >= 0.26: FlashInfer top-k/top-p by default (VLLM_USE_FLASHINFER_SAMPLER defaults to True, "
+            "flashinfer-python is in requirements/cuda.txt); GPUs with <= 16 SMs fall back"
+        )
+    if ver >= (0, 20, 0) and rows >= 8:
+        return "triton", (
+            "V1 0.20: apply_top_k_top_p_triton for >= 8 rows (v0.20.0:v1/sample/ops/topk_topp_sampler.py; "
+            "FlashInfer only with VLLM_USE_FLASHINFER_SAMPLER=1)"
+        )
+    if ver >= (0, 12, 0):
+        return "torch-sort", "V1 0.12-0.19: PyTorch sort (FlashInfer only with VLLM_USE_FLASHINFER_SAMPLER=1)"
+    return "torch-sort", (
+        "V1 0.8-0.11: PyTorch sort when FlashInfer is not installed (the pip wheel does not require it; the "
+        "Docker image ships it: pass sampler_path='flashinfer' then)"
+    )
+
+
+def profile_activation(
+    spec: ModelSpec,
+    *,
+    max_num_batched_tokens: int,
+    max_num_seqs: int,
+    version: str = DEFAULT_VLLM_VERSION,
+    engine: str | None = None,
+    tp: int = 1,
+    weight_format: str | None = None,
+    cuda_capability: tuple[int, int] | None = None,
+    sampler_path: str | None = None,
+    sm_count: int | None = None,
+) -> ProfileActivation:
+    """The PyTorch peak of vLLM's profile run on one rank, PREDICTED from the code of `version`.
+
+    V0 (v0.6.6:worker/model_runner.py profile_run, v0.8.5.post1:_dummy_run): max_num_seqs dummy prompts that
+    add up to max_num_batched_tokens tokens, one forward pass, logits of each prompt's last token, and the
+    sampler with SamplingParams(top_p=0.99, top_k=vocab_size - 1) so the top-k/top-p path runs.
+    V1 (v0.11.0:v1/worker/gpu_model_runner.py profile_run): _dummy_run(max_num_batched_tokens) with
+    min(max_num_seqs, tokens) requests, then _dummy_sampler_run on the last token of each (top_k = V - 1,
+    top_p = 0.9, no penalties).
+    Peak = max(forward phase, sampler phase) + input buffers + what the run allocates and keeps."""
+    ver = parse_version(version)
+    engine = (engine or ("V0" if ver < (0, 8, 0) else "V1")).upper()
+    if engine not in ("V0", "V1"):
+        raise PlannerError(f"vLLM engine must be V0 or V1, got {engine!r}")
+    if max_num_batched_tokens < 1 or max_num_seqs < 1:
+        raise PlannerError(
+            f"max_num_batched_tokens and max_num_seqs must be at least 1 "
+            f"(got {max_num_batched_tokens}, {max_num_seqs})"
+        )
+    if max_num_batched_tokens < max_num_seqs:
+        # vllm/config.py SchedulerConfig._verify_args (every version read) refuses this combination.
+        raise PlannerError(
+            f"max_num_batched_tokens ({max_num_batched_tokens}) must be at least max_num_seqs "
+            f"({max_num_seqs}); vLLM refuses to start otherwise"
+        )
+    if sampler_path is not None and sampler_path not in SAMPLER_PATHS:
+        raise PlannerError(f"sampler path must be one of {', '.join(SAMPLER_PATHS)}, got {sampler_path!r}")
+    rule = _rule_version(ver)
+    a = ACTIVATION_BYTES  # BF16/FP16 activations (vLLM runs fp32 checkpoints in 16 bits by default)
+    h = spec.hidden_size
+    mlp = _cdiv(spec.intermediate_size, tp)  # column-parallel gate_up / row-parallel down split I over TP
+    vocab = spec.vocab_size
+    vocab_padded = _cdiv(vocab, VOCAB_PADDING) * VOCAB_PADDING
+    n = max_num_batched_tokens
+    r = max_num_seqs  # V0: one prompt per sequence; V1: min(max_num_seqs, tokens) == max_num_seqs here
+    terms: list[str] = [
+        f"activation PREDICTED from vLLM {rule} source ({engine}): {n} dummy tokens in {r} requests"
+    ]
+
+    # Forward phase (eager). Tensors alive inside the last decoder layer (v0.7.3:model_executor/models/
+    # llama.py LlamaModel.forward / LlamaDecoderLayer.forward; qwen2.py the same): the layer input the model
+    # loop still holds (h), the residual (h; fused_add_rms_norm works in place), the normed MLP input (h),
+    # then
+    #   at act_fn:    gate_up (2I) + SiluAndMul's output (I)                        -> 3h + 3I
+    #   at down_proj: act (I) + down_proj's output (h), + gate_up (2I) where the MLP keeps it alive
+    #                 (Qwen2MLP: `gate_up, _ = ...`), not where it rebinds x (LlamaMLP: `x, _ = ...`)
+    #   at o_proj:    qkv (q + 2kv) + attention output (q) + o_proj's output (h)     -> 4h + 2q + 2kv
+    # with I, q and kv per TP rank.
+    frees_gate_up = spec.model_type in _MLP_FREES_GATE_UP
+    q_width, kv_width = _attention_widths(spec, tp)
+    at_act = 3 * h + 3 * mlp
+    at_down = 4 * h + mlp + (0 if frees_gate_up else 2 * mlp)
+    at_o_proj = 4 * h + 2 * q_width + 2 * kv_width
+    forward = n * a * max(at_act, at_down, at_o_proj)
+    terms.append(
+        f"forward: {n} tokens x max(3h + 3I = {at_act:,}, 4h + I{'' if frees_gate_up else ' + 2I'} = "
+        f"{at_down:,}, 4h + 2q + 2kv = {at_o_proj:,}) x {a} B = {forward:,} B (eager decoder layer; "
+        + ("LlamaMLP frees gate_up before down_proj" if frees_gate_up else "the MLP keeps gate_up to the end")
+        + ")"
+    )
+    if tp > 1:
+        # v0.6.6:distributed/parallel_state.py _all_reduce_out_place (pynccl.all_reduce: empty_like): the
+        # reduced copy of down_proj's output sits next to the original.
+        after_reduce = n * a * (at_down + h)
+        terms.append(f"forward, tp={tp}: the all-reduce after down_proj is out of place: {after_reduce:,} B")
+        forward = max(forward, after_reduce)
+    fmt = format_info(weight_format or spec.default_format).name
+    if fmt in ("awq", "gptq") and (cuda_capability is None or cuda_capability >= (8, 0)):
+        # vLLM serves 4-bit AWQ/GPTQ with the Marlin kernels on sm >= 80 (awq_marlin / gptq_marlin).
+        # csrc/quantization/gptq_marlin/gptq_marlin.cu gptq_marlin_gemm allocates a_tmp [M, K] (always up to
+        # 0.7.x, only with act-order from 0.8.5) and an fp32 c_tmp [determine_reduce_max_m(M), N].
+        act_order = spec.quantization is not None and spec.quantization.desc_act
+        a_tmp = n * mlp * a if (ver < (0, 8, 5) or act_order) else 0
+        c_tmp = _marlin_reduce_rows(n) * h * FP32_BYTES
+        in_down_gemm = n * a * at_down + a_tmp + c_tmp  # down_proj's output is allocated by the GEMM
+        terms.append(
+            f"Marlin {fmt} down_proj GEMM: + a_tmp {a_tmp:,} B (M x K x {a}) + fp32 c_tmp {c_tmp:,} B "
+            f"({_marlin_reduce_rows(n)} x h x 4) (gptq_marlin.cu gptq_marlin_gemm, vLLM {rule})"
+        )
+        forward = max(forward, in_down_gemm)
+    elif fmt in ("awq", "gptq"):
+        terms.append(f"{fmt} below sm 80 uses non-Marlin kernels whose temporaries are not modelled")
+    if spec.num_experts:
+        terms.append(
+            "MoE layers: counted with the dense-equivalent width (experts per token x expert width + "
+            "shared); the fused-MoE workspaces are not derived"
+        )
+    if engine == "V1":
+        terms.append(
+            "V1 compiles the model (torch.compile/inductor frees each buffer after its last use), so its "
+            "forward peak can be lower than this eager figure; --enforce-eager runs exactly this"
+        )
+
+    # Sampler phase: the forward's temporaries are gone; the final hidden states stay referenced.
+    if engine == "V0":
+        hidden = n * h * a  # execute_model keeps hidden_or_intermediate_states while it samples
+    elif ver >= (0, 10, 2):
+        # v0.10.2+ profile_run keeps hidden_states and hidden_states[logit_indices]; _dummy_sampler_run adds
+        # torch.rand_like of the latter.
+        hidden = n * h * a + 2 * r * h * a
+    else:
+        hidden = r * h * a  # v0.8.5.post1: _dummy_run returns only hidden_states[logit_indices]
+    logits = r * vocab_padded * a  # LogitsProcessor._get_logits: lm_head GEMM output
+    fp32_copy = r * vocab * FP32_BYTES  # Sampler.forward: logits.to(torch.float32)
+    elements = r * vocab
+    if sampler_path is None:
+        sampler_path, why_path = _default_sampler_path(ver, engine, r)
+    else:
+        why_path = "sampler path given"
+    kept = 0
+    if sampler_path == "torch-sort":
+        # _apply_top_k_top_p (V0 sampler.py; V1 topk_topp_sampler.apply_top_k_top_p): logits.sort() returns
+        # fp32 values and int64 indices; the peak is inside the sort, with its temporaries.
+        rows_per_call = max(1, min(r, INT_MAX // vocab))
+        temporaries = _sort_temporaries_per_element(rows_per_call) * rows_per_call * vocab
+        sampler = fp32_copy + elements * (FP32_BYTES + INT64_BYTES) + temporaries
+        terms.append(
+            f"sampler (top-k/top-p sort): fp32 copy {fp32_copy:,} + sorted values and int64 indices "
+            f"{elements * 12:,} + sort temporaries {temporaries:,} B "
+            f"({_sort_temporaries_per_element(rows_per_call)} B x {rows_per_call} rows x V; PyTorch "
+            "SortStable.cu) - " + why_path
+        )
+    elif sampler_path == "triton":
+        # v0.20.0:v1/sample/ops/topk_topp_triton.py apply_top_k_top_p_triton works in place with a cached
+        # [min(next_pow2(min(SMs, rows)), SMs), V] fp32 buffer; then softmax probs and random_sample's q.
+        if sm_count is None:
+            buffer_rows = _next_power_of_2(r)
+        else:
+            buffer_rows = min(_next_power_of_2(min(sm_count, r)), sm_count)
+        kept = buffer_rows * vocab * FP32_BYTES
+        sampler = fp32_copy + 2 * elements * FP32_BYTES
+        terms.append(
+            f"sampler (Triton top-k/top-p): fp32 copy {fp32_copy:,} + probs and q {2 * elements * 4:,} B; "
+            f"kept buffer {buffer_rows} x V x 4 = {kept:,} B"
+            + (" (SM count not given: next_pow2(rows) bound)" if sm_count is None else "")
+            + " - "
+            + why_path
+        )
+    else:
+        # flashinfer.sampling.top_k_top_p_sampling_from_logits ("top_k_first"): top_k_mask_logits -> fp32
+        # masked logits, then torch.softmax -> fp32 probs.
+        sampler = fp32_copy + 2 * elements * FP32_BYTES
+        terms.append(
+            f"sampler (FlashInfer top-k/top-p): fp32 copy {fp32_copy:,} + masked logits and probs "
+            f"{2 * elements * 4:,} B - " + why_path
+        )
+    terms.append(f"logits: {r} rows x {vocab_padded} (vocab padded to 64) x {a} B = {logits:,} B")
+    terms.append(f"hidden states held while sampling: {hidden:,} B")
+
+    inputs = n * V0_INPUT_BYTES_PER_TOKEN if engine == "V0" else 0  # V1 keeps persistent input buffers
+    if inputs:
+        terms.append(f"dummy batch inputs: {n} x 3 int64 = {inputs:,} B (input ids, positions, slot mapping)")
+    if cuda_capability is not None and (cuda_capability[0] == 9 or cuda_capability[0] in (10, 12)):
+        workspace = CUBLAS_WORKSPACE_HOPPER
+    else:
+        workspace = CUBLAS_WORKSPACE_OTHER
+    terms.append(
+        f"cuBLAS workspace {workspace:,} B, allocated by the run's first GEMM and kept "
+        f"(PyTorch CublasHandlePool.cpp parseChosenWorkspaceSize"
+        + (", compute capability not given: non-Hopper size)" if cuda_capability is None else ")")
+    )
+    kept += workspace
+    if engine == "V1" and ver >= (0, 27, 0):
+        # v0.33.0:vllm/utils/mem_utils.py: the logged peak is torch_peak - torch_allocated after the run, so
+        # what the run keeps counts as consumed memory, not activation.
+        terms.append("V1 >= 0.27 logs the transient peak only: kept allocations are not part of it")
+        kept = 0
+    if engine == "V1" and ver > (0, 20, 0):
+        terms.append(
+            "V1 > 0.20 may use model runner V2 (default in 0.33), whose sampler was not derived; "
+            "the V1 runner's dummy sampler run is applied"
+        )
+    forward_phase = forward
+    sampler_phase = hidden + logits + sampler
+    peak = max(forward_phase, sampler_phase) + inputs + kept
+    phase = "forward" if forward_phase >= sampler_phase else "sampler"
+    non_driver = forward_phase + inputs + (0 if engine == "V1" and ver >= (0, 27, 0) else workspace)
+    terms.append(
+        f"peak = max(forward {forward_phase:,}, sampler {sampler_phase:,}) + inputs {inputs:,} "
+        f"+ kept {kept:,} = {peak:,} B ({peak / GiB:.2f} GiB, {phase} phase); TP ranks > 0 skip the sampler"
+    )
+    return ProfileActivation(
+        version=rule,
+        engine=engine,
+        tokens=n,
+        sequences=r,
+        forward_bytes=forward_phase,
+        hidden_bytes=hidden,
+        logits_bytes=logits,
+        sampler_bytes=sampler,
+        sampler_path=sampler_path,
+        input_bytes=inputs,
+        kept_bytes=kept,
+        peak_bytes=peak,
+        non_driver_peak_bytes=non_driver if tp > 1 else peak,
+        phase=phase,
+        terms=tuple(terms),
     )
 
 
 def predicted_profile_activation(
-    spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, tp: int = 1
+    spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, tp: int = 1, **kwargs: Any
 ) -> int:
-    """A prediction of vLLM's profiled PyTorch activation peak: the dummy forward of max_num_batched_tokens
-    tokens, (4h + 3I/tp) x 2 B per token, plus the dummy sampler run's logits for max_num_seqs rows (BF16,
-    then the sampler's fp32 copy)."""
-    forward = max_num_batched_tokens * per_token_layer_bytes(spec, tp)
-    sampler = logits_bytes(spec, max_num_seqs) + logits_bytes(spec, max_num_seqs, 4)
-    return forward + sampler
+    """profile_activation(...).peak_bytes (kept for callers of the first version)."""
+    return profile_activation(
+        spec, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs, tp=tp, **kwargs
+    ).peak_bytes
 
 
 def _groups_for_stage(
@@ -234,14 +642,22 @@ def vllm_pool(
     pp: int = 1,
     pp_layers: Sequence[int] | None = None,
     max_num_batched_tokens: int | None = None,
-    max_num_seqs: int = 256,
+    max_num_seqs: int | None = None,
     async_scheduling: bool = False,
     hybrid_manager: bool = True,
+    usage_context: str = "openai",
+    device_name: str | None = None,
+    cuda_capability: tuple[int, int] | None = None,
+    sampler_path: str | None = None,
+    sm_count: int | None = None,
 ) -> VLLMPool:
     """Pool bytes, blocks, KV tokens and max concurrency as vLLM `version` computes and logs them.
 
     weights_bytes: per rank (one int for every rank, or one per pipeline stage); computed from the spec when
     None. kv_pool_bytes: the pool given directly (--kv-cache-memory-bytes), skipping the profile.
+    max_num_batched_tokens / max_num_seqs: vLLM's defaults for the version, usage_context ("openai" for
+    `vllm serve`, "llm" for the LLM class) and device (total_bytes, device_name, cuda_capability) when None.
+    activation_bytes None: profile_activation() predicts it (flagged PREDICTED, every term in the notes).
     """
     ver = parse_version(version)
     notes: list[str] = []
@@ -267,7 +683,7 @@ def vllm_pool(
     for name, value in (
         ("max_model_len", max_model_len),
         ("block_size", block_size),
-        ("max_num_seqs", max_num_seqs),
+        ("max_num_seqs", 1 if max_num_seqs is None else max_num_seqs),
     ):
         if value < 1:
             raise PlannerError(f"{name} must be at least 1, got {value}")
@@ -284,11 +700,33 @@ def vllm_pool(
             raise PlannerError("vLLM pool needs the device's total memory (or a pool given directly)")
         if not 0 < gpu_memory_utilization <= 1:
             raise PlannerError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
-    if max_num_batched_tokens is None:
-        max_num_batched_tokens, why = _default_max_num_batched_tokens(engine, max_model_len)
-        notes.append(why)
-    elif max_num_batched_tokens < 1:
+    if max_num_batched_tokens is not None and max_num_batched_tokens < 1:
         raise PlannerError(f"max_num_batched_tokens must be at least 1, got {max_num_batched_tokens}")
+    if max_num_batched_tokens is None or max_num_seqs is None:
+        default_tokens, default_seqs, why = default_scheduler_limits(
+            version,
+            engine,
+            max_model_len=max_model_len,
+            usage_context=usage_context,
+            total_bytes=total_bytes,
+            device_name=device_name,
+            cuda_capability=cuda_capability,
+            spec=spec,
+        )
+        *context, tokens_note, seqs_note = why
+        notes.extend(context)
+        if max_num_batched_tokens is None:
+            max_num_batched_tokens = default_tokens
+            notes.append(tokens_note)
+        else:
+            notes.append(f"max_num_batched_tokens {max_num_batched_tokens} (given)")
+        if max_num_seqs is None:
+            max_num_seqs = default_seqs
+            if engine == "V1" and ver >= (0, 11, 0):
+                max_num_seqs = min(max_num_seqs, max_num_batched_tokens)  # v0.11.0:arg_utils.py:1678
+            notes.append(seqs_note if max_num_seqs == default_seqs else f"max_num_seqs {max_num_seqs}")
+        else:
+            notes.append(f"max_num_seqs {max_num_seqs} (given)")
 
     topology: Topology = make_topology(spec, tp, pp, pp_layers)
     if weights_bytes is None:
@@ -306,13 +744,29 @@ def vllm_pool(
         raise PlannerError("weights must not be negative")
 
     predicted = activation_bytes is None
+    profile: ProfileActivation | None = None
     if predicted:
-        activation_bytes = predicted_profile_activation(spec, max_num_batched_tokens, max_num_seqs, tp)
-        notes.append(
-            f"activation peak PREDICTED ({activation_bytes / GiB:.2f} GiB): profile run of "
-            f"{max_num_batched_tokens} tokens + sampler logits for {max_num_seqs} sequences; real profiles "
-            "often measure more - give --activation-gib from your log to reproduce it"
+        profile = profile_activation(
+            spec,
+            max_num_batched_tokens=max_num_batched_tokens,
+            max_num_seqs=max_num_seqs,
+            version=version,
+            engine=engine,
+            tp=topology.tp,
+            weight_format=weight_format,
+            cuda_capability=cuda_capability,
+            sampler_path=sampler_path,
+            sm_count=sm_count,
         )
+        activation_bytes = profile.peak_bytes
+        notes.append(
+            f"activation peak PREDICTED: {activation_bytes / GiB:.2f} GiB ({profile.phase} phase of the "
+            f"profile run, {max_num_batched_tokens} tokens, {max_num_seqs} sequences); give --activation-gib "
+            "from your log to reproduce a real one"
+        )
+        notes.extend(profile.terms)
+        if topology.pp > 1:
+            notes.append("pipeline parallel: the sampler runs on the last stage only; its peak is used")
     assert activation_bytes is not None
 
     # CUDA-graph memory (a.2): never deducted before 0.18; 0.18-0.19 only with
@@ -453,4 +907,6 @@ def vllm_pool(
         ranks=tuple(ranks),
         log_lines=tuple(log),
         notes=tuple(notes),
+        max_num_seqs=max_num_seqs,
+        activation_profile=profile,
     )
