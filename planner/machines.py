@@ -31,6 +31,9 @@ class Machine:
     os_reserve_bytes: int  # kept back for the OS and everything else on unified memory; 0 on discrete GPUs
     bandwidth_gbs: float | None  # decimal GB/s
     peak_tflops_bf16: float | None  # dense BF16 tensor-core peak, decimal TFLOP/s
+    # What vLLM keys its scheduler defaults and kernel workspaces on (torch.cuda.get_device_name/capability).
+    device_name: str | None = None
+    cuda_capability: tuple[int, int] | None = None
 
 
 MACHINES: Mapping[str, Machine] = MappingProxyType(
@@ -43,6 +46,8 @@ MACHINES: Mapping[str, Machine] = MappingProxyType(
             os_reserve_bytes=10 * GiB,
             bandwidth_gbs=273.0,
             peak_tflops_bf16=None,
+            device_name="NVIDIA GB10",
+            cuda_capability=(12, 1),
         ),
         "h100": Machine(
             name="h100",
@@ -52,6 +57,8 @@ MACHINES: Mapping[str, Machine] = MappingProxyType(
             os_reserve_bytes=0,
             bandwidth_gbs=3350.0,
             peak_tflops_bf16=989.0,
+            device_name="NVIDIA H100 80GB HBM3",
+            cuda_capability=(9, 0),
         ),
         "h200": Machine(
             name="h200",
@@ -61,6 +68,8 @@ MACHINES: Mapping[str, Machine] = MappingProxyType(
             os_reserve_bytes=0,
             bandwidth_gbs=4800.0,
             peak_tflops_bf16=989.0,
+            device_name="NVIDIA H200",
+            cuda_capability=(9, 0),
         ),
         "rtx4090": Machine(
             name="rtx4090",
@@ -70,6 +79,8 @@ MACHINES: Mapping[str, Machine] = MappingProxyType(
             os_reserve_bytes=0,
             bandwidth_gbs=1008.0,
             peak_tflops_bf16=None,
+            device_name="NVIDIA GeForce RTX 4090",
+            cuda_capability=(8, 9),
         ),
     }
 )

@@ -111,8 +111,32 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     vllm.add_argument("--vllm-version", default=None, help="formulas of this vLLM version (default 0.33.0)")
     vllm.add_argument("--vllm-engine", choices=("v0", "v1"), help="V0 or V1 engine (default by version)")
     vllm.add_argument("--max-num-batched-tokens", type=positive, help="scheduler token budget")
-    vllm.add_argument("--max-num-seqs", type=positive, default=256, help="sequences per step (default 256)")
+    vllm.add_argument(
+        "--max-num-seqs", type=positive, help="sequences per step (default: vLLM's for the version and GPU)"
+    )
+    vllm.add_argument(
+        "--usage-context",
+        choices=("openai", "llm"),
+        default="openai",
+        help="`vllm serve` (openai, default) or the LLM class (llm): their scheduler defaults differ",
+    )
+    vllm.add_argument("--gpu-name", help="torch.cuda.get_device_name() (default: the machine preset's)")
+    vllm.add_argument(
+        "--cuda-capability", type=_capability, help="e.g. 9.0 (default: the machine preset's)"
+    )
+    vllm.add_argument(
+        "--sampler-path",
+        choices=("torch-sort", "triton", "flashinfer"),
+        help="the sampler the profile run uses (default: the version's)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object (bytes as integers)")
+
+
+def _capability(text: str) -> tuple[int, int]:
+    major, dot, minor = text.partition(".")
+    if not (major.isdigit() and (not dot or minor.isdigit())):
+        raise argparse.ArgumentTypeError(f"compute capability must look like 9.0, got {text!r}")
+    return int(major), int(minor or 0)
 
 
 def _gib(value: float | None) -> int | None:
@@ -272,6 +296,10 @@ def compute(args: argparse.Namespace) -> tuple[Plan, Any]:
             pp_layers=inputs.pp_layers,
             max_num_batched_tokens=args.max_num_batched_tokens,
             max_num_seqs=args.max_num_seqs,
+            usage_context=args.usage_context,
+            device_name=args.gpu_name or plan.machine.device_name,
+            cuda_capability=args.cuda_capability or plan.machine.cuda_capability,
+            sampler_path=args.sampler_path,
         )
         defaults = []
         if args.kv_pool_gib is None and args.total_gib is None:
