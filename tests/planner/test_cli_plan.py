@@ -301,3 +301,16 @@ def test_repo_id_from_the_local_hf_cache(tmp_path):
     assert out["params_total"] == 8_030_261_248 and out["model"] == "meta-llama/Llama-3.1-8B"
     done = memsight("meta-llama/Not-Cached", env={"HF_HUB_CACHE": str(tmp_path), "HF_HUB_OFFLINE": "1"})
     assert done.returncode == 2 and "Not-Cached" in done.stderr and len(done.stderr.splitlines()) == 1
+
+
+def test_vllm_scheduler_defaults_follow_the_machine_preset():
+    # vLLM >= 0.9 gives `vllm serve` 1024 sequences on a >= 70 GiB GPU and 256 below; the preset's device
+    # decides, unless --max-num-seqs says otherwise. More sampler rows: a larger predicted peak.
+    common = ("llama-3.1-8b", "--engine", "vllm", "--max-model-len", "8192", "--vllm-version", "0.20.0")
+    big = plan_json(*common, "--machine", "h100")["vllm"]
+    small = plan_json(*common, "--machine", "rtx4090")["vllm"]
+    forced = plan_json(*common, "--machine", "h100", "--max-num-seqs", "256")["vllm"]
+    assert any("max_num_seqs 1024" in n for n in big["notes"])
+    assert any("max_num_seqs 256" in n for n in small["notes"])
+    assert forced["activation_bytes"] < big["activation_bytes"]
+    assert big["activation_predicted"] and forced["activation_predicted"]
