@@ -16,6 +16,8 @@ from typing import Any
 
 from tui.config import GIB, Config, ConfigError, load_config
 
+ALL_PROCESSES = 10_000  # "every process" on any ordinary machine
+
 
 def add_display_arguments(parser: argparse.ArgumentParser) -> None:
     """Options every memsight screen shares: refresh rate, thresholds, plan inputs, config file."""
@@ -161,6 +163,13 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
             "--record", metavar="FILE", help="also record everything sampled to FILE (for replay)"
         )
         parser.add_argument("--agent-dir", metavar="DIR", help="where agents write their ring files")
+        parser.add_argument(
+            "--processes",
+            type=int,
+            default=ALL_PROCESSES,
+            metavar="N",
+            help=f"processes kept per sample for the Processes screen (default {ALL_PROCESSES})",
+        )
     elif name == "demo":
         parser.add_argument("--speed", type=float, default=1.0, help="replay speed (1 = as recorded)")
 
@@ -185,8 +194,13 @@ def app_arguments(args: argparse.Namespace, name: str) -> tuple[Any, dict[str, A
             **options,
         }
     from collectors.monitor import Monitor
+    from collectors.os_collector import OSCollector
 
-    kwargs: dict[str, Any] = {"hz": config.refresh_hz}
+    if args.processes < 1:
+        raise ConfigError(f"--processes must be at least 1, got {args.processes}")
+    # The collector reads every process anyway to rank them; keeping them all costs nothing measurable
+    # (bench/monitor_cpu.py) and lets the Processes screen list every process, not only the top 15.
+    kwargs: dict[str, Any] = {"hz": config.refresh_hz, "os_collector": OSCollector(top_n=args.processes)}
     if args.record:
         kwargs["record_to"] = args.record
     if args.agent_dir:

@@ -419,3 +419,32 @@ async def test_two_ranks_one_row_each_busiest_marked_and_per_rank_plan():
         figure = app.screen.query_one("#lab-plot").figure
         assert figure.second_roof is not None
         assert figure.second_roof[1][-1] == MACHINES["h100"].peak_tflops_bf16 * 1000.0
+
+
+async def test_the_lessons_things_to_try_on_the_plan_screen():
+    """'Putting it together' (seeds/003): each edit redraws the figure with the planner's numbers, which are
+    the lesson's: 8B BF16 8K x 8 -> Spark ~100, H100 ~62, 4090 6 and misses by ~1.4 GiB; 128K -> 4090 none,
+    H100 3; 70B Q4_K_M at 32K -> Spark ~7, H100 ~3."""
+    app, _ = make_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("2")
+        await pilot.pause()
+
+        def shown() -> dict[str, object]:
+            return {b.key: b for b in app.screen.query_one(CapacityBars).bars}
+
+        bars = shown()
+        assert (bars["spark"].max_users, bars["h100"].max_users, bars["rtx4090"].max_users) == (100, 62, 6)
+        text = text_of(app.screen.query_one(CapacityBars))
+        assert "RTX 4090 (24.0 GiB)  does not fit ✗" in text and "over by 1.4 GiB" in text
+        await set_field(pilot, app, "context", "128k")
+        bars = shown()
+        assert (bars["rtx4090"].max_users, bars["h100"].max_users) == (0, 3)
+        await set_field(pilot, app, "model", "llama-3.1-70b")
+        app.screen.query_one("#plan-format", Select).value = "q4_k_m"
+        await set_field(pilot, app, "context", "32k")
+        bars = shown()
+        assert (bars["spark"].max_users, bars["h100"].max_users, bars["rtx4090"].max_users) == (7, 3, 0)
+        for name in ("spark", "h100", "rtx4090"):
+            plan = plan_for(name, model="llama-3.1-70b", format="q4_k_m", context=32768)
+            assert bars[name].max_users == plan.max_users

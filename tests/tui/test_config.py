@@ -98,3 +98,13 @@ def test_bad_option_exits_2_with_a_message(tmp_path, capsys):
     assert "--hz must be positive" in capsys.readouterr().err
     assert cmd_watch.main(parse(["--users", "0"]), "watch") == 2
     assert "--users must be at least 1" in capsys.readouterr().err
+
+
+def test_watch_keeps_every_process_for_the_processes_screen():
+    monitor, options = cmd_watch.app_arguments(parse([]), "watch")
+    assert monitor.os_collector.top_n == cmd_watch.ALL_PROCESSES
+    assert options["source_label"] == "this machine (live)"
+    monitor, _ = cmd_watch.app_arguments(parse(["--processes", "20"]), "watch")
+    assert monitor.os_collector.top_n == 20
+    with pytest.raises(ConfigError, match="--processes must be at least 1"):
+        cmd_watch.app_arguments(parse(["--processes", "0"]), "watch")
