@@ -66,7 +66,7 @@ class LiveScreen(Screen):
 
     def on_mount(self) -> None:
         self.query_one("#live-source").display = bool(getattr(self.app, "source_detail", ""))
-        self._apply_width(self.app.size.width)
+        self._apply_size(self.app.size.width, self.app.size.height)
         view = getattr(self.app, "live_view", None)
         if view is not None:
             self.show(view)
@@ -77,11 +77,15 @@ class LiveScreen(Screen):
             self.show(view)
 
     def on_resize(self, event) -> None:
-        self._apply_width(event.size.width)
+        self._apply_size(event.size.width, event.size.height)
 
-    def _apply_width(self, width: int) -> None:
-        body = self.query_one("#live-body")
-        body.set_class(width >= WIDE_COLUMNS, "wide")
+    def _apply_size(self, width: int, height: int) -> None:
+        """Two columns from WIDE_COLUMNS on; a taller terminal lists more processes and alerts."""
+        wide = width >= WIDE_COLUMNS
+        self.query_one("#live-body").set_class(wide, "wide")
+        spare = max(0, height - 48) if wide else 0
+        self.query_one(ProcessSummary).set_max_rows(LIVE_TOP_PROCESSES + spare // 2)
+        self.query_one(AlertLog).styles.height = 12 + spare - spare // 2 if wide else 8
 
     def action_toggle_chart(self) -> None:
         chart = self.query_one(GapChart)

@@ -22,6 +22,7 @@ class ProcessSummary(Widget):
         super().__init__(**kwargs)
         self.max_rows = max_rows
         self._rows: list[ProcessRow] = []
+        self._all: tuple[ProcessRow, ...] = ()
         self._shown: tuple[tuple[str, ...], ...] | None = None
         self.redraw_count = 0
 
@@ -30,8 +31,16 @@ class ProcessSummary(Widget):
         """The cells on screen, top row first (what a user reads)."""
         return self._shown or ()
 
+    def set_max_rows(self, max_rows: int) -> None:
+        if max_rows != self.max_rows:
+            self.max_rows = max_rows
+            self._shown = None
+            self.update_rows(self._all)
+
     def update_rows(self, rows: tuple[ProcessRow, ...]) -> bool:
-        top = sort_rows(rows, "rss")[: self.max_rows]
+        self._all = rows
+        # kernel threads hold no resident memory of their own: not "memory users"
+        top = sort_rows(tuple(r for r in rows if r.rss > 0), "rss")[: self.max_rows]
         cells = tuple(row_cells(r) for r in top)
         if cells == self._shown:
             return False
