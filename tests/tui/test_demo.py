@@ -12,6 +12,7 @@ from collectors.replay import bundled_recording
 from tui import cmd_watch
 from tui.app import MemsightApp
 from tui.widgets.bucket_bars import BucketBars
+from tui.widgets.gap_chart import GapChart
 from tui.widgets.process_summary import ProcessSummary
 
 
@@ -47,6 +48,8 @@ async def test_demo_replays_the_bundled_recording_and_says_where_it_was_made():
         assert recorded and bars.data.measured_bytes("weights") == sum(recorded)
         assert f"{sum(recorded):,}" in about["workload"]
         assert app.screen.query_one(ProcessSummary).shown
+        # the recorded agent never initialized CUDA: the gap chart says so in one line
+        assert "CUDA not initialized" in app.screen.query_one(GapChart).data.missing
 
 
 def test_demo_speed_must_be_positive(capsys):

@@ -264,7 +264,11 @@ def alert_rows(state: MonitorState, origin_t: float) -> tuple[AlertRow, ...]:
 def chart_series(state: MonitorState) -> ChartSeries:
     history = state.history
     if "allocated" not in history or "reserved" not in history or not history["allocated"][0]:
-        why = "no PyTorch agent: allocated / reserved / gap need `memsight run -- CMD`"
+        if state.agents:
+            states = sorted({r.cuda_state for a in state.agents for r in a.latest} - {"ok"})
+            why = f"agent attached, no allocator counters yet ({', '.join(states) or 'no samples'})"
+        else:
+            why = "no PyTorch agent: allocated / reserved / gap need `memsight run -- CMD`"
         return ChartSeries((), (), (), (), why)
     times, allocated = history["allocated"]
     _, reserved = history["reserved"]
