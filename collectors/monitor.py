@@ -5,6 +5,10 @@
 * agent thread: every 1/hz seconds reads new records from every agent ring file; rescans the directory
   every `discover_interval_s` for new agents; marks exited ones (pid gone) and reused pids (start time
   differs) and drops them after `keep_dead_s`.
+* vLLM thread (only with `vllm_url`): scrapes the server's /metrics at most once a second, each request
+  bounded by a short timeout, so a slow or dead server delays nothing but its own figures.
+* Prometheus exporter (only with `prometheus="[HOST:]PORT"`): an HTTP server thread serving the latest
+  MonitorState as /metrics (collectors/exporter.py); bound in start(), closed in stop().
 After each update the thread rebuilds the MonitorState (collectors/state.py); `state()` just returns the
 latest one. Every failure is turned into a status string or a counted drop, never an exception in the UI.
 """
@@ -24,7 +28,9 @@ from collectors.nvml_collector import NVMLCollector
 from collectors.os_collector import OSCollector
 from collectors.recorder import Recorder
 from collectors.snapshots import MonitorState
-from collectors.state import StateBuilder
+from collectors.vllm_metrics import VLLMMetrics, VLLMStateBuilder
+
+VLLM_MAX_HZ = 1.0  # a vLLM scrape renders every metric server-side: never ask more than once a second
 
 
 class Monitor:
@@ -40,9 +46,15 @@ class Monitor:
         keep_dead_s: float = 10.0,
         proc_root: str = "/proc",
         clock: Callable[[], float] = time.time,
+        vllm_url: str | None = None,
+        vllm_hz: float = 1.0,
+        vllm_timeout_s: float = 0.8,
+        prometheus: str | None = None,
     ) -> None:
         if not hz > 0:
             raise CollectorError(f"monitor rate must be > 0 Hz, got {hz}")
+        if not vllm_hz > 0:
+            raise CollectorError(f"vLLM scrape rate must be > 0 Hz, got {vllm_hz}")
         self.hz = hz
         self.nvml_hz = min(nvml_hz, hz)
         self.proc_root = proc_root
@@ -53,7 +65,16 @@ class Monitor:
         self.discover_interval_s = discover_interval_s
         self.keep_dead_s = keep_dead_s
         self._clock = clock
-        self.builder = StateBuilder()
+        self.builder = VLLMStateBuilder()
+        # bad input (an ftp:// URL, "host:port:x") fails here, before any thread starts
+        self.vllm = VLLMMetrics(vllm_url, timeout_s=vllm_timeout_s, clock=clock) if vllm_url else None
+        self.vllm_hz = min(vllm_hz, VLLM_MAX_HZ)
+        self.prometheus_address = None
+        if prometheus is not None:
+            from collectors.exporter import parse_listen_address  # noqa: PLC0415
+
+            self.prometheus_address = parse_listen_address(prometheus)
+        self.exporter = None
         self.recorder = Recorder(record_to, hz=hz) if record_to is not None else None
         self._record_lock = threading.Lock()
         self._readers: dict[tuple[int, int], AgentReader] = {}
@@ -67,17 +88,25 @@ class Monitor:
     def start(self) -> Monitor:
         if self._threads:
             return self
+        if self.prometheus_address is not None and self.exporter is None:
+            from collectors.exporter import PrometheusExporter  # noqa: PLC0415
+
+            # bind first: a port in use is the user's error to see now, not after sampling started
+            self.exporter = PrometheusExporter(self.state, *self.prometheus_address).start()
         if self.nvml is None:
             self.nvml = NVMLCollector()  # pynvml import and init happen here, not at construction
         self._stop.clear()
-        self.sample_once()  # a first state before the UI asks
-        for name, period, fn in (
-            ("os", 1.0 / self.hz, self.sample_os),
-            ("nvml", 1.0 / self.nvml_hz, self.sample_nvml),
-            ("agents", 1.0 / self.hz, self.sample_agents),
-        ):
+        self._sample_local()  # a first state before the UI asks (the vLLM thread scrapes at once itself)
+        loops = [
+            ("os", 1.0 / self.hz, self.sample_os, False),
+            ("nvml", 1.0 / self.nvml_hz, self.sample_nvml, False),
+            ("agents", 1.0 / self.hz, self.sample_agents, False),
+        ]
+        if self.vllm is not None:
+            loops.append(("vllm", 1.0 / self.vllm_hz, self.sample_vllm, True))
+        for name, period, fn, at_once in loops:
             thread = threading.Thread(
-                target=self._loop, args=(name, period, fn), name=f"memsight-{name}", daemon=True
+                target=self._loop, args=(name, period, fn, at_once), name=f"memsight-{name}", daemon=True
             )
             thread.start()
             self._threads.append(thread)
@@ -102,6 +131,9 @@ class Monitor:
                 self.recorder.close()
         if self.nvml is not None and self._nvml_given is None:
             self.nvml.close()
+        if self.exporter is not None:
+            self.exporter.stop()
+            self.exporter = None
 
     def __enter__(self) -> Monitor:
         return self.start()
@@ -112,8 +144,8 @@ class Monitor:
     def state(self) -> MonitorState:
         return self.builder.state
 
-    def _loop(self, name: str, period: float, fn: Callable[[], None]) -> None:
-        next_t = time.monotonic() + period
+    def _loop(self, name: str, period: float, fn: Callable[[], None], at_once: bool = False) -> None:
+        next_t = time.monotonic() + (0.0 if at_once else period)
         while not self._stop.wait(max(0.0, next_t - time.monotonic())):
             try:
                 fn()
@@ -129,10 +161,25 @@ class Monitor:
 
     # ---- one round of each source
     def sample_once(self) -> MonitorState:
+        """One round of every source, on the calling thread (tests; the last round after a run)."""
+        self._sample_local()
+        self.sample_vllm()
+        return self.state()
+
+    def _sample_local(self) -> None:
         self.sample_nvml()
         self.sample_agents()
         self.sample_os()
-        return self.state()
+
+    def sample_vllm(self) -> None:
+        if self.vllm is None:
+            return
+        snap = self.vllm.sample()  # never raises; bounded by the scrape timeout
+        self.builder.update_vllm(snap)
+        if self.recorder is not None:
+            with self._record_lock:
+                self.recorder.vllm(snap)
+        self.builder.build(self._clock())
 
     def sample_os(self) -> None:
         nvml_pids = [p.pid for d in self.builder.nvml.devices for p in d.processes]

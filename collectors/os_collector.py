@@ -5,6 +5,10 @@ Everything is read from an injectable proc root (tests point it at real files or
 /proc/<pid>/statm ~15 µs. smaps (USS/PSS, ~2.7 ms per process) is never read on the sampling path.
 
 Processes that vanish between listing and reading, or deny access, are skipped and counted.
+
+Where there is no procfs at `proc_root` (macOS, a container without /proc mounted) the same figures come
+from psutil (`source="psutil"` on the snapshot): virtual_memory() total/available/cached/shared,
+swap_memory(), and the process list with RSS. psutil cannot give PSI or vmstat's oom_kill: those are None.
 """
 
 from __future__ import annotations
@@ -104,8 +108,15 @@ class OSCollector:
         top_n: int = 15,
         growth_window_s: float = 30.0,
         clock=time.time,
+        source: str = "auto",
     ) -> None:
         self.proc_root = os.fspath(proc_root)
+        if source == "auto":
+            # /proc first: cheap and injectable; psutil only where proc_root has no meminfo at all
+            source = "proc" if os.path.isfile(os.path.join(self.proc_root, "meminfo")) else "psutil"
+        if source not in ("proc", "psutil"):
+            raise CollectorError(f"OS collector source must be 'auto', 'proc' or 'psutil', not {source!r}")
+        self.source = source
         self.top_n = top_n
         self.growth_window_s = growth_window_s
         self._clock = clock
@@ -116,6 +127,7 @@ class OSCollector:
         self._new_since: dict[int, bool] = {}  # pids seen appearing after the first sample, still "new"
         self._cmdline_cache: dict[tuple[int, int], str] = {}
         self._user_cache: dict[int, str] = {}
+        self._psutil_cmdlines: dict[int, list[str]] = {}  # psutil path: this sample's argv by pid
 
     def _read(self, relative: str) -> str:
         with open(os.path.join(self.proc_root, relative), encoding="utf-8", errors="replace") as f:
@@ -141,14 +153,19 @@ class OSCollector:
     def _cmdline(self, pid: int, start_ticks: int) -> str:
         key = (pid, start_ticks)
         if key not in self._cmdline_cache:
-            try:
-                raw = self._read(f"{pid}/cmdline")
-            except OSError:
-                raw = ""
+            if self.source == "psutil":
+                raw = "\x00".join(self._psutil_cmdlines.get(pid, ()))
+            else:
+                try:
+                    raw = self._read(f"{pid}/cmdline")
+                except OSError:
+                    raw = ""
             self._cmdline_cache[key] = raw.replace("\x00", " ").strip()[:300]
         return self._cmdline_cache[key]
 
     def _user(self, uid: int) -> str:
+        if uid < 0:
+            return "?"  # psutil gave no owner
         if uid not in self._user_cache:
             try:
                 self._user_cache[uid] = pwd.getpwuid(uid).pw_name
@@ -165,6 +182,8 @@ class OSCollector:
 
     def sample(self, include_pids: Iterable[int] = ()) -> OSSnapshot:
         """Read everything once. `include_pids` (e.g. pids NVML lists) are reported even outside the top."""
+        if self.source == "psutil":
+            return self._sample_psutil(include_pids)
         t = self._clock()
         info = self.read_meminfo()
         try:
@@ -187,8 +206,8 @@ class OSCollector:
             t=t,
             mem_total=info["MemTotal"],
             mem_available=info["MemAvailable"],
-            cached=info.get("Cached", 0),
-            shmem=info.get("Shmem", 0),
+            cached=info.get("Cached"),
+            shmem=info.get("Shmem"),
             swap_total=info.get("SwapTotal", 0),
             swap_free=info.get("SwapFree", 0),
             psi_some_avg10=psi_some,
@@ -196,9 +215,64 @@ class OSCollector:
             oom_kill=oom_kill,
             processes=processes,
             skipped_processes=skipped,
+            source="proc",
         )
         self._first_sample_done = True
         return snapshot
+
+    # ---- psutil: where proc_root has no procfs
+    def _sample_psutil(self, include_pids: Iterable[int]) -> OSSnapshot:
+        import psutil  # noqa: PLC0415  (only on the fallback path)
+
+        t = self._clock()
+        try:
+            vm = psutil.virtual_memory()
+            swap = psutil.swap_memory()
+        except (OSError, RuntimeError) as exc:
+            raise CollectorError(f"no {self.proc_root}/meminfo and psutil failed too: {exc}") from exc
+        boot = psutil.boot_time()
+        ticks = os.sysconf("SC_CLK_TCK")
+        reads: list[_ProcRead] = []
+        skipped = 0
+        self._psutil_cmdlines = {}
+        attrs = ["pid", "name", "memory_info", "create_time", "cmdline"]
+        if hasattr(psutil.Process, "uids"):  # POSIX only
+            attrs.append("uids")
+        for proc in psutil.process_iter(attrs):
+            info = proc.info
+            mem, created = info.get("memory_info"), info.get("create_time")
+            if mem is None or created is None:  # AccessDenied/ZombieProcess leave the attribute None
+                skipped += 1
+                continue
+            uids = info.get("uids")
+            reads.append(
+                _ProcRead(
+                    pid=info["pid"],
+                    # the same unit as /proc/<pid>/stat's starttime (psutil derives create_time from it)
+                    start_ticks=round((created - boot) * ticks),
+                    name=info.get("name") or "?",
+                    rss=mem.rss,
+                    uid=uids.real if uids is not None else -1,
+                )
+            )
+            self._psutil_cmdlines[info["pid"]] = info.get("cmdline") or []
+        processes = self._track(t, reads, frozenset(include_pids))
+        self._first_sample_done = True
+        return OSSnapshot(
+            t=t,
+            mem_total=vm.total,
+            mem_available=vm.available,
+            cached=getattr(vm, "cached", None),  # Linux/BSD only
+            shmem=getattr(vm, "shared", None),
+            swap_total=swap.total,
+            swap_free=swap.free,
+            psi_some_avg10=None,  # psutil has no pressure stall information
+            psi_full_avg10=None,
+            oom_kill=None,  # nor the kernel's OOM kill counter
+            processes=processes,
+            skipped_processes=skipped,
+            source="psutil",
+        )
 
     def _track(self, t: float, reads: list[_ProcRead], include: frozenset[int]) -> tuple[ProcessInfo, ...]:
         live: dict[int, tuple[int, deque[tuple[float, int]]]] = {}
@@ -254,6 +328,13 @@ class OSCollector:
 
     def process_rss(self, pid: int) -> int | None:
         """One process's RSS now (bytes), None if it is gone or hidden."""
+        if self.source == "psutil":
+            import psutil  # noqa: PLC0415
+
+            try:
+                return psutil.Process(pid).memory_info().rss
+            except (psutil.Error, OSError):
+                return None
         try:
             return self._read_process(pid).rss
         except (OSError, ValueError, IndexError):

@@ -7,6 +7,8 @@ One JSON object per line, `"k"` saying which kind:
   nvml        {"k":"nvml","t","status","available","driver","devices":[{...DeviceInfo...}]}
   agent_meta  {"k":"agent_meta","pid","start","cmdline","path","hz"}
   agent       {"k":"agent","pid","start","status","alive","lost","r":[RECORD_FIELDS..., label]}
+  vllm        {"k":"vllm","t","url","status","available","num_gpu_blocks","block_size",
+               "gpu_memory_utilization","samples","models":[{...VLLMModelStats...}]}   (--vllm-url only)
 Numbers are bytes; null is unknown; the string "unsupported" never appears for a number (DeviceInfo keeps
 its `unsupported` list instead).
 
@@ -27,7 +29,16 @@ from typing import IO, Any
 
 from collectors import agent_format as fmt
 from collectors.errors import CollectorError
-from collectors.snapshots import AgentRecord, DeviceInfo, GpuProcess, NVMLSnapshot, OSSnapshot, ProcessInfo
+from collectors.snapshots import (
+    AgentRecord,
+    DeviceInfo,
+    GpuProcess,
+    NVMLSnapshot,
+    OSSnapshot,
+    ProcessInfo,
+    VLLMModelStats,
+    VLLMSnapshot,
+)
 
 FORMAT_VERSION = 1
 
@@ -74,6 +85,7 @@ class Recorder:
         self._seen_procs: set[tuple[int, int]] = set()
         self._seen_agents: set[tuple[int, int]] = set()
         self._last_nvml: str | None = None
+        self._last_vllm: str | None = None
         self.lines = 0
         self._write(
             {
@@ -126,6 +138,7 @@ class Recorder:
                 "psi_full_avg10": snap.psi_full_avg10,
                 "oom_kill": snap.oom_kill,
                 "skipped": snap.skipped_processes,
+                "source": snap.source,
                 "procs": [
                     [
                         p.pid,
@@ -154,6 +167,26 @@ class Recorder:
             return  # unchanged: replay holds the previous one
         self._last_nvml = text
         self._write({"k": "nvml", "t": snap.t, **body})
+
+    def vllm(self, snap: VLLMSnapshot) -> None:
+        body = {
+            "url": snap.url,
+            "status": snap.status,
+            "available": snap.available,
+            "num_gpu_blocks": snap.num_gpu_blocks,
+            "block_size": snap.block_size,
+            "gpu_memory_utilization": snap.gpu_memory_utilization,
+            "samples": snap.samples,
+            "models": [
+                {k: (_num(v) if isinstance(v, float) else v) for k, v in asdict(m).items()}
+                for m in snap.models
+            ],
+        }
+        text = json.dumps(body, sort_keys=True)
+        if text == self._last_vllm:
+            return  # unchanged: replay holds the previous one
+        self._last_vllm = text
+        self._write({"k": "vllm", "t": snap.t, **body})
 
     def agent(
         self,
@@ -273,7 +306,31 @@ def os_snapshot_from(event: dict, cmdlines: dict[tuple[int, int], str]) -> OSSna
         oom_kill=event["oom_kill"],
         processes=tuple(procs),
         skipped_processes=event.get("skipped", 0),
+        source=event.get("source", "proc"),  # recordings made before psutil fallback: all /proc
     )
+
+
+def vllm_snapshot_from(event: dict) -> VLLMSnapshot:
+    models = tuple(
+        VLLMModelStats(**{**m, "prefix_cache_metrics": tuple(m.get("prefix_cache_metrics", ()))})
+        for m in event.get("models", [])
+    )
+    return VLLMSnapshot(
+        t=event["t"],
+        url=event.get("url", ""),
+        status=event["status"],
+        available=event["available"],
+        models=models,
+        num_gpu_blocks=event.get("num_gpu_blocks"),
+        block_size=event.get("block_size"),
+        gpu_memory_utilization=event.get("gpu_memory_utilization"),
+        samples=event.get("samples", 0),
+    )
+
+
+def vllm_source_id(model_name: str, engine: str | None) -> str:
+    """The `memsight replay --json` id of one vLLM engine: vllm:<model_name>[:<engine>]."""
+    return f"vllm:{model_name}" if engine is None else f"vllm:{model_name}:{engine}"
 
 
 def nvml_snapshot_from(event: dict) -> NVMLSnapshot:
@@ -425,6 +482,28 @@ def summarize(recording: Recording) -> dict:
             src = source(f"agent:{e['pid']}:{e['start']}:{r.device}", "agent", e["pid"])
             src.add(r.t, values)
             src.status = r.cuda_state
+        elif k == "vllm":
+            snap = vllm_snapshot_from(e)
+            if not snap.models:  # a failed scrape: one "vllm" source that says why
+                src = source("vllm", "vllm", None)
+                src.add(t, {})
+                src.status = snap.status
+            for m in snap.models:
+                src = source(vllm_source_id(m.model_name, m.engine), "vllm", None)
+                src.add(
+                    t,
+                    {
+                        "kv_cache_usage": m.kv_cache_usage,
+                        "requests_running": m.requests_running,
+                        "requests_waiting": m.requests_waiting,
+                        "requests_swapped": m.requests_swapped,
+                        "preemptions_total": m.preemptions_total,
+                        "prefix_cache_hits": m.prefix_cache_hits,
+                        "prefix_cache_queries": m.prefix_cache_queries,
+                        "num_gpu_blocks": snap.num_gpu_blocks,
+                    },
+                )
+                src.status = snap.status
     return {
         "version": FORMAT_VERSION,
         "created": recording.header.get("created"),

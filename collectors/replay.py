@@ -18,9 +18,10 @@ from collectors.recorder import (
     os_snapshot_from,
     read_recording,
     record_from_values,
+    vllm_snapshot_from,
 )
 from collectors.snapshots import MonitorState
-from collectors.state import StateBuilder
+from collectors.vllm_metrics import VLLMStateBuilder
 
 DEMO_RECORDING = "demo_cpu_generate.jsonl"
 
@@ -50,7 +51,7 @@ class ReplayMonitor:
         self._reset()
 
     def _reset(self) -> None:
-        self.builder = StateBuilder(replay=True)
+        self.builder = VLLMStateBuilder(replay=True)
         self.builder.status["agents"] = "replay"
         self._cursor = 0
         self._cmdlines: dict[tuple[int, int], str] = {}
@@ -85,6 +86,8 @@ class ReplayMonitor:
             b.update_os(os_snapshot_from(e, self._cmdlines))
         elif k == "nvml":
             b.update_nvml(nvml_snapshot_from(e))
+        elif k == "vllm":
+            b.update_vllm(vllm_snapshot_from(e))
         elif k == "agent_meta":
             b.agent_track(e["pid"], e["start"], e.get("cmdline", ""), e.get("path", ""), e.get("hz", 0.0))
             return False

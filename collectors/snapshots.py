@@ -38,13 +38,14 @@ class ProcessInfo:
 
 @dataclass(frozen=True, slots=True)
 class OSSnapshot:
-    """Host memory at time t (bytes; from /proc/meminfo, /proc/pressure/memory, /proc/vmstat)."""
+    """Host memory at time t (bytes; from /proc/meminfo, /proc/pressure/memory, /proc/vmstat, or from
+    psutil where there is no procfs: see `source`)."""
 
     t: float
     mem_total: int
     mem_available: int
-    cached: int
-    shmem: int
+    cached: int | None  # /proc: Cached; psutil: its "cached" (Linux: Cached + SReclaimable); None: not given
+    shmem: int | None  # /proc: Shmem; psutil: "shared"; None where the platform does not say (macOS)
     swap_total: int
     swap_free: int
     psi_some_avg10: float | None  # percent; None where the kernel has no PSI
@@ -52,6 +53,7 @@ class OSSnapshot:
     oom_kill: int | None  # cumulative count from /proc/vmstat; None on kernels without it
     processes: tuple[ProcessInfo, ...]  # top processes by rss, plus the fastest growers
     skipped_processes: int = 0  # processes that vanished or denied access during this sample
+    source: str = "proc"  # "proc" (read proc_root) | "psutil" (no procfs there: PSI, oom_kill are None)
 
     @property
     def system_used(self) -> int:
@@ -192,6 +194,60 @@ class Alert:
     value: float | None = None  # the measured number that tripped the rule (bytes or a count)
 
 
+# --------------------------------------------------------------------------------------------- vLLM
+@dataclass(frozen=True, slots=True)
+class VLLMModelStats:
+    """One vLLM engine's figures from its /metrics (one per model_name / engine label pair).
+
+    None: the server did not export that metric (another vLLM version names it differently, or not at all)."""
+
+    model_name: str  # the model_name label ("" when the series carry none)
+    engine: str | None  # the engine label (V1, one per data-parallel engine); None in V0
+    kv_cache_usage: float | None  # fraction of KV blocks in use, 0..1
+    kv_cache_metric: str | None  # which metric gave it: vllm:kv_cache_usage_perc | vllm:gpu_cache_usage_perc
+    requests_running: int | None
+    requests_waiting: int | None
+    requests_swapped: int | None  # V0 only
+    preemptions_total: int | None  # cumulative
+    prefix_cache_hits: int | None  # cumulative (tokens in vLLM >= 0.10; V1 before it: see the metric's HELP)
+    prefix_cache_queries: int | None
+    prefix_cache_metrics: tuple[str, ...] = ()  # the metric names the two prefix figures came from
+    gpu_prefix_cache_hit_rate: float | None = None  # V0's gauge (0..1)
+    cpu_cache_usage: float | None = None  # V0's CPU swap space usage (0..1)
+
+    @property
+    def prefix_cache_hit_rate(self) -> float | None:
+        """hits / queries over the server's life; None without both (or with no query yet)."""
+        if self.prefix_cache_hits is None or not self.prefix_cache_queries:
+            return None
+        return self.prefix_cache_hits / self.prefix_cache_queries
+
+
+@dataclass(frozen=True, slots=True)
+class VLLMSnapshot:
+    """One scrape of a vLLM server's /metrics. `models` is empty unless status == "ok"."""
+
+    t: float
+    url: str
+    # "ok" | "no samples: ..." | "no vLLM metrics: ..." | "connection refused: ..." | "timed out ..."
+    # | "HTTP 404 ..." | "malformed /metrics ..." | "cannot reach ..."
+    status: str
+    available: bool
+    models: tuple[VLLMModelStats, ...] = ()
+    num_gpu_blocks: int | None = None  # from vllm:cache_config_info, when exported
+    block_size: int | None = None  # tokens per KV block (cache_config_info)
+    gpu_memory_utilization: float | None = None  # cache_config_info
+    samples: int = 0  # samples in the scrape (all names)
+    scrape_s: float | None = None  # how long the request took
+
+    @property
+    def kv_capacity_tokens(self) -> int | None:
+        """num_gpu_blocks × block_size: the KV pool's size in tokens, when the server says both."""
+        if self.num_gpu_blocks is None or self.block_size is None:
+            return None
+        return self.num_gpu_blocks * self.block_size
+
+
 # --------------------------------------------------------------------------------------------- state
 @dataclass(frozen=True, slots=True)
 class MonitorState:
@@ -218,3 +274,4 @@ class MonitorState:
     dropped: Mapping[str, int] = field(default_factory=lambda: _EMPTY)  # per source: samples lost
     source_status: Mapping[str, str] = field(default_factory=lambda: _EMPTY)  # "os"/"nvml"/"agents": ok|why
     replay: bool = False  # True when the state comes from a recording (ReplayMonitor)
+    vllm: VLLMSnapshot | None = None  # the latest scrape of --vllm-url; None when no URL was given

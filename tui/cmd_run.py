@@ -30,7 +30,24 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     parser.add_argument("--hz", type=float, default=2.0, help="monitor sampling rate (default 2 Hz)")
     parser.add_argument("--agent-hz", type=float, default=10.0, help="in-process agent rate (default 10 Hz)")
     parser.add_argument("--agent-dir", metavar="DIR", help="where agents write their ring files")
+    add_export_arguments(parser)
     parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the command to run")
+
+
+def add_export_arguments(parser: argparse.ArgumentParser) -> None:
+    """--prometheus and --vllm-url (shared by `memsight run` and `memsight watch`)."""
+    parser.add_argument(
+        "--prometheus",
+        metavar="[HOST:]PORT",
+        help="serve everything sampled as Prometheus text on http://HOST:PORT/metrics "
+        "(HOST defaults to 127.0.0.1; write 0.0.0.0:PORT to listen on every interface)",
+    )
+    parser.add_argument(
+        "--vllm-url",
+        metavar="URL",
+        help="scrape a vLLM server's Prometheus /metrics (e.g. http://localhost:8000) once a second: "
+        "KV cache usage, running/waiting requests, preemptions, prefix cache hits",
+    )
 
 
 def bootstrap_dir() -> pathlib.Path:
@@ -75,8 +92,17 @@ def main(args: argparse.Namespace, name: str) -> int:
     if args.json and not args.record:
         raise CollectorError("--json summarizes the recording: give --record FILE too")
     agent_dir = agent_format.ensure_private_dir(args.agent_dir or agent_format.default_agent_dir())
-    monitor = Monitor(hz=args.hz, agent_dir=agent_dir, record_to=args.record, discover_interval_s=0.5)
+    monitor = Monitor(
+        hz=args.hz,
+        agent_dir=agent_dir,
+        record_to=args.record,
+        discover_interval_s=0.5,
+        vllm_url=args.vllm_url,
+        prometheus=args.prometheus,
+    )
     monitor.start()
+    if monitor.exporter is not None and (args.headless or args.json):
+        print(f"memsight: serving {monitor.exporter.url}", file=sys.stderr)
     try:
         child = subprocess.Popen(cmd, env=child_environment(dict(os.environ), agent_dir, args.agent_hz))
     except OSError as exc:

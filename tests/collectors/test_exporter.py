@@ -1,0 +1,265 @@
+"""The Prometheus exporter: a real HTTP server on loopback, scraped and parsed back with memsight's own parser
+(round trip), against a Monitor sampling this machine's real /proc and NVML replayed from recorded outputs."""
+
+from __future__ import annotations
+
+import os
+import socket
+import urllib.error
+import urllib.request
+
+import pytest
+
+from collectors.errors import CollectorError
+from collectors.exporter import PrometheusExporter, parse_listen_address, render_metrics
+from collectors.os_collector import parse_meminfo
+from collectors.snapshots import AgentRecord, OSSnapshot, ProcessInfo
+from collectors.vllm_metrics import (
+    PromScrape,
+    VLLMStateBuilder,
+    parse_prometheus_text,
+    vllm_snapshot_from_text,
+)
+from tests.conftest import SHARED_FIXTURES, needs_shared
+
+MiB = 2**20
+
+
+def _scrape(url: str) -> tuple[str, PromScrape]:
+    with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 (loopback)
+        content_type = response.headers["Content-Type"]
+        return content_type, parse_prometheus_text(response.read().decode())
+
+
+def _one(scrape: PromScrape, metric: str, **labels: str) -> float:
+    matches = [s for s in scrape.values(metric) if all(s.label(k) == v for k, v in labels.items())]
+    assert len(matches) == 1, (metric, labels, matches)
+    return matches[0].value
+
+
+def _no_nvml():
+    from collectors.nvml_collector import NVMLCollector
+
+    class Absent:
+        def init(self):
+            raise ImportError("no pynvml in this test")
+
+    return NVMLCollector(Absent())
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("9400", ("127.0.0.1", 9400)),
+        ("0.0.0.0:9400", ("0.0.0.0", 9400)),
+        ("localhost:0", ("localhost", 0)),
+        ("[::1]:9400", ("::1", 9400)),
+    ],
+)
+def test_listen_address_defaults_to_loopback(text, expected):
+    assert parse_listen_address(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("abc", "no port"),
+        ("70000", "outside"),
+        ("::1:9400", "IPv6"),
+        (":9400", "empty"),
+        ("[::1]9400", "IPv6"),
+    ],
+)
+def test_bad_listen_addresses_are_clear_errors(text, message):
+    with pytest.raises(CollectorError, match=message):
+        parse_listen_address(text)
+
+
+def test_monitor_exports_real_proc_on_loopback(tmp_path):
+    from collectors.monitor import Monitor
+
+    monitor = Monitor(hz=5, agent_dir=str(tmp_path / "agents"), nvml=_no_nvml(), prometheus="0")
+    monitor.start()
+    try:
+        exporter = monitor.exporter
+        host, port = exporter.address
+        assert host == "127.0.0.1" and port > 0  # never 0.0.0.0 unless asked
+        assert exporter._server.socket.getsockname()[0] == "127.0.0.1"
+        content_type, scrape = _scrape(exporter.url)
+        assert content_type == "text/plain; version=0.0.4; charset=utf-8"
+        with open("/proc/meminfo") as f:
+            meminfo = parse_meminfo(f.read())
+        assert _one(scrape, "memsight_os_mem_total_bytes", source="proc") == meminfo["MemTotal"]
+        assert _one(scrape, "memsight_os_swap_total_bytes") == meminfo["SwapTotal"]
+        available = _one(scrape, "memsight_os_mem_available_bytes")
+        assert abs(available - meminfo["MemAvailable"]) < 0.05 * meminfo["MemTotal"]
+        assert scrape.families["memsight_os_oom_kill_total"].type == "counter"
+        # the state's own figures, exactly (the state does not change between the two reads)
+        state = monitor.state()
+        _, again = _scrape(exporter.url)
+        if monitor.state() is state:
+            assert _one(again, "memsight_os_mem_available_bytes") == state.os.mem_available
+        # top processes by RSS, with pid and name labels; this test's process is among them or not, but
+        # every exported row is a real live process with its real name
+        rows = again.values("memsight_process_rss_bytes")
+        assert 0 < len(rows) <= 15
+        for row in rows:
+            pid = int(row.label("pid"))
+            if os.path.exists(f"/proc/{pid}/comm"):
+                with open(f"/proc/{pid}/comm") as f:
+                    assert f.read().strip() == row.label("name")
+        # no NVML here: no GPU series at all (not zeros), and headroom says where it came from
+        assert not [n for n in again.families if n.startswith("memsight_gpu_")]
+        assert _one(again, "memsight_headroom_bytes", source="MemAvailable") > 0
+        assert "memsight_vllm_up" not in again.families  # no --vllm-url
+        # other paths are not served
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(exporter.url.replace("/metrics", "/"), timeout=5)  # noqa: S310
+        assert err.value.code == 404
+        url = exporter.url
+    finally:
+        monitor.stop()
+    assert monitor.exporter is None
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(url, timeout=2)  # noqa: S310  (stopped with the monitor)
+
+
+@needs_shared
+@pytest.mark.parametrize(
+    ("fixture", "unified"),
+    [("nvidia-smi_rtx3090_vllm-22382MiB_590.48.01.txt", False), ("nvidia-smi_gb10_vllm-61383MiB.txt", True)],
+)
+def test_gpu_series_from_recorded_nvml_omit_unsupported(tmp_path, fixture, unified):
+    from collectors.monitor import Monitor
+    from collectors.nvidia_smi import SmiBackend
+    from collectors.nvml_collector import NVMLCollector
+
+    nvml = NVMLCollector(SmiBackend.from_text((SHARED_FIXTURES / fixture).read_text()))
+    monitor = Monitor(agent_dir=str(tmp_path / "a"), nvml=nvml, prometheus="127.0.0.1:0")
+    monitor.start()
+    try:
+        _, scrape = _scrape(monitor.exporter.url)
+    finally:
+        monitor.stop()
+    assert _one(scrape, "memsight_unified_memory") == (1 if unified else 0)
+    if not unified:
+        assert (
+            _one(scrape, "memsight_gpu_memory_total_bytes", gpu="0", name="NVIDIA GeForce RTX 3090")
+            == 24576 * MiB
+        )
+        assert _one(scrape, "memsight_gpu_memory_used_bytes", gpu="0") == 23383 * MiB
+        assert _one(scrape, "memsight_gpu_memory_free_bytes", gpu="0") == (24576 - 23383) * MiB
+        assert _one(scrape, "memsight_gpu_utilization_percent", gpu="0") == 18.0
+        assert "memsight_gpu_memory_reserved_bytes" not in scrape.families  # Not Supported: absent, not 0
+        assert _one(scrape, "memsight_gpu_process_used_bytes", gpu="0", pid="3361") == 22382 * MiB
+        assert _one(scrape, "memsight_headroom_bytes", source="device free (NVML)") == (24576 - 23383) * MiB
+    else:
+        # GB10: the device's memory is "Not Supported": no total/used/free series, per-process usage stays
+        assert not [n for n in scrape.families if n.startswith("memsight_gpu_memory_")]
+        assert (
+            _one(scrape, "memsight_gpu_process_used_bytes", gpu="0", pid="2283430", kind="compute")
+            == 61383 * MiB
+        )
+        assert _one(scrape, "memsight_unified_gpu_held_bytes") == (61383 + 179 + 48) * MiB
+        assert _one(scrape, "memsight_headroom_bytes", source="MemAvailable") > 0
+
+
+@needs_shared
+def test_agent_and_vllm_series_round_trip_exactly():
+    from collectors.torch_stats import derive, parse_memory_summary
+
+    stats = derive(
+        parse_memory_summary((SHARED_FIXTURES / "memory_summary_zerollama_minicpm.txt").read_text())
+    )
+    builder = VLLMStateBuilder()
+    builder.agent_track(4242, 7, "python serve.py", "", 10.0)
+    record = AgentRecord(
+        t=1.0,
+        device=0,
+        cuda_state="ok",
+        cuda_free=None,
+        cuda_total=None,
+        is_integrated=False,
+        rss=900 * MiB,
+        weights_bytes=5000 * MiB,
+        kv_bytes=None,
+        step_index=1,
+        step_label="decode",
+        step_t=1.0,
+        tick_cost_s=None,
+        **stats,
+    )
+    builder.update_agent((4242, 7), (record,))
+    builder.update_vllm(
+        vllm_snapshot_from_text(
+            (SHARED_FIXTURES / "vllm_metrics_v0.10.0_production-stack-617_excerpt.txt").read_text(),
+            url="http://v/metrics",
+        )
+    )
+    state = builder.build(2.0)
+    with PrometheusExporter(lambda: state) as exporter:
+        _, scrape = _scrape(exporter.url)
+    labels = {"pid": "4242", "device": "0"}
+    assert _one(scrape, "memsight_agent_allocated_bytes", **labels) == 5624 * MiB
+    assert _one(scrape, "memsight_agent_reserved_bytes", **labels) == 5684 * MiB
+    assert _one(scrape, "memsight_agent_gap_bytes", **labels) == 60 * MiB
+    assert _one(scrape, "memsight_agent_weights_bytes", **labels) == 5000 * MiB
+    assert "memsight_agent_kv_bytes" not in scrape.families  # nothing tracked: absent, not 0
+    assert _one(scrape, "memsight_agent_alloc_retries_total", **labels) == 0
+    assert _one(scrape, "memsight_agent_num_ooms_total", **labels) == 0
+    assert scrape.families["memsight_agent_num_ooms_total"].type == "counter"
+    assert _one(scrape, "memsight_agent_rss_bytes", pid="4242") == 900 * MiB
+    assert _one(scrape, "memsight_vllm_up", url="http://v/metrics") == 1
+    assert _one(scrape, "memsight_vllm_kv_cache_usage_ratio", model_name="zai-org/GLM-4.5", engine="0") == (
+        9.75010481363281e-06
+    )
+    assert _one(scrape, "memsight_vllm_prefix_cache_queries_total", model_name="zai-org/GLM-4.5") == 32
+    assert "memsight_vllm_requests_running" not in scrape.families  # not in that scrape
+    assert "memsight_vllm_num_gpu_blocks" not in scrape.families
+
+
+def test_labels_with_quotes_backslashes_and_newlines_round_trip():
+    odd = 'we"ird\\na\nme'
+    state_os = OSSnapshot(
+        t=1.0,
+        mem_total=64 * 2**30,
+        mem_available=10 * 2**30,
+        cached=None,
+        shmem=None,
+        swap_total=0,
+        swap_free=0,
+        psi_some_avg10=None,
+        psi_full_avg10=None,
+        oom_kill=None,
+        source="psutil",
+        processes=(
+            ProcessInfo(pid=99, name=odd, cmdline="", user="u", rss=3 * MiB, growth_bytes=None, is_new=False),
+        ),
+    )
+    builder = VLLMStateBuilder()
+    builder.update_os(state_os)
+    scrape = parse_prometheus_text(render_metrics(builder.build(1.0)))
+    assert _one(scrape, "memsight_process_rss_bytes", pid="99") == 3 * MiB
+    assert scrape.values("memsight_process_rss_bytes")[0].label("name") == odd
+    # unknown (None) figures are absent rather than 0
+    for absent in (
+        "memsight_os_cached_bytes",
+        "memsight_os_shmem_bytes",
+        "memsight_os_oom_kill_total",
+        "memsight_os_memory_pressure_some_avg10_percent",
+        "memsight_process_growth_bytes",
+    ):
+        assert absent not in scrape.families
+    assert _one(scrape, "memsight_os_mem_used_bytes", source="psutil") == 54 * 2**30
+
+
+def test_a_port_in_use_is_a_clear_error():
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    try:
+        with pytest.raises(CollectorError, match=f"cannot listen on 127.0.0.1:{port}"):
+            PrometheusExporter(lambda: None, "127.0.0.1", port).start()
+    finally:
+        taken.close()
