@@ -263,3 +263,64 @@ def test_a_port_in_use_is_a_clear_error():
             PrometheusExporter(lambda: None, "127.0.0.1", port).start()
     finally:
         taken.close()
+
+
+def test_memsight_run_serves_prometheus_and_scrapes_vllm_end_to_end(tmp_path):
+    """`memsight run --headless --prometheus 127.0.0.1:0 --vllm-url URL --record FILE -- python ...`: the
+    real CLI, a real child with the agent injected, a loopback vLLM stand-in, scraped while the child runs."""
+    import subprocess
+    import sys
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from collectors.recorder import read_recording, summarize
+    from tests.collectors.test_vllm_metrics import V1_TWO_ENGINES
+    from tests.conftest import REPO_ROOT
+
+    class VLLMStandIn(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            body = V1_TWO_ENGINES.encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    vllm = ThreadingHTTPServer(("127.0.0.1", 0), VLLMStandIn)
+    threading.Thread(target=vllm.serve_forever, daemon=True).start()
+    out = tmp_path / "run.jsonl"
+    child = "import os, sys, time; print(os.getpid(), flush=True); time.sleep(4)"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tui.cli", "run", "--headless", "--prometheus", "127.0.0.1:0",
+         "--vllm-url", f"127.0.0.1:{vllm.server_address[1]}", "--record", str(out),
+         "--agent-dir", str(tmp_path / "agents"), "--", sys.executable, "-c", child],
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        line = proc.stderr.readline()
+        assert line.startswith("memsight: serving http://127.0.0.1:"), line
+        url = line.split()[-1]
+        child_pid = int(proc.stdout.readline())
+        deadline = time.monotonic() + 3.0
+        while True:  # the agent is discovered within a second; the vLLM thread scrapes at once
+            _, scrape = _scrape(url)
+            if scrape.values("memsight_agent_rss_bytes") and scrape.values("memsight_vllm_up"):
+                break
+            assert time.monotonic() < deadline, list(scrape.families)
+            time.sleep(0.2)
+        assert _one(scrape, "memsight_agent_rss_bytes", pid=str(child_pid)) > 5 * MiB
+        assert _one(scrape, "memsight_vllm_kv_cache_usage_ratio", engine="0") == 0.875
+        assert _one(scrape, "memsight_vllm_preemptions_total", engine="0") == 12
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        vllm.shutdown()
+        vllm.server_close()
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(url, timeout=2)  # noqa: S310  (gone with memsight)
+    kinds = {s["kind"] for s in summarize(read_recording(out))["sources"]}
+    assert {"os", "agent", "vllm"} <= kinds
