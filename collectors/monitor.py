@@ -28,7 +28,8 @@ from collectors.nvml_collector import NVMLCollector
 from collectors.os_collector import OSCollector
 from collectors.recorder import Recorder
 from collectors.snapshots import MonitorState
-from collectors.vllm_metrics import VLLMMetrics, VLLMStateBuilder
+from collectors.state import StateBuilder
+from collectors.vllm_metrics import VLLMMetrics
 
 VLLM_MAX_HZ = 1.0  # a vLLM scrape renders every metric server-side: never ask more than once a second
 
@@ -65,7 +66,7 @@ class Monitor:
         self.discover_interval_s = discover_interval_s
         self.keep_dead_s = keep_dead_s
         self._clock = clock
-        self.builder = VLLMStateBuilder()
+        self.builder = StateBuilder()
         # bad input (an ftp:// URL, "host:port:x") fails here, before any thread starts
         self.vllm = VLLMMetrics(vllm_url, timeout_s=vllm_timeout_s, clock=clock) if vllm_url else None
         self.vllm_hz = min(vllm_hz, VLLM_MAX_HZ)

@@ -21,7 +21,7 @@ from collectors.recorder import (
     vllm_snapshot_from,
 )
 from collectors.snapshots import MonitorState
-from collectors.vllm_metrics import VLLMStateBuilder
+from collectors.state import StateBuilder
 
 DEMO_RECORDING = "demo_cpu_generate.jsonl"
 
@@ -51,7 +51,7 @@ class ReplayMonitor:
         self._reset()
 
     def _reset(self) -> None:
-        self.builder = VLLMStateBuilder(replay=True)
+        self.builder = StateBuilder(replay=True)
         self.builder.status["agents"] = "replay"
         self._cursor = 0
         self._cmdlines: dict[tuple[int, int], str] = {}

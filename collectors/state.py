@@ -18,7 +18,15 @@ from collectors.alerts import AlertOptions, evaluate
 from collectors.nvml_collector import gpu_bytes_by_pid, gpu_held_bytes
 from collectors.os_collector import with_gpu_bytes
 from collectors.ring import Ring, to_int
-from collectors.snapshots import AgentRecord, AgentView, Alert, MonitorState, NVMLSnapshot, OSSnapshot
+from collectors.snapshots import (
+    AgentRecord,
+    AgentView,
+    Alert,
+    MonitorState,
+    NVMLSnapshot,
+    OSSnapshot,
+    VLLMSnapshot,
+)
 
 OS_FIELDS = (
     "mem_total",
@@ -68,6 +76,7 @@ class StateBuilder:
         self._lock = threading.Lock()  # between writer threads only; readers never take it
         self.os: OSSnapshot | None = None
         self.nvml: NVMLSnapshot = NO_NVML
+        self.vllm: VLLMSnapshot | None = None
         self.agents: dict[tuple[int, int], AgentTrack] = {}
         self.os_ring = Ring("os", OS_FIELDS)
         self.headroom_ring = Ring("headroom", ("headroom",))
@@ -117,6 +126,11 @@ class StateBuilder:
         with self._lock:
             self.status["os"] = message
             self.dropped["os"] = self.dropped.get("os", 0) + 1
+
+    def update_vllm(self, snap: VLLMSnapshot) -> None:
+        with self._lock:
+            self.vllm = snap
+            self.status["vllm"] = snap.status
 
     def update_nvml(self, snap: NVMLSnapshot) -> None:
         with self._lock:
@@ -246,6 +260,7 @@ class StateBuilder:
                 nvml=nvml,
                 agents=views,
                 buckets=measured,
+                vllm=self.vllm,
                 alerts=(),
                 unified=unified,
                 headroom_bytes=headroom,

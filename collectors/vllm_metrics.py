@@ -23,18 +23,16 @@ Metric names differ by vLLM version (the engine in use decides, not the package 
 from __future__ import annotations
 
 import math
-import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from types import MappingProxyType
 
 from collectors.errors import CollectorError
-from collectors.snapshots import MonitorState, VLLMModelStats, VLLMSnapshot
-from collectors.state import StateBuilder
+from collectors.snapshots import VLLMModelStats, VLLMSnapshot
 
 # A /metrics body bigger than this is not a vLLM server (vLLM's is tens of KiB); never read more.
 MAX_BODY_BYTES = 8 * 2**20
@@ -432,38 +430,3 @@ class VLLMMetrics:
                 t=t, url=self.url, status=str(exc), available=False, scrape_s=time.monotonic() - began
             )
         return vllm_snapshot_from_text(body, url=self.url, t=t, scrape_s=time.monotonic() - began)
-
-
-# --------------------------------------------------------------------------------------- state
-class VLLMStateBuilder(StateBuilder):
-    """The StateBuilder plus the latest VLLMSnapshot in every MonitorState it publishes.
-
-    The published state is swapped in only after `vllm` is attached, so a reader never sees a state
-    without it between two builds (`state` is a property over the base class's attribute)."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        self._publish_lock = threading.Lock()  # serializes builds: the last one built is the one published
-        self.vllm: VLLMSnapshot | None = None
-        self._published: MonitorState | None = None
-        super().__init__(*args, **kwargs)
-
-    @property
-    def state(self) -> MonitorState:  # type: ignore[override]
-        return self._published  # type: ignore[return-value]
-
-    @state.setter
-    def state(self, value: MonitorState) -> None:
-        # the base class assigns here; publish at once only the initial empty state (builds publish below)
-        if self._published is None:
-            self._published = value
-
-    def update_vllm(self, snap: VLLMSnapshot) -> None:
-        with self._lock:
-            self.vllm = snap
-            self.status["vllm"] = snap.status
-
-    def build(self, t: float) -> MonitorState:
-        with self._publish_lock:
-            state = replace(super().build(t), vllm=self.vllm)
-            self._published = state
-            return state

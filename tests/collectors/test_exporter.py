@@ -14,9 +14,9 @@ from collectors.errors import CollectorError
 from collectors.exporter import PrometheusExporter, parse_listen_address, render_metrics
 from collectors.os_collector import parse_meminfo
 from collectors.snapshots import AgentRecord, OSSnapshot, ProcessInfo
+from collectors.state import StateBuilder
 from collectors.vllm_metrics import (
     PromScrape,
-    VLLMStateBuilder,
     parse_prometheus_text,
     vllm_snapshot_from_text,
 )
@@ -171,7 +171,7 @@ def test_agent_and_vllm_series_round_trip_exactly():
     stats = derive(
         parse_memory_summary((SHARED_FIXTURES / "memory_summary_zerollama_minicpm.txt").read_text())
     )
-    builder = VLLMStateBuilder()
+    builder = StateBuilder()
     builder.agent_track(4242, 7, "python serve.py", "", 10.0)
     record = AgentRecord(
         t=1.0,
@@ -236,7 +236,7 @@ def test_labels_with_quotes_backslashes_and_newlines_round_trip():
             ProcessInfo(pid=99, name=odd, cmdline="", user="u", rss=3 * MiB, growth_bytes=None, is_new=False),
         ),
     )
-    builder = VLLMStateBuilder()
+    builder = StateBuilder()
     builder.update_os(state_os)
     scrape = parse_prometheus_text(render_metrics(builder.build(1.0)))
     assert _one(scrape, "memsight_process_rss_bytes", pid="99") == 3 * MiB
