@@ -448,3 +448,19 @@ async def test_the_lessons_things_to_try_on_the_plan_screen():
         for name in ("spark", "h100", "rtx4090"):
             plan = plan_for(name, model="llama-3.1-70b", format="q4_k_m", context=32768)
             assert bars[name].max_users == plan.max_users
+
+
+async def test_an_unknown_format_from_the_command_line_is_the_planners_error_not_a_crash():
+    inputs = PlanInputs(model="llama-3.1-8b", format="fp3", users=8)
+    app, _ = make_app(plan_inputs=inputs)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("2")
+        await pilot.pause()
+        assert app.screen.query_one("#plan-format", Select).value == "fp3"
+        with pytest.raises(ValueError) as planner_error:
+            make_plan(replace(inputs, machine="spark"))
+        assert static_text(app, "#plan-error") == str(planner_error.value)
+        app.screen.query_one("#plan-format", Select).value = "bf16"
+        await pilot.pause()
+        await pilot.pause()
+        assert app.screen.query_one("#plan-error").display is False

@@ -54,10 +54,12 @@ class PlanScreen(Screen):
     def __init__(self) -> None:
         super().__init__(id="plan")
         self._view: PlanView | None = None
-        self._filling = False
+        self._options: dict[str, list[str]] = {}
+        self._labels = {"default": "model default"}
 
     def compose(self) -> ComposeResult:
         choices: PlanChoices = self.app.plan_choices
+        self._options = {"format": ["default", *choices.formats], "kv_dtype": list(choices.kv_dtypes)}
         yield Header()
         yield Static("", id="plan-status", classes="status-line")
         with VerticalScroll(id="plan-body"):
@@ -114,17 +116,15 @@ class PlanScreen(Screen):
             self.show(view)
 
     def fill(self, values: dict[str, str]) -> None:
-        """Put values in the fields without echoing them back as edits."""
-        self._filling = True
-        try:
-            for name, value in values.items():
-                widget = self.query_one(f"#plan-{name}")
-                if isinstance(widget, Select):
-                    widget.value = value
-                else:
-                    widget.value = value
-        finally:
-            self._filling = False
+        """Put values in the fields. The Changed messages this posts carry the values the app already has,
+        which it ignores. A value a Select does not list (e.g. `--format` given on the command line) is added
+        to it, so the planner's verdict on it shows instead of a crash."""
+        for name, value in values.items():
+            widget = self.query_one(f"#plan-{name}")
+            if isinstance(widget, Select) and value not in self._options[name]:
+                self._options[name].append(value)
+                widget.set_options([(self._labels.get(v, v), v) for v in self._options[name]])
+            widget.value = value
 
     def field_values(self) -> dict[str, str]:
         values: dict[str, str] = {}
@@ -137,8 +137,6 @@ class PlanScreen(Screen):
     @on(Input.Changed)
     @on(Select.Changed)
     def _edited(self, event: Message) -> None:
-        if self._filling:
-            return
         event.stop()
         self.post_message(self.InputsEdited(self.field_values()))
 
