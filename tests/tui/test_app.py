@@ -377,9 +377,13 @@ async def test_every_screen_at_each_size_and_resizing(size):
             await pilot.pause()
             assert live.query_one("#live-body").has_class("wide") == (new_size[0] >= 140)
         await pilot.press("2")
+        await pilot.pause()
+        capacity = app.screen.query_one(CapacityBars)
+        assert capacity.bar_rows == (1 if size[1] < 40 else (2 if size[1] < 55 else 3))  # uses the room
+        assert app.screen.query_one("#plan-fields").has_class("narrow") == (size[0] < 120)
         await pilot.resize_terminal(80, 24)
         await pilot.pause()
-        assert app.screen.query_one(CapacityBars).bars
+        assert capacity.bars and capacity.bar_rows == 1
 
 
 async def test_two_ranks_one_row_each_busiest_marked_and_per_rank_plan():

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Grid, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
 from textual.suggester import SuggestFromList
@@ -21,6 +21,7 @@ from tui.widgets.capacity_bars import CapacityBars
 from tui.widgets.data import MachineBar
 
 FIELDS: tuple[str, ...] = ("model", "format", "kv_dtype", "context", "users", "tp")
+WIDE_FIELDS = 120
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +64,7 @@ class PlanScreen(Screen):
         yield Header()
         yield Static("", id="plan-status", classes="status-line")
         with VerticalScroll(id="plan-body"):
-            with Horizontal(id="plan-fields"):
+            with Grid(id="plan-fields"):
                 with Vertical(classes="field wide-field"):
                     yield Label("model (catalog name or path)")
                     yield Input(
@@ -105,10 +106,20 @@ class PlanScreen(Screen):
         # Tab goes straight to the first field (a scroll container would otherwise take the first Tab);
         # PageUp/PageDown still scroll the figure.
         self.query_one("#plan-body").can_focus = False
+        self._apply_size(self.app.size.width, self.app.size.height)
         self.fill(self.app.plan_field_values())
         view = getattr(self.app, "plan_view", None)
         if view is not None:
             self.show(view)
+
+    def on_resize(self, event) -> None:
+        self._apply_size(event.size.width, event.size.height)
+
+    def _apply_size(self, width: int, height: int) -> None:
+        """Six fields in one row from WIDE_FIELDS columns on, else two rows of three; thicker bars when the
+        terminal is tall enough to show them all."""
+        self.query_one("#plan-fields").set_class(width < WIDE_FIELDS, "narrow")
+        self.query_one(CapacityBars).set_bar_rows(1 if height < 40 else (2 if height < 55 else 3))
 
     def on_screen_resume(self) -> None:
         view = getattr(self.app, "plan_view", None)

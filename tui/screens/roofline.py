@@ -125,13 +125,13 @@ class RooflineScreen(Screen):
         yield Header()
         with Horizontal(id="lab-controls"):
             with Vertical(classes="field"):
-                yield Label("intensity I (FLOP/byte)")
+                yield Label("I (FLOP/byte)")
                 yield Input(id="lab-intensity", restrict=r"[0-9.]*")
             with Vertical(classes="field"):
-                yield Label("bandwidth B (GB/s, decimal)")
+                yield Label("B (GB/s, decimal)")
                 yield Input(id="lab-bandwidth", restrict=r"[0-9.]*")
             with Vertical(classes="field"):
-                yield Label("compute cap (fixed)")
+                yield Label("cap (fixed)")
                 yield Static(f"{LAB_PEAK_GFLOPS:,.0f} GFLOP/s", id="lab-peak")
             yield Button("Reset", id="lab-reset")
             yield Button("Step", id="lab-step")

@@ -27,6 +27,12 @@ class CapacityBars(Widget):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self._bars: tuple[MachineBar, ...] = ()
+        self.bar_rows = 1  # lines per bar: a tall terminal draws thicker bars
+
+    def set_bar_rows(self, rows: int) -> None:
+        if rows != self.bar_rows:
+            self.bar_rows = rows
+            self.refresh(layout=True)
 
     @property
     def bars(self) -> tuple[MachineBar, ...]:
@@ -45,11 +51,11 @@ class CapacityBars(Widget):
         width = max(self.size.width, 30)
         lines: list[RenderableType] = [legend()]
         for bar in self._bars:
-            lines.extend(_machine_lines(bar, width))
+            lines.extend(_machine_lines(bar, width, self.bar_rows))
         return Group(*lines)
 
 
-def _machine_lines(bar: MachineBar, width: int) -> list[Text]:
+def _machine_lines(bar: MachineBar, width: int, rows: int = 1) -> list[Text]:
     head = Text()
     head.append(f"{bar.label}", style="bold")
     head.append(f" ({gib(bar.capacity_bytes)})  ", style="grey62")
@@ -73,7 +79,7 @@ def _machine_lines(bar: MachineBar, width: int) -> list[Text]:
     line = Text("▕", style="grey62")
     line.append_text(stacked_bar(drawn, cells, capacity))
     line.append("▏" if over <= 0 else "▶", style="grey62" if over <= 0 else "bold red")
-    return [head, line]
+    return [head, *([line] * rows)]
 
 
 def _clip_to_capacity(segments: tuple[Segment, ...], capacity: int) -> tuple[Segment, ...]:
