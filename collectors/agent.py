@@ -123,10 +123,17 @@ def kv_bytes_by_device(cache: Any) -> dict[int, int]:
 
 # ------------------------------------------------------------------------------------ /proc helpers
 class _SelfRss:
-    """This process's RSS from /proc/self/statm through a kept-open fd (a few microseconds)."""
+    """This process's RSS from /proc/self/statm through a kept-open fd (a few microseconds).
 
-    def __init__(self) -> None:
+    Read at most every `min_interval_s`: the read is a syscall that releases the GIL, and every release
+    inside a tick costs the host thread a GIL hand-off (up to a switch interval of waiting for the agent to
+    get it back). RSS moves slowly next to the allocator counters, so at 100 Hz it is reused between reads."""
+
+    def __init__(self, min_interval_s: float = 0.1) -> None:
         self._page = os.sysconf("SC_PAGE_SIZE")
+        self._min_interval_s = min_interval_s
+        self._last: int | None = None
+        self._last_t = -math.inf
         try:
             self._fd: int | None = os.open("/proc/self/statm", os.O_RDONLY)
         except OSError:
@@ -135,10 +142,15 @@ class _SelfRss:
     def read(self) -> int | None:
         if self._fd is None:
             return None
+        now = time.monotonic()
+        if now - self._last_t < self._min_interval_s:
+            return self._last
         try:
-            return int(os.pread(self._fd, 128, 0).split()[1]) * self._page
+            self._last = int(os.pread(self._fd, 128, 0).split()[1]) * self._page
         except (OSError, ValueError, IndexError):
-            return None
+            self._last = None
+        self._last_t = now
+        return self._last
 
     def close(self) -> None:
         if self._fd is not None:
