@@ -23,6 +23,7 @@ from collections.abc import Callable
 from collectors import agent_format as fmt
 from collectors.agent import sweep_dead_files
 from collectors.agent_reader import AgentReader, discover, is_stale
+from collectors.alerts import AlertOptions
 from collectors.errors import CollectorError
 from collectors.nvml_collector import NVMLCollector
 from collectors.os_collector import OSCollector
@@ -51,6 +52,7 @@ class Monitor:
         vllm_hz: float = 1.0,
         vllm_timeout_s: float = 0.8,
         prometheus: str | None = None,
+        alert_options: AlertOptions | None = None,
     ) -> None:
         if not hz > 0:
             raise CollectorError(f"monitor rate must be > 0 Hz, got {hz}")
@@ -66,7 +68,8 @@ class Monitor:
         self.discover_interval_s = discover_interval_s
         self.keep_dead_s = keep_dead_s
         self._clock = clock
-        self.builder = StateBuilder()
+        self.alert_options = alert_options
+        self.builder = StateBuilder(alert_options=alert_options)
         # bad input (an ftp:// URL, "host:port:x") fails here, before any thread starts
         self.vllm = VLLMMetrics(vllm_url, timeout_s=vllm_timeout_s, clock=clock) if vllm_url else None
         self.vllm_hz = min(vllm_hz, VLLM_MAX_HZ)

@@ -12,6 +12,7 @@ import pathlib
 import threading
 import time
 
+from collectors.alerts import AlertOptions
 from collectors.recorder import (
     Recording,
     nvml_snapshot_from,
@@ -37,8 +38,15 @@ def bundled_recording() -> pathlib.Path:
 
 
 class ReplayMonitor:
-    def __init__(self, path: str | os.PathLike, speed: float = 1.0, loop: bool = False) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        speed: float = 1.0,
+        loop: bool = False,
+        alert_options: AlertOptions | None = None,
+    ) -> None:
         self.path = os.fspath(path)
+        self.alert_options = alert_options  # kept: every _reset() (seek back, loop) builds a fresh builder
         self.recording: Recording = read_recording(self.path)
         self.speed = speed
         self.loop = loop
@@ -51,7 +59,7 @@ class ReplayMonitor:
         self._reset()
 
     def _reset(self) -> None:
-        self.builder = StateBuilder(replay=True)
+        self.builder = StateBuilder(replay=True, alert_options=self.alert_options)
         self.builder.status["agents"] = "replay"
         self._cursor = 0
         self._cmdlines: dict[tuple[int, int], str] = {}

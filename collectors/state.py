@@ -277,8 +277,9 @@ class StateBuilder:
             while self.recent and t - self.recent[0].t > self.alert_window_s:
                 self.recent.popleft()
             for alert in evaluate(tuple(self.recent), self.alert_options):
-                key = (alert.kind, alert.pid, alert.device)
-                # one alert per condition until it has been quiet for the alert window
+                key = (alert.kind, alert.severity, alert.pid, alert.device)
+                # one alert per condition until it has been quiet for the alert window; the severity is part
+                # of the condition, so a headroom warning followed by a critical shows both
                 if t - self._alert_keys.get(key, -1e18) > self.alert_window_s:
                     self.alerts.append(alert)
                 self._alert_keys[key] = t
