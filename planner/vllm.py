@@ -22,11 +22,11 @@ from typing import Any
 from planner.activations import ACTIVATION_BYTES
 from planner.errors import PlannerError
 from planner.formats import format_info, weight_bytes
-from planner.kv import layer_kv_bytes
+from planner.kv import STATE_KINDS, layer_kv_bytes
 from planner.params import count_params
 from planner.spec import LayerSpec, ModelSpec
 from planner.topology import Topology, make_topology, stage_weight_bytes
-from planner.units import GiB
+from planner.units import GiB, canonical_dtype, dtype_bytes
 
 # The versions whose sdists the reference file was read from (section "Sources").
 READ_VERSIONS: tuple[str, ...] = (
@@ -64,7 +64,7 @@ def parse_version(text: str) -> Version:
 class KVGroup:
     """One KV-cache group of vLLM's V1 manager (or the single V0 cache)."""
 
-    kind: str  # "full" | "sliding" | "mla"
+    kind: str  # "full" | "sliding" | "mla" | "linear" / "mamba" (fixed state, hybrid models)
     window: int | None
     layers: int  # layers per group (group_size; padded groups count as full)
     page_bytes: int  # bytes of one block of one layer
@@ -541,6 +541,213 @@ def predicted_profile_activation(
     ).peak_bytes
 
 
+# ----------------------------------------------------------------------------------------------------
+# Hybrid models (Mamba-2 / Gated DeltaNet layers next to attention): vLLM V1 keeps every layer's cache in
+# pages of one size. It raises the attention block size until an attention page holds at least one state
+# page, then pads the state page to exactly the attention page. Read in the release sdists 0.10.2, 0.11.0,
+# 0.12.0, 0.13.0, 0.14.0 and 0.20.0 (model_executor/models/config.py HybridAttentionMambaModelConfig up to
+# 0.19, platforms/interface.py _align_hybrid_block_size from 0.20; layers/mamba/mamba_utils.py for the state
+# shapes and dtypes; v1/kv_cache_interface.py MambaSpec; v1/core/kv_cache_utils.py for groups and logs).
+# 0.26.0 and 0.33.0 were read too: there hybrids get prefix caching by default (mamba_cache_mode "align" /
+# "all", v0.26.0:config/model.py:1895 is_prefix_caching_supported), which changes the block size and the
+# state blocks per request, and 0.33 adds a prefill-checkpoint alignment and a new planner; not modelled.
+HYBRID_FIRST_VERSION: Version = (0, 10, 2)  # first read version with HybridAttentionMambaModelConfig
+# 0.20.x: prefix caching still off for hybrids by default (v0.20.0:config/model.py:1787)
+HYBRID_LAST_VERSION: Version = (0, 20, 99)
+HYBRID_READ_VERSIONS: tuple[str, ...] = ("0.10.2", "0.11.0", "0.12.0", "0.13.0", "0.14.0", "0.20.0")
+
+
+@dataclass(frozen=True, slots=True)
+class HybridPages:
+    """vLLM's page unification for a model with Mamba / linear-attention layers (one rank)."""
+
+    block_size: int  # attention block size in tokens after unification
+    attention_bytes_per_token: int  # one attention layer, one token (K + V)
+    state_bytes: int  # one state layer's MambaSpec page before padding (conv + temporal state)
+    page_bytes: int  # the unified page: block_size * attention_bytes_per_token, the state page padded to it
+    state_block_size: int  # MambaSpec.block_size: max_model_len without prefix caching
+    state_blocks_per_request: int  # state blocks one request holds per group
+    alignment: int  # the kernel block alignment the block size was rounded to
+    conv_dtype: str
+    temporal_dtype: str
+    log_lines: tuple[str, ...]  # "Setting attention block size ..." / "Padding mamba page size ..."
+
+
+def _model_dtype_name(spec: ModelSpec) -> str:
+    return canonical_dtype(spec.torch_dtype)
+
+
+def _config_dtype(spec: ModelSpec, key: str) -> str | None:
+    value = spec.config.get(key)
+    if value is None:
+        return None
+    try:
+        return canonical_dtype(str(value))
+    except ValueError:
+        raise PlannerError(f"{spec.name}: config field {key!r} has an unknown dtype {value!r}") from None
+
+
+def vllm_state_dtypes(
+    spec: ModelSpec, kind: str, version: Version, mamba_ssm_cache_dtype: str = "auto"
+) -> tuple[str, str, str]:
+    """(conv state dtype, temporal/SSM state dtype, why) of one state layer as vLLM `version` allocates it.
+
+    mamba_utils.py MambaStateDtypeCalculator: the conv state takes mamba_cache_dtype ("auto": model dtype);
+    Mamba-2's temporal state takes mamba_ssm_cache_dtype ("auto": the conv dtype). Gated DeltaNet's temporal
+    state followed mamba_cache_dtype until 0.14 (v0.14.0:mamba_utils.py gated_delta_net_state_dtype returns
+    (state_dtype, state_dtype)) and mamba_ssm_cache_dtype in 0.20 (v0.20.0). The per-model defaults of
+    mamba_ssm_cache_dtype (model_executor/models/config.py): Nemotron-H takes the HF config's
+    mamba_ssm_cache_dtype, else float16 in 0.13-0.14 and float32 in 0.20 (none before 0.13);
+    Qwen3.5 takes the HF config's mamba_ssm_dtype (0.20, Qwen3_5ForConditionalGenerationConfig)."""
+    model = _model_dtype_name(spec)
+    conv = model
+    ssm = "auto" if mamba_ssm_cache_dtype in ("", "auto") else canonical_dtype(mamba_ssm_cache_dtype)
+    why = "--mamba-ssm-cache-dtype given" if ssm != "auto" else ""
+    if ssm == "auto" and spec.model_type == "nemotron_h" and version >= (0, 13, 0):
+        configured = _config_dtype(spec, "mamba_ssm_cache_dtype")
+        default = "float32" if version >= (0, 20, 0) else "float16"
+        ssm = configured or default
+        why = (
+            "the config's mamba_ssm_cache_dtype"
+            if configured
+            else f"NemotronHForCausalLMConfig default {default} in vLLM {'.'.join(map(str, version))}"
+        )
+    if ssm == "auto" and spec.model_type.startswith("qwen3_5") and version >= (0, 20, 0):
+        configured = _config_dtype(spec, "mamba_ssm_dtype")
+        if configured:
+            ssm, why = configured, "the config's mamba_ssm_dtype (Qwen3_5ForConditionalGenerationConfig)"
+    if kind == "linear" and version < (0, 20, 0):
+        return conv, conv, "Gated DeltaNet state in mamba_cache_dtype (auto: model dtype) before 0.20"
+    if ssm == "auto":
+        return conv, conv, "mamba_ssm_cache_dtype auto: the model dtype"
+    return conv, ssm, why
+
+
+def _divide(numerator: int, denominator: int, what: str, spec: ModelSpec) -> int:
+    # vllm.distributed.divide asserts exact division
+    if numerator % denominator:
+        raise PlannerError(f"{spec.name}: {what} ({numerator}) is not divisible by tp={denominator}")
+    return numerator // denominator
+
+
+def vllm_state_page_bytes(
+    spec: ModelSpec, kind: str, tp: int, version: Version, mamba_ssm_cache_dtype: str = "auto"
+) -> tuple[int, str, str]:
+    """(MambaSpec page bytes, conv dtype, temporal dtype) of one state layer on one rank, from vLLM's shapes.
+
+    vLLM keeps conv_kernel - 1 columns of the convolution window (transformers keeps conv_kernel, as
+    planner.kv counts) and may keep the recurrent state in the model dtype instead of transformers' fp32, so
+    its page is computed here from the shapes (mamba_utils.py MambaStateShapeCalculator, the same in 0.10.2 -
+    0.33.0 apart from speculative-decoding columns, which are 0 without spec decode):
+    * Gated DeltaNet: conv (conv_kernel - 1, (2*k_heads*k_dim + v_heads*v_dim) / tp),
+      temporal (v_heads / tp, k_dim, v_dim);
+    * Mamba-2: n_groups grows to tp when tp does not divide it (extra_groups_for_head_shards),
+      conv (conv_kernel - 1, (heads*head_dim + 2*n_groups*state) / tp),
+      temporal (heads / tp, head_dim, state)."""
+    shapes = spec.shapes
+    conv_dtype, temporal_dtype, _ = vllm_state_dtypes(spec, kind, version, mamba_ssm_cache_dtype)
+    if kind == "linear":
+        if shapes is None or shapes.linear_attention is None:
+            raise PlannerError(f"{spec.name}: linear-attention layers without their shapes")
+        la = shapes.linear_attention
+        conv_dim = 2 * la.num_key_heads * la.key_head_dim + la.num_value_heads * la.value_head_dim
+        conv = (la.conv_kernel - 1) * _divide(conv_dim, tp, "the convolution width", spec)
+        temporal = _divide(la.num_value_heads, tp, "linear_num_value_heads", spec) * la.key_head_dim
+        temporal *= la.value_head_dim
+    elif kind == "mamba":
+        if shapes is None or shapes.mamba is None:
+            raise PlannerError(f"{spec.name}: Mamba layers without their shapes")
+        m = shapes.mamba
+        groups = m.n_groups if m.n_groups % tp == 0 else m.n_groups + (tp - m.n_groups)
+        conv_dim = m.num_heads * m.head_dim + 2 * groups * m.state_size
+        conv = (m.conv_kernel - 1) * _divide(conv_dim, tp, "the convolution width", spec)
+        temporal = _divide(m.num_heads, tp, "mamba_num_heads", spec) * m.head_dim * m.state_size
+    else:
+        raise PlannerError(f"{spec.name}: {kind!r} is not a state layer")
+    page = conv * dtype_bytes(conv_dtype) + temporal * dtype_bytes(temporal_dtype)
+    return page, conv_dtype, temporal_dtype
+
+
+def hybrid_pages(
+    spec: ModelSpec,
+    *,
+    version: Version,
+    kv_dtype: str,
+    tp: int,
+    block_size: int,
+    max_model_len: int,
+    cuda_capability: tuple[int, int] | None = None,
+    mamba_ssm_cache_dtype: str = "auto",
+) -> HybridPages:
+    """The attention block size and the unified page of a hybrid model, as vLLM `version` sets them."""
+    attention_layers = [
+        layer
+        for layer in spec.layers
+        if layer.attention is not None and layer.attention.kind not in STATE_KINDS
+    ]
+    state_kinds = sorted(
+        {
+            layer.attention.kind
+            for layer in spec.layers
+            if layer.attention is not None and layer.attention.kind in STATE_KINDS
+        }
+    )
+    if not attention_layers:
+        raise PlannerError(f"{spec.name}: no attention layers; attention-free models are not modelled")
+    if len(state_kinds) != 1 or any(layer.attention.kind != "full" for layer in attention_layers):  # type: ignore[union-attr]
+        raise PlannerError(
+            f"{spec.name}: only full attention next to one kind of state layer is modelled for vLLM hybrids"
+        )
+    kind = state_kinds[0]
+    # FullAttentionSpec(block_size=1, ...).page_size_bytes: K and V of one token of one layer (planner.kv).
+    per_token = layer_kv_bytes(attention_layers[0], 1, kv_dtype, spec, tp)
+    state, conv_dtype, temporal_dtype = vllm_state_page_bytes(spec, kind, tp, version, mamba_ssm_cache_dtype)
+    head_size = attention_layers[0].attention.k_head_dim  # type: ignore[union-attr]
+    # The kernel block alignment: 16 (FlashAttention needs multiples of 16; v0.11.0:models/config.py:369-372).
+    # 0.12-0.14: 32 on Blackwell (compute capability 10.0 in 0.12, the 10.x family from 0.13) for head size
+    # 256 with the default / FlashInfer backend (v0.12.0:models/config.py, flashinfer issue 1993).
+    # 0.20: max(the smallest kernel block size the attention backend supports, cache block_size)
+    # (v0.20.0:platforms/interface.py:572-580); FlashAttention / FlashInfer support 16.
+    alignment = 16
+    if (0, 12, 0) <= version < (0, 20, 0) and head_size == 256 and cuda_capability is not None:
+        blackwell = cuda_capability == (10, 0) if version < (0, 13, 0) else cuda_capability[0] == 10
+        if blackwell:
+            alignment = 32
+    if version >= (0, 20, 0):
+        alignment = max(16, block_size)
+    attention_block = alignment * _cdiv(state, alignment * per_token)
+    log: list[str] = []
+    chosen = block_size
+    if chosen < attention_block:
+        chosen = attention_block
+        log.append(
+            f"Setting attention block size to {attention_block} tokens to ensure that attention page size "
+            "is >= mamba page size."
+        )
+    page = chosen * per_token
+    if page != state:
+        log.append(
+            f"Padding mamba page size by {100 * (page - state) / state:.2f}% to ensure that mamba page size "
+            "and attention page size are exactly equal."
+        )
+    # MambaSpec.block_size is max_model_len without prefix caching (v0.11.0:gpu_model_runner.py:4127-4133,
+    # v0.12.0+: cache_config.mamba_block_size = max_model_len), so every request holds one state block per
+    # group (max_memory_usage_bytes: v0.11.0 page_size_bytes; v0.12.0 cdiv(mml, mml) * page; v0.20.0
+    # mamba_cache_mode "none": 1 + speculative blocks).
+    return HybridPages(
+        block_size=chosen,
+        attention_bytes_per_token=per_token,
+        state_bytes=state,
+        page_bytes=page,
+        state_block_size=max_model_len,
+        state_blocks_per_request=1,
+        alignment=alignment,
+        conv_dtype=conv_dtype,
+        temporal_dtype=temporal_dtype,
+        log_lines=tuple(log),
+    )
+
+
 def _groups_for_stage(
     spec: ModelSpec,
     layers: Sequence[int],
@@ -554,27 +761,31 @@ def _groups_for_stage(
     lookahead_tokens: int,
     hybrid_manager: bool,
     notes: list[str],
+    hybrid: HybridPages | None = None,
 ) -> tuple[list[KVGroup], int]:
-    """The KV groups of one rank and its bytes per block (a.3, a.4)."""
+    """The KV groups of one rank and its bytes per block (a.3, a.4). `hybrid`: the unified pages of a model
+    with Mamba / linear-attention layers (their state: blocks per group, padded to the attention page)."""
     attn_layers: list[LayerSpec] = []
     for index in layers:
         layer = spec.layers[index]
         attention = layer.attention
         if attention is None:
             continue
-        if attention.kind in ("linear", "mamba"):
-            raise PlannerError(
-                f"{spec.name}: vLLM's page unification for Mamba/linear-attention layers "
-                "(hybrid state models) is not modelled; plan this model without --engine vllm"
-            )
+        if attention.kind in STATE_KINDS and hybrid is None:
+            raise PlannerError(f"{spec.name}: state layers need the hybrid page unification (internal error)")
         attn_layers.append(layer)
     if not attn_layers:
         raise PlannerError(f"{spec.name}: no attention layers on this rank, so vLLM allocates no KV blocks")
 
     def page(layer: LayerSpec) -> int:
+        if hybrid is not None and layer.attention is not None and layer.attention.kind in STATE_KINDS:
+            return hybrid.page_bytes  # the state page, padded to the attention page
         return layer_kv_bytes(layer, block_size, kv_dtype, spec, tp)
 
     def blocks_req(kind: str, window: int | None) -> int:
+        if kind in STATE_KINDS:
+            assert hybrid is not None
+            return hybrid.state_blocks_per_request
         if kind == "sliding" and window is not None:
             return _cdiv(min(window - 1 + lookahead_tokens, max_model_len), block_size) + 1
         return _cdiv(max_model_len, block_size)
@@ -606,9 +817,16 @@ def _groups_for_stage(
         )
     page_bytes = pages.pop()
     sizes = [len(members) for members in buckets.values()]
+    # _get_kv_cache_groups_uniform_page_size: the smallest bucket sets the group size
+    # (v0.11.0:kv_cache_utils.py:977); from 0.12 the largest one does when it is not much larger, "much"
+    # being 1.25x in 0.12-0.14 (v0.12.0:kv_cache_utils.py:1015-1023, v0.14.0:1034-1042) and 1.5x from 0.20
+    # (v0.20.0:1125-1135, v0.33.0:kv_cache_planning.py:520-532). Versions between read ones take the rule of
+    # the one before them.
     group_size = min(sizes)
-    if version > (0, 29, 0) and max(sizes) < 1.5 * min(sizes):
-        group_size = max(sizes)  # v0.33 kv_cache_planning.py:520-532 (after 0.29, the last read before it)
+    if version >= (0, 12, 0):
+        factor = 1.5 if version >= (0, 20, 0) else 1.25
+        if max(sizes) < factor * min(sizes):
+            group_size = max(sizes)
     groups: list[KVGroup] = []
     for (kind, window), members in buckets.items():
         for _ in range(_cdiv(len(members), group_size)):
@@ -650,6 +868,7 @@ def vllm_pool(
     cuda_capability: tuple[int, int] | None = None,
     sampler_path: str | None = None,
     sm_count: int | None = None,
+    mamba_ssm_cache_dtype: str = "auto",
 ) -> VLLMPool:
     """Pool bytes, blocks, KV tokens and max concurrency as vLLM `version` computes and logs them.
 
@@ -658,6 +877,8 @@ def vllm_pool(
     max_num_batched_tokens / max_num_seqs: vLLM's defaults for the version, usage_context ("openai" for
     `vllm serve`, "llm" for the LLM class) and device (total_bytes, device_name, cuda_capability) when None.
     activation_bytes None: profile_activation() predicts it (flagged PREDICTED, every term in the notes).
+    Hybrid models (Mamba-2 / Gated DeltaNet layers): V1 0.10.2 - 0.20.x, see hybrid_pages();
+    mamba_ssm_cache_dtype is vLLM's --mamba-ssm-cache-dtype ("auto": the per-model default).
     """
     ver = parse_version(version)
     notes: list[str] = []
@@ -787,6 +1008,51 @@ def vllm_pool(
             f"vLLM {version} has no --kv-cache-memory-bytes; the pool is taken as given (e.g. from a log)"
         )
 
+    hybrid: HybridPages | None = None
+    if any(layer.attention is not None and layer.attention.kind in STATE_KINDS for layer in spec.layers):
+        covered = f"{'.'.join(map(str, HYBRID_FIRST_VERSION))} - 0.20.x"
+        if engine != "V1":
+            raise PlannerError(f"{spec.name}: hybrid Mamba/linear-attention models are modelled for V1 only")
+        if not HYBRID_FIRST_VERSION <= ver <= HYBRID_LAST_VERSION:
+            raise PlannerError(
+                f"{spec.name}: vLLM {version}'s KV pages for hybrid Mamba/linear-attention models are not "
+                f"modelled (covered: V1 {covered}; from 0.26 hybrids get prefix caching by default, which "
+                "changes the block size and the state blocks per request); pass --vllm-version 0.20.0 or "
+                "earlier, or plan without --engine vllm"
+            )
+        if not hybrid_manager:
+            # unify_hybrid_kv_cache_specs can only turn sliding-window layers into full attention; with
+            # Mamba layers it raises (v0.11.0:kv_cache_utils.py:1096-1147).
+            raise PlannerError(f"{spec.name}: vLLM runs Mamba hybrids only with the hybrid KV-cache manager")
+        hybrid = hybrid_pages(
+            spec,
+            version=ver,
+            kv_dtype=kv_dtype,
+            tp=topology.tp,
+            block_size=block_size,
+            max_model_len=max_model_len,
+            cuda_capability=cuda_capability,
+            mamba_ssm_cache_dtype=mamba_ssm_cache_dtype,
+        )
+        block_size = hybrid.block_size
+        nearest = max(v for v in HYBRID_READ_VERSIONS if parse_version(v) <= ver)
+        if f"{ver[0]}.{ver[1]}.{ver[2]}" not in HYBRID_READ_VERSIONS:
+            notes.append(f"hybrid page rules of vLLM {nearest} (the nearest read version before {version})")
+        notes.append(
+            f"hybrid: state page {hybrid.state_bytes:,} B (conv {hybrid.conv_dtype}, SSM state "
+            f"{hybrid.temporal_dtype}); attention {hybrid.attention_bytes_per_token:,} B/token/layer; block "
+            f"size {hybrid.block_size} tokens (multiple of {hybrid.alignment}); page {hybrid.page_bytes:,} "
+            "B; prefix caching off (vLLM's default for hybrids up to 0.20): one state block per request and "
+            "group"
+        )
+        if cuda_capability is None and (0, 12, 0) <= ver < (0, 20, 0):
+            notes.append("compute capability not given: the 16-token alignment (not Blackwell's 32) is used")
+        if ver >= (0, 20, 0):
+            notes.append(
+                "vLLM >= 0.20 aligns to the attention backend's smallest kernel block size: 16 assumed "
+                "(FlashAttention, FlashInfer); a backend preferring larger blocks raises the block size"
+            )
+
     # Lookahead tokens for sliding-window blocks per request (a.4).
     if ver >= (0, 26, 0):
         concurrent_batches = pp + 1 if async_scheduling else pp
@@ -809,6 +1075,7 @@ def vllm_pool(
             lookahead_tokens=lookahead,
             hybrid_manager=hybrid_manager,
             notes=notes if stage == 0 else [],
+            hybrid=hybrid,
         )
         stage_groups.append(groups)
         if stage == 0 and engine == "V0" and (0, 7, 0) <= ver < (0, 8, 0) and groups[0].kind == "mla":
@@ -858,7 +1125,10 @@ def vllm_pool(
     if engine == "V1" and ver >= (0, 21, 0):
         tokens = int(concurrency * max_model_len)
     elif engine == "V1" and ver >= (0, 9, 1) and len(groups) > 1:
-        tokens = num_blocks // len(groups) * block_size
+        # num_blocks // groups * the smallest group block size; a state group's block size is
+        # max_model_len (v0.11.0:kv_cache_utils.py:1076-1080, v0.20.0:1689-1697).
+        smallest = block_size if hybrid is None else min(block_size, hybrid.state_block_size)
+        tokens = num_blocks // len(groups) * smallest
     else:
         tokens = num_blocks * block_size
 
@@ -871,6 +1141,8 @@ def vllm_pool(
         log.append(f"{label}: {num_blocks}")
         log.append(f"Maximum concurrency for {max_model_len} tokens per request: {text}")
     else:
+        if hybrid is not None:
+            log.extend(hybrid.log_lines)
         if kv_pool_bytes is None:
             log.append(f"Available KV cache memory: {limiting.pool_bytes / GiB:.2f} GiB")
         log.append(f"GPU KV cache size: {tokens:,} tokens")
