@@ -7,6 +7,8 @@ the planner and hands the result back. Widgets never call collectors or the plan
 
 from __future__ import annotations
 
+import asyncio
+import pathlib
 import re
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
@@ -34,9 +36,11 @@ from tui.screens.view_model import (
     machine_bar,
     pools,
     process_rows,
+    vllm_line,
 )
 from tui.widgets.data import MachineBar
 from tui.widgets.fmt import gib
+from tui.widgets.log_tail import LogTail
 
 GIB = 2**30
 # The lesson's capacity figure, in its order; "this" is the machine memsight runs on.
@@ -61,6 +65,16 @@ class MonitorLike(Protocol):
     def start(self) -> None: ...
     def stop(self) -> None: ...
     def state(self) -> MonitorState: ...
+
+
+class ChildLike(Protocol):
+    """The command `memsight run` started (tui/cmd_run.py:RunChild)."""
+
+    command: str  # as typed, for the banner
+    pid: int
+    log_path: pathlib.Path | None  # where its stdout/stderr go (None: the terminal's, headless only)
+
+    def poll(self) -> int | None: ...  # None while it runs, then its exit status (128+N for signal N)
 
 
 def default_plan_inputs() -> PlanInputs:
@@ -147,6 +161,8 @@ class MemsightApp(App[int]):
         thresholds: AlertOptions | None = None,
         unified_os_reserve_bytes: int = DEFAULT_UNIFIED_OS_RESERVE,
         manage_monitor: bool = True,
+        child: ChildLike | None = None,
+        exit_with_child: bool = False,
     ) -> None:
         super().__init__()
         if refresh_hz <= 0:
@@ -178,9 +194,16 @@ class MemsightApp(App[int]):
         self._this_t = float("-inf")
         self._plan_result: PlanResult | None = None
         self._field_values = fields_from_inputs(self.plan_inputs)
+        self.child = child
+        self.exit_with_child = exit_with_child
+        self.child_status: int | None = None  # the child's exit status once it exited
+        self._log_tail = LogTail(child.log_path) if child is not None and child.log_path else None
+        self._child_key: tuple | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # --- lifecycle --------------------------------------------------------------------------------
     def on_mount(self) -> None:
+        self._loop = asyncio.get_running_loop()
         self._apply_alert_options()
         if self.manage_monitor:
             self.monitor.start()
@@ -188,11 +211,23 @@ class MemsightApp(App[int]):
         self.set_interval(1.0 / self.refresh_hz, self.refresh_data)
 
     def _apply_alert_options(self) -> None:
-        """The thresholds are the alert rules' options (collectors.alerts.AlertOptions): the monitor's state
-        builder evaluates them. Monitor/ReplayMonitor take no such argument yet, so set the builder's."""
+        """The thresholds are the alert rules' options (collectors.alerts.AlertOptions). A Monitor or
+        ReplayMonitor built by the CLI already has them (alert_options=); one built elsewhere (tests, a
+        caller's own) gets the app's here, so the gauge and the alerts never disagree."""
+        if getattr(self.monitor, "alert_options", None) == self.thresholds:
+            return
         builder = getattr(self.monitor, "builder", None)
         if builder is not None and hasattr(builder, "alert_options"):
+            if hasattr(self.monitor, "alert_options"):
+                self.monitor.alert_options = self.thresholds  # ReplayMonitor rebuilds its builder from it
             builder.alert_options = self.thresholds
+
+    def exit_soon(self, return_code: int = 0) -> None:
+        """Leave the app from a signal handler (or another thread): scheduled on the app's own loop, which
+        wakes for it at once. Harmless before the app started or after it ended."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self.exit, None, return_code)
 
     def on_unmount(self) -> None:
         if self.manage_monitor:
@@ -218,9 +253,14 @@ class MemsightApp(App[int]):
 
     # --- data flow --------------------------------------------------------------------------------
     def refresh_data(self) -> None:
-        """One tick: read the monitor's latest state; rebuild values only if it is a new state."""
+        """One tick: read the monitor's latest state; rebuild values only if it is a new state (or the
+        child's output / status changed)."""
+        child_changed = self._check_child()
         state = self.monitor.state()
         if state is self.state:
+            if child_changed and self.live_view is not None:
+                self.live_view = replace(self.live_view, **self._child_fields())
+                self._push_to_screen()
             return
         self.refresh_count += 1
         self.state = state
@@ -239,8 +279,40 @@ class MemsightApp(App[int]):
             agents=agent_rows(state),
             processes=self.process_rows,
             alerts=alert_rows(state, self.origin_t),
+            vllm=vllm_line(state),
+            **self._child_fields(),
         )
         self._push_to_screen()
+
+    def _check_child(self) -> bool:
+        """Poll the child and tail its log (bounded read); True when what the screen shows of it changed."""
+        if self.child is None:
+            return False
+        if self.child_status is None:
+            self.child_status = self.child.poll()
+            if self.child_status is not None and self.exit_with_child:
+                self.exit(None, self.child_status)
+        lines = self._log_tail.read_new() if self._log_tail is not None else ()
+        key = (self.child_status, lines, self._log_tail.error if self._log_tail else "")
+        if key == self._child_key:
+            return False
+        self._child_key = key
+        return True
+
+    def _child_fields(self) -> dict[str, Any]:
+        child = self.child
+        if child is None:
+            return {}
+        banner = ""
+        if self.child_status is not None:
+            banner = f"{child.command} exited with status {self.child_status} — q to quit"
+        title = ""
+        if child.log_path is not None:
+            title = f"output of pid {child.pid} → {child.log_path}"
+            if self._log_tail is not None and self._log_tail.error:
+                title = self._log_tail.error
+        lines = self._log_tail.lines if self._log_tail is not None else ()
+        return {"banner": banner, "log_title": title, "log_lines": lines}
 
     def _push_to_screen(self) -> None:
         screen = self.screen
@@ -468,12 +540,23 @@ def run_app(
     refresh_hz: float = 2.0,
     thresholds: AlertOptions | None = None,
     unified_os_reserve_bytes: int = DEFAULT_UNIFIED_OS_RESERVE,
+    manage_monitor: bool = True,
+    child: ChildLike | None = None,
+    exit_with_child: bool = False,
+    app_ready: Any = None,
 ) -> int:
-    """Open the app on `monitor` (a live Monitor of this machine when None) until the user quits."""
+    """Open the app on `monitor` (a live Monitor of this machine when None) until the user quits.
+
+    The monitor is started here, before the terminal is put in application mode, so a monitor that cannot
+    start (a --prometheus port in use: CollectorError) ends as one `memsight: ...` line, never as a
+    traceback over a raw terminal; with manage_monitor=False the caller starts and stops it. `app_ready`
+    (if given) is called with the app before it runs (cmd_run's signal handlers need it)."""
     if monitor is None:
         from collectors.monitor import Monitor
 
         monitor = Monitor(hz=refresh_hz)
+    if manage_monitor:
+        monitor.start()
     app = MemsightApp(
         monitor,
         title=title,
@@ -483,6 +566,15 @@ def run_app(
         refresh_hz=refresh_hz,
         thresholds=thresholds,
         unified_os_reserve_bytes=unified_os_reserve_bytes,
+        manage_monitor=False,
+        child=child,
+        exit_with_child=exit_with_child,
     )
-    app.run()
+    if app_ready is not None:
+        app_ready(app)
+    try:
+        app.run()
+    finally:
+        if manage_monitor:
+            monitor.stop()
     return int(app.return_code or 0)

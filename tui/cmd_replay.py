@@ -1,12 +1,16 @@
-"""`memsight replay FILE [--json] [--speed X]`: open a recording (or print its summary as JSON)."""
+"""`memsight replay FILE [--json] [--speed X]`: open a recording (or print its summary as JSON), with the same
+display options (refresh rate, thresholds, plan inputs, --config) as `memsight watch`."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
+    from tui.cmd_watch import add_display_arguments  # noqa: PLC0415
+
     parser.add_argument("file", help="a recording made with `memsight run --headless --record FILE`")
     parser.add_argument(
         "--json",
@@ -15,16 +19,39 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     )
     parser.add_argument("--speed", type=float, default=1.0, help="playback speed (1 = as recorded)")
     parser.add_argument("--loop", action="store_true", help="start again at the end")
+    add_display_arguments(parser)
+
+
+def app_arguments(args: argparse.Namespace) -> tuple:
+    """(ReplayMonitor, run_app keyword arguments); the monitor is not started yet."""
+    from collectors.replay import ReplayMonitor  # noqa: PLC0415
+    from tui.cmd_watch import display_options, resolve_config  # noqa: PLC0415
+    from tui.config import ConfigError  # noqa: PLC0415
+
+    if args.speed <= 0:
+        raise ConfigError(f"--speed must be positive, got {args.speed}")
+    config = resolve_config(args)
+    monitor = ReplayMonitor(args.file, speed=args.speed, loop=args.loop, alert_options=config.thresholds)
+    options = {
+        "title": "memsight replay",
+        "source_label": f"replay: {monitor.describe()}",
+        **display_options(config),
+    }
+    return monitor, options
 
 
 def main(args: argparse.Namespace, name: str) -> int:
     from collectors.recorder import read_recording, summarize  # noqa: PLC0415
+    from tui.config import ConfigError  # noqa: PLC0415
 
     if args.json:
         print(json.dumps(summarize(read_recording(args.file)), indent=1))
         return 0
-    from collectors.replay import ReplayMonitor  # noqa: PLC0415
+    try:
+        monitor, options = app_arguments(args)
+    except ConfigError as exc:
+        print(f"memsight: {exc}", file=sys.stderr)
+        return 2
     from tui.app import run_app  # noqa: PLC0415
 
-    monitor = ReplayMonitor(args.file, speed=args.speed, loop=args.loop)
-    return int(run_app(monitor, title="memsight replay", source_label=f"replay: {monitor.describe()}") or 0)
+    return int(run_app(monitor, **options) or 0)

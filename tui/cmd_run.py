@@ -3,7 +3,11 @@
 The agent gets in through a bootstrap `sitecustomize.py` (collectors/bootstrap) put first on PYTHONPATH,
 with MEMSIGHT_AGENT=1; children inherit both, so `memsight run -- vllm serve ...` needs no code change.
 memsight forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT to CMD and exits with CMD's status (128+N if a signal N
-killed it). With --headless it only records (--record FILE) until CMD exits; otherwise it opens the app.
+killed it); such a signal always ends memsight: if CMD outlives it by STOP_GRACE_S, CMD is killed.
+With --headless it only records (--record FILE) until CMD exits, CMD keeping the terminal's stdout/stderr.
+Otherwise it opens the app, and CMD's stdout/stderr go to a log file (--log, default
+./memsight-run-<memsight's pid>.log) whose last lines the Live screen shows; when CMD exits the app stays open
+on the final state with a banner (or closes, with --exit-with-child).
 """
 
 from __future__ import annotations
@@ -15,11 +19,15 @@ import pathlib
 import signal
 import subprocess
 import sys
+import time
 
 FORWARDED_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
+STOP_GRACE_S = 10.0  # after a stop signal, how long CMD may take to exit before it is killed
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
+    from tui.cmd_watch import add_display_arguments  # noqa: PLC0415  (one definition of the shared options)
+
     parser.add_argument("--headless", action="store_true", help="no UI: sample (and record) until CMD exits")
     parser.add_argument("--record", metavar="FILE", help="record every source (OS, NVML, each agent) to FILE")
     parser.add_argument(
@@ -27,10 +35,21 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         action="store_true",
         help="after CMD exits, print the recording's summary (as `memsight replay --json`)",
     )
-    parser.add_argument("--hz", type=float, default=2.0, help="monitor sampling rate (default 2 Hz)")
+    parser.add_argument(
+        "--log",
+        metavar="FILE",
+        help="with the UI: where CMD's stdout and stderr go (default ./memsight-run-<pid>.log); "
+        "the Live screen shows its last lines",
+    )
+    parser.add_argument(
+        "--exit-with-child",
+        action="store_true",
+        help="close the UI when CMD exits (default: keep it open on the final state)",
+    )
     parser.add_argument("--agent-hz", type=float, default=10.0, help="in-process agent rate (default 10 Hz)")
     parser.add_argument("--agent-dir", metavar="DIR", help="where agents write their ring files")
     add_export_arguments(parser)
+    add_display_arguments(parser)
     parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the command to run")
 
 
@@ -77,10 +96,80 @@ def exit_status(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
+class RunChild:
+    """CMD as the app sees it (tui.app.ChildLike): its command line, pid, log file and exit status."""
+
+    def __init__(self, process: subprocess.Popen, command: str, log_path: pathlib.Path | None) -> None:
+        self.process = process
+        self.command = command
+        self.pid = process.pid
+        self.log_path = log_path
+
+    def poll(self) -> int | None:
+        code = self.process.poll()
+        return None if code is None else exit_status(code)
+
+
+class StopSignals:
+    """While installed: SIGINT/SIGTERM/SIGHUP/SIGQUIT are forwarded to CMD (while it runs), remembered, and
+    close the app if one is open. Python handlers run in the main thread, which is the app's event loop:
+    `app.exit_soon` schedules the exit on that loop."""
+
+    def __init__(self, child: subprocess.Popen) -> None:
+        self.child = child
+        self.app = None
+        self.received: int | None = None
+        self.received_at: float | None = None
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> StopSignals:
+        for sig_name in FORWARDED_SIGNALS:
+            sig = getattr(signal, sig_name, None)
+            if sig is not None:
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def _handle(self, signum, _frame) -> None:
+        if self.child.poll() is None:
+            try:
+                self.child.send_signal(signum)
+            except ProcessLookupError:
+                pass
+        if self.received is None:
+            self.received, self.received_at = signum, time.monotonic()
+        if self.app is not None:
+            self.app.exit_soon(128 + signum)
+
+    def wait(self, grace_s: float = STOP_GRACE_S) -> int:
+        """CMD's exit status; once a stop signal came, CMD gets grace_s to exit, then it is killed."""
+        while True:
+            try:
+                return exit_status(self.child.wait(timeout=0.2))
+            except subprocess.TimeoutExpired:
+                pass
+            if self.received_at is not None and time.monotonic() - self.received_at > grace_s:
+                print(
+                    f"memsight: pid {self.child.pid} still running {grace_s:g} s after "
+                    f"{signal.Signals(self.received).name}; killing it",
+                    file=sys.stderr,
+                )
+                self.child.kill()
+
+
+def default_log_path() -> pathlib.Path:
+    return pathlib.Path(f"memsight-run-{os.getpid()}.log")
+
+
 def main(args: argparse.Namespace, name: str) -> int:
     from collectors import agent_format  # noqa: PLC0415
     from collectors.errors import CollectorError  # noqa: PLC0415
     from collectors.monitor import Monitor  # noqa: PLC0415
+    from tui.cmd_watch import display_options, resolve_config  # noqa: PLC0415
+    from tui.config import ConfigError  # noqa: PLC0415
 
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
@@ -91,55 +180,91 @@ def main(args: argparse.Namespace, name: str) -> int:
         )
     if args.json and not args.record:
         raise CollectorError("--json summarizes the recording: give --record FILE too")
+    headless = args.headless or args.json
+    if headless and args.log:
+        raise CollectorError("--log is for the UI: with --headless CMD writes to this terminal")
+    try:
+        config = resolve_config(args)
+    except ConfigError as exc:
+        print(f"memsight: {exc}", file=sys.stderr)
+        return 2
     agent_dir = agent_format.ensure_private_dir(args.agent_dir or agent_format.default_agent_dir())
     monitor = Monitor(
-        hz=args.hz,
+        hz=config.refresh_hz,
         agent_dir=agent_dir,
         record_to=args.record,
         discover_interval_s=0.5,
         vllm_url=args.vllm_url,
         prometheus=args.prometheus,
+        alert_options=config.thresholds,
     )
-    monitor.start()
-    if monitor.exporter is not None and (args.headless or args.json):
+    monitor.start()  # CollectorError (a --prometheus port in use) ends here, before any terminal change
+    if monitor.exporter is not None:
         print(f"memsight: serving {monitor.exporter.url}", file=sys.stderr)
+    env = child_environment(dict(os.environ), agent_dir, args.agent_hz)
+    log_path = None
+    popen_kwargs: dict = {}
+    if not headless:
+        # The app owns the terminal: CMD's output goes to a file (the Live screen tails it), its stdin is
+        # closed, and it gets its own session so terminal-generated signals reach it only through memsight.
+        log_path = pathlib.Path(args.log) if args.log else default_log_path()
+        try:
+            log_file = open(log_path, "wb")  # noqa: SIM115  (closed below, after Popen has its copy)
+        except OSError as exc:
+            monitor.stop()
+            raise CollectorError(f"cannot write the log file {log_path}: {exc}") from exc
+        env.setdefault("PYTHONUNBUFFERED", "1")  # a Python CMD's lines reach the log as they are printed
+        popen_kwargs = {
+            "stdin": subprocess.DEVNULL,
+            "stdout": log_file,
+            "stderr": subprocess.STDOUT,
+            "start_new_session": True,
+        }
     try:
-        child = subprocess.Popen(cmd, env=child_environment(dict(os.environ), agent_dir, args.agent_hz))
+        child = subprocess.Popen(cmd, env=env, **popen_kwargs)
     except OSError as exc:
         monitor.stop()
         raise CollectorError(f"cannot start {cmd[0]!r}: {exc}") from exc
-
-    def forward(signum, _frame):
-        try:
-            child.send_signal(signum)
-        except ProcessLookupError:
-            pass
-
-    previous = {}
-    for sig_name in FORWARDED_SIGNALS:
-        sig = getattr(signal, sig_name, None)
-        if sig is not None:
-            previous[sig] = signal.signal(sig, forward)
-    try:
-        if args.headless or args.json:
-            returncode = child.wait()
-        else:
-            from tui.app import run_app  # noqa: PLC0415  (textual only when a UI is wanted)
-
-            run_app(monitor, title=f"memsight run: {' '.join(cmd)[:60]}", source_label=f"pid {child.pid}")
-            if child.poll() is None:
-                print(
-                    f"memsight: monitor closed; waiting for {cmd[0]} (pid {child.pid}); Ctrl-C stops it",
-                    file=sys.stderr,
-                )
-            returncode = child.wait()
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        if popen_kwargs:
+            log_file.close()
+    command = " ".join(cmd)
+    try:
+        with StopSignals(child) as signals:
+            if headless:
+                returncode = signals.wait()
+            else:
+                from tui.app import run_app  # noqa: PLC0415  (textual only when a UI is wanted)
+
+                def ready(app) -> None:
+                    signals.app = app
+
+                run_app(
+                    monitor,
+                    title=f"memsight run: {command[:60]}",
+                    source_label=f"pid {child.pid}",
+                    manage_monitor=False,
+                    child=RunChild(child, command, log_path),
+                    exit_with_child=args.exit_with_child,
+                    app_ready=ready,
+                    **display_options(config),
+                )
+                signals.app = None
+                print(f"memsight: the output of {cmd[0]} is in {log_path}", file=sys.stderr)
+                if child.poll() is None and signals.received is None:
+                    print(
+                        f"memsight: monitor closed; waiting for {cmd[0]} (pid {child.pid}); Ctrl-C stops it",
+                        file=sys.stderr,
+                    )
+                returncode = signals.wait()
+    finally:
+        if child.poll() is None:  # memsight itself failed: do not leave CMD behind
+            child.kill()
+            child.wait()
         monitor.sample_once()  # the child's last records and the OS after it exited
         monitor.stop()
     if args.json:
         from collectors.recorder import read_recording, summarize  # noqa: PLC0415
 
         print(json.dumps(summarize(read_recording(args.record)), indent=1))
-    return exit_status(returncode)
+    return returncode

@@ -159,6 +159,9 @@ def demo_plan_options(
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     add_display_arguments(parser)
     if name == "watch":
+        from tui.cmd_run import add_export_arguments
+
+        add_export_arguments(parser)
         parser.add_argument(
             "--record", metavar="FILE", help="also record everything sampled to FILE (for replay)"
         )
@@ -184,7 +187,7 @@ def app_arguments(args: argparse.Namespace, name: str) -> tuple[Any, dict[str, A
         if args.speed <= 0:
             raise ConfigError(f"--speed must be positive, got {args.speed}")
         recording = bundled_recording()
-        monitor = ReplayMonitor(recording, speed=args.speed)
+        monitor = ReplayMonitor(recording, speed=args.speed, alert_options=config.thresholds)
         about = recording_about(recording)
         options = demo_plan_options(about, recording, options, args)
         return monitor, {
@@ -200,7 +203,13 @@ def app_arguments(args: argparse.Namespace, name: str) -> tuple[Any, dict[str, A
         raise ConfigError(f"--processes must be at least 1, got {args.processes}")
     # The collector reads every process anyway to rank them; keeping them all costs nothing measurable
     # (bench/monitor_cpu.py) and lets the Processes screen list every process, not only the top 15.
-    kwargs: dict[str, Any] = {"hz": config.refresh_hz, "os_collector": OSCollector(top_n=args.processes)}
+    kwargs: dict[str, Any] = {
+        "hz": config.refresh_hz,
+        "os_collector": OSCollector(top_n=args.processes),
+        "alert_options": config.thresholds,
+        "vllm_url": args.vllm_url,
+        "prometheus": args.prometheus,
+    }
     if args.record:
         kwargs["record_to"] = args.record
     if args.agent_dir:
@@ -216,4 +225,6 @@ def main(args: argparse.Namespace, name: str) -> int:
         return 2
     from tui.app import run_app
 
+    # run_app starts the monitor before the terminal changes mode: a --prometheus port in use raises
+    # CollectorError there, which the CLI prints as one `memsight: ...` line (exit 2)
     return run_app(monitor, **options)

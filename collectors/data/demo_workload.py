@@ -2,8 +2,13 @@
 generating with a growing KV cache (a DynamicCache-like object: per-layer key/value lists), tracked by the
 memsight agent (weights and KV buckets) with prefill/decode step marks. Run it under
 `memsight run --headless --record FILE -- python collectors/data/demo_workload.py`.
+
+The model's shape is read from demo_model_config.json beside this file (a Hugging Face-style config.json), the
+same file the demo's plan is made from (demo_cpu_generate.json "plan"), so the two cannot drift apart.
 """
 
+import json
+import pathlib
 import time
 
 import torch
@@ -11,8 +16,14 @@ import torch
 import collectors.agent as agent
 
 torch.manual_seed(0)
-HIDDEN, LAYERS, HEADS, KV_HEADS, VOCAB, FFN = 1024, 8, 16, 4, 32000, 2816
-HEAD_DIM = HIDDEN // HEADS
+CONFIG = json.loads((pathlib.Path(__file__).resolve().parent / "demo_model_config.json").read_text())
+HIDDEN, LAYERS = CONFIG["hidden_size"], CONFIG["num_hidden_layers"]
+HEADS, KV_HEADS = CONFIG["num_attention_heads"], CONFIG["num_key_value_heads"]
+VOCAB, FFN = CONFIG["vocab_size"], CONFIG["intermediate_size"]
+HEAD_DIM = CONFIG["head_dim"]
+assert HEAD_DIM * HEADS == HIDDEN and not CONFIG["tie_word_embeddings"]  # what the layers below assume
+# (batch, prompt tokens, new tokens) of each round; the sidecar's plan uses the largest: 4 users x 576 tokens
+ROUNDS = ((2, 256, 160), (4, 512, 64))
 
 
 class Cache:
@@ -81,7 +92,7 @@ def main() -> None:
     agent.track_model(model)
     time.sleep(2)
     with torch.inference_mode():
-        for batch, prompt, new_tokens in ((2, 256, 160), (4, 512, 64)):
+        for batch, prompt, new_tokens in ROUNDS:
             cache = Cache()
             agent.track_kv(cache)
             agent.mark_step("prefill")

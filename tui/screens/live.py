@@ -16,9 +16,13 @@ from tui.widgets.bucket_bars import BucketBars
 from tui.widgets.data import AgentRow, AlertRow, BucketComparison, ChartSeries, HeadroomData, ProcessRow
 from tui.widgets.gap_chart import GapChart
 from tui.widgets.headroom import HeadroomGauge
+from tui.widgets.log_tail import LogPanel
 from tui.widgets.process_summary import ProcessSummary
 
 WIDE_COLUMNS = 140  # at least this many columns: two columns side by side; fewer: one scrolling column
+# At least this many rows: the allocated / reserved / gap chart is shown from the start (`g` hides it); on a
+# shorter terminal it would push everything else off screen, so `g` shows it.
+TALL_ROWS = 40
 LIVE_TOP_PROCESSES = 12
 AGENTS_TITLE = "agents: PyTorch allocator per process and device, GiB (★ busiest)"
 
@@ -34,6 +38,10 @@ class LiveView:
     agents: tuple[AgentRow, ...]
     processes: tuple[ProcessRow, ...]
     alerts: tuple[AlertRow, ...]
+    vllm: str = ""  # one line about the scraped vLLM server ("" when no --vllm-url)
+    banner: str = ""  # "CMD exited with status N — q to quit" (memsight run)
+    log_title: str = ""  # where the child's output goes ("" when it is not logged: no panel)
+    log_lines: tuple[str, ...] = ()  # its last lines
 
 
 class LiveScreen(Screen):
@@ -42,12 +50,15 @@ class LiveScreen(Screen):
     def __init__(self) -> None:
         super().__init__(id="live")
         self._view: LiveView | None = None
+        self._chart_choice: bool | None = None  # the user's `g`, which wins over the size rule
 
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static("", id="live-status", classes="status-line")
         detail = getattr(self.app, "source_detail", "")
         yield Static(detail, id="live-source", classes="note")
+        yield Static("", id="live-banner", classes="banner")
+        yield Static("", id="live-vllm", classes="status-line")
         with VerticalScroll(id="live-body"):
             with Vertical(id="live-left", classes="column"):
                 yield Container(id="pools")
@@ -55,17 +66,20 @@ class LiveScreen(Screen):
                 yield Static(AGENTS_TITLE, classes="section-title")
                 yield Static("", id="agents-missing", classes="missing")
                 yield AgentsTable(id="agents")
-            with Vertical(id="live-right", classes="column"):
                 yield GapChart(id="gap-chart")
+            with Vertical(id="live-right", classes="column"):
                 yield Static(
                     "processes by memory (Δ over 30 s; NEW / FAST stand out)", classes="section-title"
                 )
                 yield ProcessSummary(id="top-processes", max_rows=LIVE_TOP_PROCESSES)
                 yield AlertLog(id="alerts")
+                yield LogPanel(id="child-log")
         yield Footer()
 
     def on_mount(self) -> None:
         self.query_one("#live-source").display = bool(getattr(self.app, "source_detail", ""))
+        for selector in ("#live-banner", "#live-vllm", "#child-log"):
+            self.query_one(selector).display = False
         self._apply_size(self.app.size.width, self.app.size.height)
         view = getattr(self.app, "live_view", None)
         if view is not None:
@@ -80,16 +94,24 @@ class LiveScreen(Screen):
         self._apply_size(event.size.width, event.size.height)
 
     def _apply_size(self, width: int, height: int) -> None:
-        """Two columns from WIDE_COLUMNS on; a taller terminal lists more processes and alerts."""
+        """Two columns from WIDE_COLUMNS on. Wide and TALL_ROWS high, the columns fill the screen: the gap
+        chart takes the left column's spare rows, the alert log the right's, and a taller terminal lists
+        more processes. Below that, one scrolling column without the chart (`g` shows it)."""
         wide = width >= WIDE_COLUMNS
-        self.query_one("#live-body").set_class(wide, "wide")
+        tall = height >= TALL_ROWS
+        body = self.query_one("#live-body")
+        body.set_class(wide, "wide")
+        body.set_class(wide and tall, "fill")
         spare = max(0, height - 48) if wide else 0
         self.query_one(ProcessSummary).set_max_rows(LIVE_TOP_PROCESSES + spare // 2)
-        self.query_one(AlertLog).styles.height = 12 + spare - spare // 2 if wide else 8
+        self.query_one(AlertLog).styles.height = "1fr" if wide and tall else 8
+        chart = self.query_one(GapChart)
+        chart.display = tall if self._chart_choice is None else self._chart_choice
 
     def action_toggle_chart(self) -> None:
         chart = self.query_one(GapChart)
         chart.display = not chart.display
+        self._chart_choice = chart.display
 
     def show(self, view: LiveView) -> None:
         """Hand each widget its part; each redraws only if its part changed."""
@@ -99,6 +121,15 @@ class LiveScreen(Screen):
         self._view = view
         if previous is None or previous.status != view.status:
             self.query_one("#live-status", Static).update(view.status)
+        for selector, text in (("#live-banner", view.banner), ("#live-vllm", view.vllm)):
+            if previous is None or getattr(previous, selector[6:]) != text:
+                line = self.query_one(selector, Static)
+                line.update(text)
+                line.display = bool(text)
+        log = self.query_one(LogPanel)
+        log.display = bool(view.log_title)
+        if view.log_title:
+            log.update_lines(view.log_title, view.log_lines)
         self._show_pools(view.comparisons)
         self.query_one(HeadroomGauge).update_data(view.headroom)
         self.query_one(GapChart).update_data(view.chart)

@@ -296,3 +296,33 @@ def machine_bar(key: str, label: str, plan, context: int) -> MachineBar:
         max_users=plan.max_users,
         context=context,
     )
+
+
+def vllm_line(state: MonitorState) -> str:
+    """One line for the vLLM server scraped with --vllm-url ("" when none was given): per model, KV cache
+    usage, running / waiting requests, preemptions and the prefix cache hit rate; or why there is nothing."""
+    snap = state.vllm
+    if snap is None:
+        return ""
+    if not snap.available:
+        return f"vLLM {snap.url}: {snap.status}"
+    if not snap.models:
+        return f"vLLM {snap.url}: no model series"
+
+    def pct(x: float | None) -> str:
+        return "—" if x is None else f"{x * 100:.1f}%"
+
+    def num(x: int | None) -> str:
+        return "—" if x is None else f"{x:,}"
+
+    parts = []
+    for m in snap.models:
+        name = m.model_name or "model"
+        if m.engine is not None and len(snap.models) > 1:
+            name += f" [{m.engine}]"
+        parts.append(
+            f"{name}: KV cache {pct(m.kv_cache_usage)} · running {num(m.requests_running)} / "
+            f"waiting {num(m.requests_waiting)} · preemptions {num(m.preemptions_total)} · "
+            f"prefix cache hits {pct(m.prefix_cache_hit_rate)}"
+        )
+    return "vLLM " + " | ".join(parts)
