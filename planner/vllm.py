@@ -595,7 +595,9 @@ def vllm_state_dtypes(
     mamba_utils.py MambaStateDtypeCalculator: the conv state takes mamba_cache_dtype ("auto": model dtype);
     Mamba-2's temporal state takes mamba_ssm_cache_dtype ("auto": the conv dtype). Gated DeltaNet's temporal
     state followed mamba_cache_dtype until 0.14 (v0.14.0:mamba_utils.py gated_delta_net_state_dtype returns
-    (state_dtype, state_dtype)) and mamba_ssm_cache_dtype in 0.20 (v0.20.0). The per-model defaults of
+    (state_dtype, state_dtype)) and mamba_ssm_cache_dtype in 0.20 (v0.20.0); the versions between were not
+    read: the 0.20 rule is applied from 0.15 on (a vLLM 0.17.1 startup log of Qwen3.5-35B-A3B already shows
+    the fp32 state, "Setting attention block size to 1056 tokens"). The per-model defaults of
     mamba_ssm_cache_dtype (model_executor/models/config.py): Nemotron-H takes the HF config's
     mamba_ssm_cache_dtype, else float16 in 0.13-0.14 and float32 in 0.20 (none before 0.13);
     Qwen3.5 takes the HF config's mamba_ssm_dtype (0.20, Qwen3_5ForConditionalGenerationConfig)."""
@@ -612,12 +614,12 @@ def vllm_state_dtypes(
             if configured
             else f"NemotronHForCausalLMConfig default {default} in vLLM {'.'.join(map(str, version))}"
         )
-    if ssm == "auto" and spec.model_type.startswith("qwen3_5") and version >= (0, 20, 0):
+    if ssm == "auto" and spec.model_type.startswith("qwen3_5"):  # vLLM has Qwen3.5 only after 0.14
         configured = _config_dtype(spec, "mamba_ssm_dtype")
         if configured:
             ssm, why = configured, "the config's mamba_ssm_dtype (Qwen3_5ForConditionalGenerationConfig)"
-    if kind == "linear" and version < (0, 20, 0):
-        return conv, conv, "Gated DeltaNet state in mamba_cache_dtype (auto: model dtype) before 0.20"
+    if kind == "linear" and version < (0, 15, 0):
+        return conv, conv, "Gated DeltaNet state in mamba_cache_dtype (auto: model dtype) up to 0.14"
     if ssm == "auto":
         return conv, conv, "mamba_ssm_cache_dtype auto: the model dtype"
     return conv, ssm, why
@@ -699,6 +701,9 @@ def hybrid_pages(
             f"{spec.name}: only full attention next to one kind of state layer is modelled for vLLM hybrids"
         )
     kind = state_kinds[0]
+    if spec.model_type.startswith("qwen3_5") and version < (0, 15, 0):
+        shown = ".".join(map(str, version))
+        raise PlannerError(f"{spec.name}: vLLM {shown} has no Qwen3.5 model (0.14.0 has none)")
     # FullAttentionSpec(block_size=1, ...).page_size_bytes: K and V of one token of one layer (planner.kv).
     per_token = layer_kv_bytes(attention_layers[0], 1, kv_dtype, spec, tp)
     state, conv_dtype, temporal_dtype = vllm_state_page_bytes(spec, kind, tp, version, mamba_ssm_cache_dtype)

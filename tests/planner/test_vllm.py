@@ -315,10 +315,141 @@ def test_bad_inputs_are_planner_errors():
         vllm_pool(spec, max_model_len=8192, kv_pool_bytes=GiB, tp=3)
 
 
-def test_hybrid_state_models_are_refused_clearly():
+def test_hybrid_state_models_outside_the_read_versions_are_refused_clearly():
+    """From 0.26 hybrids get prefix caching by default (mamba_cache_mode align/all): not modelled."""
     spec = load_spec("nemotron-h-8b")
-    with pytest.raises(PlannerError, match="Mamba/linear-attention"):
-        vllm_pool(spec, max_model_len=8192, kv_pool_bytes=GiB)
+    for version in ("0.26.0", "0.33.0", "0.21.0"):
+        with pytest.raises(PlannerError, match="Mamba/linear-attention models are not modelled"):
+            vllm_pool(spec, max_model_len=8192, kv_pool_bytes=GiB, version=version)
+    with pytest.raises(PlannerError, match="not modelled"):
+        vllm_pool(spec, max_model_len=8192, kv_pool_bytes=GiB, version="0.10.1")  # before the first read
+    with pytest.raises(PlannerError, match="V1 only"):
+        vllm_pool(spec, max_model_len=8192, kv_pool_bytes=GiB, version="0.10.2", engine="V0")
+    with pytest.raises(PlannerError, match="hybrid KV-cache manager"):
+        vllm_pool(spec, max_model_len=8192, kv_pool_bytes=GiB, version="0.11.0", hybrid_manager=False)
+    with pytest.raises(PlannerError, match="no Qwen3.5 model"):
+        vllm_pool(load_spec("qwen3.5-35b-a3b"), max_model_len=8192, kv_pool_bytes=GiB, version="0.14.0")
+
+
+# Qwen3-Next / Qwen3.5 Gated DeltaNet: 16 key heads, 32 value heads, 128 x 128, conv kernel 4; attention 2 KV
+# heads x 256. vLLM's state page (mamba_utils.py): conv (4 - 1) x (2*16*128 + 32*128) / tp in the model
+# dtype + temporal 32/tp x 128 x 128 in bf16 (<= 0.14, Qwen3-Next) or fp32 (Qwen3.5's mamba_ssm_dtype).
+GDN_CONV = 3 * (2 * 16 * 128 + 32 * 128)
+GDN_TEMPORAL = 32 * 128 * 128
+
+
+def test_hybrid_qwen3_next_v0102_tp2_log():
+    """A real vLLM 0.10.2 startup log (public repo file, code-search id 7292846353):
+    Qwen3-Next-80B-A3B-Instruct, `--tensor-parallel-size 2`, bf16, max model len 262144, FlashAttention:
+        Setting attention block size to 544 tokens to ensure that attention page size is >= mamba page size.
+        Padding mamba page size by 1.49% to ensure that mamba page size and attention page size are ...
+        Available KV cache memory: 44.59 GiB
+        GPU KV cache size: 973,760 tokens
+        Maximum concurrency for 262,144 tokens per request: 14.77x"""
+    spec = load_spec("qwen3-next-80b-a3b")
+    state = (GDN_CONV // 2 + GDN_TEMPORAL // 2) * 2  # 548,864 B per rank at tp=2
+    per_token = 2 * 1 * 256 * 2  # K+V, 1 KV head per rank, bf16
+    block = 16 * math.ceil(state / (16 * per_token))
+    assert (state, block) == (548_864, 544)
+    kw = dict(version="0.10.2", tp=2, max_model_len=262_144, weights_bytes=0, activation_bytes=0)
+    lo = vllm_pool(spec, kv_pool_bytes=gib(44.585), **kw)
+    hi = vllm_pool(spec, kv_pool_bytes=gib(44.595), **kw)
+    assert lo.block_size == 544
+    assert lo.log_lines[:2] == (
+        "Setting attention block size to 544 tokens to ensure that attention page size is >= mamba page "
+        "size.",
+        "Padding mamba page size by 1.49% to ensure that mamba page size and attention page size are exactly "
+        "equal.",
+    )
+    # 12 full + 36 GDN layers: group size 12 -> 1 attention group and 3 state groups sharing one pool
+    assert lo.num_groups == 4 and lo.bytes_per_block == 12 * 544 * per_token
+    assert [g.kind for g in lo.groups] == ["linear", "linear", "linear", "full"]  # layer order, as vLLM
+    assert lo.blocks_per_request == math.ceil(262_144 / 544) + 3  # 482 attention blocks + 1 state block x 3
+    # the log pins the blocks to 7162 or 7163 (973,760 = blocks // 4 * 544; 14.77 = blocks / 485), inside the
+    # window the 0.01 GiB rounding of "44.59 GiB" allows; the logged figure itself gives 7162 and both lines
+    assert (lo.num_blocks, hi.num_blocks) == (7161, 7163)
+    logged = vllm_pool(spec, kv_pool_bytes=gib(44.59), **kw)
+    assert logged.num_blocks == 7162
+    assert logged.log_lines[-2:] == (
+        "GPU KV cache size: 973,760 tokens",
+        "Maximum concurrency for 262,144 tokens per request: 14.77x",
+    )
+    for blocks in (7162, 7163):
+        exact = vllm_pool(spec, kv_pool_bytes=blocks * lo.bytes_per_block, **kw)
+        assert exact.num_blocks == blocks
+        assert exact.kv_cache_tokens == 973_760  # the <= 0.20 hybrid quirk: blocks // groups * block size
+        assert exact.log_lines[-2:] == (
+            "GPU KV cache size: 973,760 tokens",
+            "Maximum concurrency for 262,144 tokens per request: 14.77x",
+        )
+
+
+def test_hybrid_qwen35_block_size_follows_the_fp32_state():
+    """Qwen3.5's config sets mamba_ssm_dtype float32, which vLLM keeps for the GDN state after 0.14. Logs:
+    a vLLM 0.17.1 build serving Qwen3_5MoeForConditionalGeneration (code-search id 55375616592) and a TP=2
+    Qwen3.5-35B-A3B run (id 66696367809) both print "Setting attention block size to 1056 tokens" and
+    "Padding mamba page size by 0.76%"."""
+    spec = load_spec("qwen3.5-35b-a3b")
+    for tp in (1, 2):
+        state = GDN_CONV // tp * 2 + GDN_TEMPORAL // tp * 4
+        per_token = 2 * (2 // tp) * 256 * 2
+        assert 16 * math.ceil(state / (16 * per_token)) == 1056
+        for version in ("0.17.1", "0.20.0"):
+            pool = vllm_pool(spec, version=version, tp=tp, max_model_len=32_768, kv_pool_bytes=20 * GiB)
+            assert pool.block_size == 1056
+            assert pool.log_lines[0].startswith("Setting attention block size to 1056 tokens")
+            assert pool.log_lines[1].startswith("Padding mamba page size by 0.76% ")
+            assert pool.bytes_per_block == 10 * 1056 * per_token  # 10 full + 30 GDN layers: 4 groups of 10
+            assert pool.num_blocks == 20 * GiB // pool.bytes_per_block
+            assert pool.blocks_per_request == math.ceil(32_768 / 1056) + 3
+    # --mamba-ssm-cache-dtype bfloat16 brings the state back to the model dtype: 544-token blocks
+    assert vllm_pool(
+        spec, version="0.20.0", max_model_len=32_768, kv_pool_bytes=GiB, mamba_ssm_cache_dtype="bfloat16"
+    ).block_size == 544
+
+
+def test_hybrid_nemotron_h_state_dtype_by_version():
+    """Nemotron-H-56B (10 attention + 54 Mamba-2 layers, 256 heads x 64, 8 groups, state 256): SSM state is
+    "auto" = bf16 up to 0.12, NemotronHForCausalLMConfig's float16 in 0.13-0.14 and float32 in 0.20."""
+    spec = load_spec("nemotron-h-56b")
+    conv = 3 * (256 * 64 + 2 * 8 * 256) * 2  # (conv_kernel - 1) x conv_dim, bf16
+    temporal = 256 * 64 * 256
+    per_token = 2 * 8 * 128 * 2
+    expected = {"0.11.0": 2, "0.12.0": 2, "0.13.0": 2, "0.14.0": 2, "0.20.0": 4}
+    for version, ssm_bytes in expected.items():
+        state = conv + temporal * ssm_bytes
+        block = 16 * math.ceil(state / (16 * per_token))
+        pool = vllm_pool(spec, version=version, max_model_len=8192, kv_pool_bytes=30 * GiB)
+        assert pool.block_size == block, version
+        assert pool.bytes_per_block == 10 * block * per_token
+        # 54 Mamba layers in groups of 10: 6 groups (6 padding layers) + 1 attention group
+        assert pool.num_groups == 7 and sum(g.kind == "mamba" for g in pool.groups) == 6
+        assert pool.num_blocks == 30 * GiB // pool.bytes_per_block
+        assert pool.blocks_per_request == math.ceil(8192 / block) + 6
+        assert pool.kv_cache_tokens == pool.num_blocks // 7 * block
+        assert pool.max_concurrency_text == f"{pool.num_blocks / pool.blocks_per_request:.2f}x"
+    versions = ("0.11.0", "0.20.0")
+    sizes = [vllm_pool(spec, version=v, max_model_len=8192, kv_pool_bytes=GiB).block_size for v in versions]
+    assert sizes == [2080, 4128]
+
+
+def test_hybrid_token_line_uses_the_smaller_of_block_and_max_model_len():
+    """The state groups' block size is max_model_len; with a max_model_len below the attention block the
+    <= 0.20 token line multiplies by max_model_len (v0.11.0:kv_cache_utils.py:1076-1080)."""
+    spec = load_spec("nemotron-h-56b")
+    pool = vllm_pool(spec, version="0.11.0", max_model_len=1000, kv_pool_bytes=30 * GiB)
+    assert pool.block_size == 2080 and pool.blocks_per_request == 1 + 6
+    assert pool.kv_cache_tokens == pool.num_blocks // 7 * 1000
+
+
+def test_hybrid_mamba_groups_replicated_under_tp():
+    """n_groups that tp does not divide grow to tp (extra_groups_for_head_shards): Nemotron-H-8B (8 groups,
+    128 heads x 64, state 128) at tp=16 keeps conv (3, (8192 + 2*16*128) / 16) and temporal (8, 64, 128)."""
+    spec = load_spec("nemotron-h-8b")
+    state = 3 * (128 * 64 + 2 * 16 * 128) // 16 * 2 + 128 // 16 * 64 * 128 * 2
+    per_token = 2 * 1 * 128 * 2  # 8 KV heads replicated: 1 per rank
+    pool = vllm_pool(spec, version="0.11.0", tp=16, max_model_len=8192, kv_pool_bytes=GiB)
+    assert pool.block_size == 16 * math.ceil(state / (16 * per_token))
 
 
 def test_v1_log_qwen25_15b_available_memory_to_tokens():
