@@ -384,6 +384,30 @@ def test_hybrid_qwen3_next_v0102_tp2_log():
         )
 
 
+def test_hybrid_qwen3_next_fp8_kv_tp2_log():
+    """vLLM issue 26646 (Oct 2025, the 0.11 era: the size lines are printed once per worker, before the min):
+    Qwen3-Next-80B-A3B int4 AutoRound, `--tensor-parallel-size 2 --max-model-len 215040 --kv-cache-dtype
+    fp8_e5m2`:
+        GPU KV cache size: 90,048 tokens
+        Maximum concurrency for 215,040 tokens per request: 1.66x
+    An fp8 attention page is half as large, so the block doubles to 16 * cdiv(548,864, 16 * 512) = 1072
+    tokens; 90,048 = blocks // 4 * 1072 and 1.66 = blocks / (cdiv(215040, 1072) + 3) pin the blocks to
+    338-339.
+    """
+    spec = load_spec("qwen3-next-80b-a3b")
+    kw = dict(version="0.11.0", tp=2, max_model_len=215_040, kv_dtype="fp8_e5m2")
+    probe = vllm_pool(spec, kv_pool_bytes=GiB, **kw)
+    assert probe.block_size == 1072 and probe.bytes_per_block == 12 * 1072 * 512
+    assert probe.blocks_per_request == 201 + 3
+    lines = (
+        "GPU KV cache size: 90,048 tokens",
+        "Maximum concurrency for 215,040 tokens per request: 1.66x",
+    )
+    for blocks in (337, 338, 339, 340):
+        pool = vllm_pool(spec, kv_pool_bytes=blocks * probe.bytes_per_block, **kw)
+        assert (pool.log_lines[-2:] == lines) == (blocks in (338, 339))
+
+
 def test_hybrid_qwen35_block_size_follows_the_fp32_state():
     """Qwen3.5's config sets mamba_ssm_dtype float32, which vLLM keeps for the GDN state after 0.14. Logs:
     a vLLM 0.17.1 build serving Qwen3_5MoeForConditionalGeneration (code-search id 55375616592) and a TP=2
