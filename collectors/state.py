@@ -1,7 +1,9 @@
 """Turns the latest snapshots into one immutable MonitorState (shared by the live Monitor and replay).
 
-It keeps the rings for chart history (fixed size, see collectors/ring.py) and a short list of recent states
-for the alert rules. Only the collector threads (or the replay clock) call the update_* methods and
+It keeps the rings (fixed size, see collectors/ring.py: a day of history), the short chart history the UI
+draws (the last `history_points` of each series, appended as samples arrive; a series' tuples are rebuilt
+only when it changed, never copied out of the rings per build) and a short list of recent states for the
+alert rules. Only the collector threads (or the replay clock) call the update_* methods and
 build(); readers get the last built MonitorState, a frozen value, without any lock.
 """
 
@@ -17,7 +19,7 @@ from collectors import buckets as buckets_mod
 from collectors.alerts import AlertOptions, evaluate
 from collectors.nvml_collector import gpu_bytes_by_pid, gpu_held_bytes
 from collectors.os_collector import with_gpu_bytes
-from collectors.ring import Ring, to_int
+from collectors.ring import Ring, to_float, to_int
 from collectors.snapshots import (
     AgentRecord,
     AgentView,
@@ -58,6 +60,8 @@ class AgentTrack:
     history: deque = field(default_factory=lambda: deque(maxlen=600))
     latest: dict[int, AgentRecord] = field(default_factory=dict)
     rings: dict[int, Ring] = field(default_factory=dict)
+    # per device (>= 0): the chart history, (t, allocated, reserved) of the samples its ring accepted
+    series: dict[int, deque] = field(default_factory=dict)
 
 
 class StateBuilder:
@@ -80,6 +84,13 @@ class StateBuilder:
         self.agents: dict[tuple[int, int], AgentTrack] = {}
         self.os_ring = Ring("os", OS_FIELDS)
         self.headroom_ring = Ring("headroom", ("headroom",))
+        # chart history (what MonitorState.history shows), oldest first, bounded by history_points
+        self._available: deque[tuple[float, float]] = deque(maxlen=history_points)
+        self._headroom: deque[tuple[float, float]] = deque(maxlen=history_points)
+        self._headroom_from: tuple[float | None, float | None] | None = None  # (os t, nvml t) last charted
+        self._series_changed: set[str] = set()  # "available" | "headroom" | "agents": rebuild at next build
+        self._history_parts: dict[str, dict[str, tuple[tuple[float, ...], ...]]] = {}
+        self._history: Mapping[str, tuple[tuple[float, ...], ...]] = MappingProxyType({})
         self.recent: deque[MonitorState] = deque()
         self.alerts: deque[Alert] = deque(maxlen=max_alerts)
         self._alert_keys: dict[tuple, float] = {}
@@ -107,7 +118,7 @@ class StateBuilder:
         with self._lock:
             self.os = snap
             self.status["os"] = "ok"
-            self.os_ring.append(
+            accepted = self.os_ring.append(
                 snap.t,
                 {
                     "mem_total": snap.mem_total,
@@ -121,6 +132,9 @@ class StateBuilder:
                     "oom_kill": snap.oom_kill,
                 },
             )
+            if accepted:  # a sample the ring refused (time going backwards) is not charted either
+                self._available.append((snap.t, to_float(snap.mem_available)))
+                self._series_changed.add("available")
 
     def os_failed(self, message: str) -> None:
         with self._lock:
@@ -163,7 +177,13 @@ class StateBuilder:
                 ring = track.rings.get(r.device)
                 if ring is None:
                     ring = track.rings[r.device] = Ring(f"agent:{key[0]}:{r.device}", AGENT_FIELDS)
-                ring.append(r.t, {name: getattr(r, name) for name in AGENT_FIELDS})
+                accepted = ring.append(r.t, {name: getattr(r, name) for name in AGENT_FIELDS})
+                if accepted and r.device >= 0:
+                    series = track.series.get(r.device)
+                    if series is None:
+                        series = track.series[r.device] = deque(maxlen=self.history_points)
+                    series.append((r.t, to_float(r.allocated), to_float(r.reserved)))
+                    self._series_changed.add("agents")
             track.lost += lost
             if lost:
                 self.dropped[f"agent:{key[0]}"] = track.lost
@@ -177,7 +197,8 @@ class StateBuilder:
 
     def drop_agent(self, key: tuple[int, int]) -> None:
         with self._lock:
-            self.agents.pop(key, None)
+            if self.agents.pop(key, None) is not None:
+                self._series_changed.add("agents")
 
     # ---- build
     def _dropped_now(self) -> dict[str, int]:
@@ -208,33 +229,59 @@ class StateBuilder:
             )
         return tuple(sorted(views, key=lambda v: v.pid))
 
-    def _history(self, views: tuple[AgentView, ...]) -> Mapping[str, tuple[tuple[float, ...], ...]]:
+    def _history_now(self) -> Mapping[str, tuple[tuple[float, ...], ...]]:
+        """MonitorState.history; the same mapping as last time unless a series got a sample since."""
+        if not self._series_changed:
+            return self._history
+        parts = self._history_parts
+        if "available" in self._series_changed:
+            parts["available"] = {"available": _columns(self._available, 2)}
+        if "headroom" in self._series_changed:
+            parts["headroom"] = {"headroom": _columns(self._headroom, 2)}
+        if "agents" in self._series_changed:
+            parts["agents"] = self._agent_history()
+        self._series_changed.clear()
+        out: dict[str, tuple[tuple[float, ...], ...]] = {
+            "available": ((), ()),
+            "headroom": ((), ()),
+            "allocated": ((), ()),
+            "reserved": ((), ()),
+            "gap": ((), ()),
+        }
+        for part in parts.values():
+            out.update(part)
+        self._history = MappingProxyType(out)
+        return self._history
+
+    def _agent_history(self) -> dict[str, tuple[tuple[float, ...], ...]]:
         n = self.history_points
         out: dict[str, tuple[tuple[float, ...], ...]] = {}
-        snap = self.os_ring.snapshot(last=n)
-        available = snap.column("mem_available")
-        out["available"] = (snap.times, available)
-        hs = self.headroom_ring.snapshot(last=n)
-        out["headroom"] = (hs.times, hs.column("headroom"))
         sums: dict[str, dict[float, float]] = {"allocated": {}, "reserved": {}, "gap": {}}
         for track in self.agents.values():
-            for device, ring in track.rings.items():
-                if device < 0:
-                    continue
-                rs = ring.snapshot(last=n)
-                alloc, resv = rs.column("allocated"), rs.column("reserved")
+            for device, series in track.series.items():
+                times, alloc, resv = _columns(series, 3)
                 gap = tuple(r - a for a, r in zip(alloc, resv, strict=True))
                 for name, column in (("allocated", alloc), ("reserved", resv), ("gap", gap)):
-                    out[f"{name}:{track.pid}:{device}"] = (rs.times, column)
+                    out[f"{name}:{track.pid}:{device}"] = (times, column)
                     # sums are aligned on the agent's own sampling times, rounded to 0.1 s
-                    for t, v in zip(rs.times, column, strict=True):
+                    for t, v in zip(times, column, strict=True):
                         if v == v:
                             key = round(t, 1)
                             sums[name][key] = sums[name].get(key, 0.0) + v
-        for name, series in sums.items():
-            times = tuple(sorted(series))[-n:]
-            out[name] = (times, tuple(series[t] for t in times))
-        return MappingProxyType(out)
+        for name, summed in sums.items():
+            times = tuple(sorted(summed))[-n:]
+            out[name] = (times, tuple(summed[t] for t in times))
+        return out
+
+    def _chart_headroom(self, t: float, headroom: int | None, os_snap, nvml: NVMLSnapshot) -> None:
+        """One headroom point per new OS or NVML snapshot (not per build: three threads build)."""
+        source = (os_snap.t if os_snap is not None else None, nvml.t)
+        if headroom is None or source == self._headroom_from:
+            return
+        self._headroom_from = source
+        if self.headroom_ring.append(t, (float(headroom),)):
+            self._headroom.append((t, float(headroom)))
+            self._series_changed.add("headroom")
 
     def build(self, t: float) -> MonitorState:
         with self._lock:
@@ -249,6 +296,7 @@ class StateBuilder:
                 r.is_integrated for v in views for r in v.latest if r.is_integrated
             )
             headroom, source = headroom_of(os_snap, nvml, views, unified)
+            self._chart_headroom(t, headroom, self.os, nvml)
             system_used = gpu_held = gap = None
             if unified and os_snap is not None:
                 system_used = os_snap.mem_total - os_snap.mem_available
@@ -265,7 +313,7 @@ class StateBuilder:
                 unified=unified,
                 headroom_bytes=headroom,
                 headroom_source=source,
-                history=self._history(views),
+                history=self._history_now(),
                 system_used_bytes=system_used,
                 gpu_held_bytes=gpu_held,
                 unified_gap_bytes=gap,
@@ -287,6 +335,13 @@ class StateBuilder:
             self.recent[-1] = state
             self.state = state
             return state
+
+
+def _columns(rows: deque, width: int) -> tuple[tuple[float, ...], ...]:
+    """deque of (t, v1, ...) rows -> (times, v1s, ...) tuples; `width` columns even when empty."""
+    if not rows:
+        return ((),) * width
+    return tuple(zip(*rows, strict=True))
 
 
 def headroom_of(
