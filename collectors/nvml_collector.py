@@ -176,6 +176,12 @@ class NVMLCollector:
     def status(self) -> str:
         return self._status
 
+    @property
+    def active(self) -> bool:
+        """NVML initialised: sampling can change something. False (no library, init failed, closed): every
+        sample() returns the same "why not" snapshot, so the monitor samples it once and runs no thread."""
+        return self._backend is not None
+
     def close(self) -> None:
         if self._backend is not None:
             try:
