@@ -548,13 +548,18 @@ def predicted_profile_activation(
 # 0.12.0, 0.13.0, 0.14.0 and 0.20.0 (model_executor/models/config.py HybridAttentionMambaModelConfig up to
 # 0.19, platforms/interface.py _align_hybrid_block_size from 0.20; layers/mamba/mamba_utils.py for the state
 # shapes and dtypes; v1/kv_cache_interface.py MambaSpec; v1/core/kv_cache_utils.py for groups and logs).
-# 0.26.0 and 0.33.0 were read too: there hybrids get prefix caching by default (mamba_cache_mode "align" /
-# "all", v0.26.0:config/model.py:1895 is_prefix_caching_supported), which changes the block size and the
-# state blocks per request, and 0.33 adds a prefill-checkpoint alignment and a new planner; not modelled.
+# 0.26.0 was read too: there hybrids get prefix caching by default (v0.26.0:config/model.py:1895
+# is_prefix_caching_supported), which puts the state in mamba_cache_mode "align" (models without Mamba prefix
+# caching support: Qwen3-Next, Qwen3.5; two state blocks per request) or "all" (Nemotron-H: chunk-aligned
+# blocks and a state block per block of the request, not modelled) (v0.26.0:models/config.py MambaModelConfig,
+# kv_cache_interface.py MambaSpec.max_memory_usage_bytes). 0.33.0 adds a prefill-checkpoint alignment to
+# "align" and a new KV-cache planner (kv_cache_planning.py): not modelled.
 HYBRID_FIRST_VERSION: Version = (0, 10, 2)  # first read version with HybridAttentionMambaModelConfig
-# 0.20.x: prefix caching still off for hybrids by default (v0.20.0:config/model.py:1787)
-HYBRID_LAST_VERSION: Version = (0, 20, 99)
-HYBRID_READ_VERSIONS: tuple[str, ...] = ("0.10.2", "0.11.0", "0.12.0", "0.13.0", "0.14.0", "0.20.0")
+HYBRID_LAST_VERSION: Version = (0, 26, 99)
+HYBRID_READ_VERSIONS: tuple[str, ...] = ("0.10.2", "0.11.0", "0.12.0", "0.13.0", "0.14.0", "0.20.0", "0.26.0")
+# Prefix caching is off by default for hybrids up to 0.20 (v0.20.0:config/model.py:1787) and on in 0.26; the
+# versions between were not read, so there the caller has to say which.
+HYBRID_PREFIX_CACHING_UNKNOWN: tuple[Version, Version] = ((0, 21, 0), (0, 25, 99))
 
 
 @dataclass(frozen=True, slots=True)
@@ -565,8 +570,9 @@ class HybridPages:
     attention_bytes_per_token: int  # one attention layer, one token (K + V)
     state_bytes: int  # one state layer's MambaSpec page before padding (conv + temporal state)
     page_bytes: int  # the unified page: block_size * attention_bytes_per_token, the state page padded to it
-    state_block_size: int  # MambaSpec.block_size: max_model_len without prefix caching
+    state_block_size: int  # MambaSpec.block_size: max_model_len without prefix caching, else block_size
     state_blocks_per_request: int  # state blocks one request holds per group
+    mamba_cache_mode: str  # "none" (no prefix caching) | "align"
     alignment: int  # the kernel block alignment the block size was rounded to
     conv_dtype: str
     temporal_dtype: str
@@ -680,8 +686,14 @@ def hybrid_pages(
     max_model_len: int,
     cuda_capability: tuple[int, int] | None = None,
     mamba_ssm_cache_dtype: str = "auto",
+    mamba_cache_mode: str = "none",
 ) -> HybridPages:
-    """The attention block size and the unified page of a hybrid model, as vLLM `version` sets them."""
+    """The attention block size and the unified page of a hybrid model, as vLLM `version` sets them.
+    mamba_cache_mode: "none" (prefix caching off) or "align" (on, for models without Mamba prefix caching)."""
+    if mamba_cache_mode not in ("none", "align"):
+        raise PlannerError(f"mamba_cache_mode {mamba_cache_mode!r} is not modelled (none, align)")
+    if mamba_cache_mode == "align" and version < (0, 20, 0):
+        raise PlannerError("mamba_cache_mode 'align' exists from vLLM 0.20 (in the versions read)")
     attention_layers = [
         layer
         for layer in spec.layers
@@ -737,15 +749,18 @@ def hybrid_pages(
         )
     # MambaSpec.block_size is max_model_len without prefix caching (v0.11.0:gpu_model_runner.py:4127-4133,
     # v0.12.0+: cache_config.mamba_block_size = max_model_len), so every request holds one state block per
-    # group (max_memory_usage_bytes: v0.11.0 page_size_bytes; v0.12.0 cdiv(mml, mml) * page; v0.20.0
-    # mamba_cache_mode "none": 1 + speculative blocks).
+    # group (max_memory_usage_bytes: v0.11.0 page_size_bytes; v0.12.0 cdiv(mml, mml) * page; v0.20.0 / v0.26.0
+    # mamba_cache_mode "none": 1 + speculative blocks). "align" sets mamba_block_size = block_size
+    # (v0.20.0:platforms/interface.py:613-614) and holds 2 + speculative blocks (kv_cache_interface.py).
+    align = mamba_cache_mode == "align"
     return HybridPages(
         block_size=chosen,
         attention_bytes_per_token=per_token,
         state_bytes=state,
         page_bytes=page,
-        state_block_size=max_model_len,
-        state_blocks_per_request=1,
+        state_block_size=chosen if align else max_model_len,
+        state_blocks_per_request=2 if align else 1,
+        mamba_cache_mode=mamba_cache_mode,
         alignment=alignment,
         conv_dtype=conv_dtype,
         temporal_dtype=temporal_dtype,
@@ -844,6 +859,94 @@ def _groups_for_stage(
     return groups, page_bytes * group_size
 
 
+def _hybrid_for_pool(
+    spec: ModelSpec,
+    *,
+    version: str,
+    ver: Version,
+    engine: str,
+    kv_dtype: str,
+    tp: int,
+    block_size: int,
+    max_model_len: int,
+    cuda_capability: tuple[int, int] | None,
+    mamba_ssm_cache_dtype: str,
+    enable_prefix_caching: bool | None,
+    hybrid_manager: bool,
+    notes: list[str],
+) -> HybridPages:
+    """vllm_pool's checks and notes around hybrid_pages(): which versions, prefix caching, the cache mode."""
+    first = ".".join(map(str, HYBRID_FIRST_VERSION))
+    if engine != "V1":
+        raise PlannerError(f"{spec.name}: hybrid Mamba/linear-attention models are modelled for V1 only")
+    if not HYBRID_FIRST_VERSION <= ver <= HYBRID_LAST_VERSION:
+        raise PlannerError(
+            f"{spec.name}: vLLM {version}'s KV pages for hybrid Mamba/linear-attention models are not "
+            f"modelled (covered: V1 {first} - 0.26.x; 0.33 aligns the block to the prefill checkpoints and "
+            "plans the pool anew); pass --vllm-version 0.26.0 or earlier, or plan without --engine vllm"
+        )
+    if not hybrid_manager:
+        # unify_hybrid_kv_cache_specs can only turn sliding-window layers into full attention; with Mamba
+        # layers it raises (v0.11.0:kv_cache_utils.py:1096-1147).
+        raise PlannerError(f"{spec.name}: vLLM runs Mamba hybrids only with the hybrid KV-cache manager")
+    low, high = HYBRID_PREFIX_CACHING_UNKNOWN
+    if enable_prefix_caching is None:
+        if low <= ver <= high:
+            raise PlannerError(
+                f"{spec.name}: vLLM {version}: prefix caching for hybrids is off by default in 0.20 and on "
+                "in 0.26; the versions between were not read: say whether it is on (enable_prefix_caching)"
+            )
+        enable_prefix_caching = ver >= (0, 26, 0)
+        why = "the default of this version for hybrids"
+    else:
+        why = "given"
+    # Models with Mamba prefix caching support (SupportsMambaPrefixCaching: Nemotron-H from 0.12; not
+    # Qwen3-Next / Qwen3.5) keep the state of every block ("all" from 0.20); the others are switched off
+    # (0.12-0.14: MambaModelConfig disables prefix caching) or use "align" (0.20, 0.26).
+    mode = "none"
+    if enable_prefix_caching and ver >= (0, 12, 0):
+        if spec.model_type == "nemotron_h":
+            raise PlannerError(
+                f"{spec.name}: with prefix caching vLLM keeps Nemotron-H's state per chunk-aligned block "
+                "(mamba_cache_mode 'all'), which is not modelled; plan it with prefix caching off "
+                "(--no-enable-prefix-caching)"
+            )
+        if ver >= (0, 20, 0):
+            mode = "align"
+        else:
+            why += "; vLLM switches it off for hybrids without Mamba prefix caching support"
+    hybrid = hybrid_pages(
+        spec,
+        version=ver,
+        kv_dtype=kv_dtype,
+        tp=tp,
+        block_size=block_size,
+        max_model_len=max_model_len,
+        cuda_capability=cuda_capability,
+        mamba_ssm_cache_dtype=mamba_ssm_cache_dtype,
+        mamba_cache_mode=mode,
+    )
+    known = [v for v in HYBRID_READ_VERSIONS if parse_version(v) <= ver]
+    nearest = max(known, key=parse_version)
+    if nearest != ".".join(map(str, ver)):
+        notes.append(f"hybrid page rules of vLLM {nearest} (the nearest read version before {version})")
+    state = "one state block" if mode == "none" else "two state blocks (mamba_cache_mode align)"
+    notes.append(
+        f"hybrid: state page {hybrid.state_bytes:,} B (conv {hybrid.conv_dtype}, SSM state "
+        f"{hybrid.temporal_dtype}); attention {hybrid.attention_bytes_per_token:,} B/token/layer; block size "
+        f"{hybrid.block_size} tokens (multiple of {hybrid.alignment}); page {hybrid.page_bytes:,} B; prefix "
+        f"caching {'on' if enable_prefix_caching else 'off'} ({why}): {state} per request and group"
+    )
+    if cuda_capability is None and (0, 12, 0) <= ver < (0, 20, 0):
+        notes.append("compute capability not given: the 16-token alignment (not Blackwell's 32) is used")
+    if ver >= (0, 20, 0):
+        notes.append(
+            "vLLM >= 0.20 aligns to the attention backend's smallest kernel block size: 16 assumed "
+            "(FlashAttention, FlashInfer); a backend preferring larger blocks raises the block size"
+        )
+    return hybrid
+
+
 def vllm_pool(
     spec: ModelSpec,
     *,
@@ -874,6 +977,7 @@ def vllm_pool(
     sampler_path: str | None = None,
     sm_count: int | None = None,
     mamba_ssm_cache_dtype: str = "auto",
+    enable_prefix_caching: bool | None = None,
 ) -> VLLMPool:
     """Pool bytes, blocks, KV tokens and max concurrency as vLLM `version` computes and logs them.
 
@@ -882,8 +986,9 @@ def vllm_pool(
     max_num_batched_tokens / max_num_seqs: vLLM's defaults for the version, usage_context ("openai" for
     `vllm serve`, "llm" for the LLM class) and device (total_bytes, device_name, cuda_capability) when None.
     activation_bytes None: profile_activation() predicts it (flagged PREDICTED, every term in the notes).
-    Hybrid models (Mamba-2 / Gated DeltaNet layers): V1 0.10.2 - 0.20.x, see hybrid_pages();
-    mamba_ssm_cache_dtype is vLLM's --mamba-ssm-cache-dtype ("auto": the per-model default).
+    Hybrid models (Mamba-2 / Gated DeltaNet layers): V1 0.10.2 - 0.26.x, see hybrid_pages();
+    mamba_ssm_cache_dtype is vLLM's --mamba-ssm-cache-dtype ("auto": the per-model default);
+    enable_prefix_caching (None: the version's default) matters for hybrids only.
     """
     ver = parse_version(version)
     notes: list[str] = []
@@ -1015,48 +1120,22 @@ def vllm_pool(
 
     hybrid: HybridPages | None = None
     if any(layer.attention is not None and layer.attention.kind in STATE_KINDS for layer in spec.layers):
-        covered = f"{'.'.join(map(str, HYBRID_FIRST_VERSION))} - 0.20.x"
-        if engine != "V1":
-            raise PlannerError(f"{spec.name}: hybrid Mamba/linear-attention models are modelled for V1 only")
-        if not HYBRID_FIRST_VERSION <= ver <= HYBRID_LAST_VERSION:
-            raise PlannerError(
-                f"{spec.name}: vLLM {version}'s KV pages for hybrid Mamba/linear-attention models are not "
-                f"modelled (covered: V1 {covered}; from 0.26 hybrids get prefix caching by default, which "
-                "changes the block size and the state blocks per request); pass --vllm-version 0.20.0 or "
-                "earlier, or plan without --engine vllm"
-            )
-        if not hybrid_manager:
-            # unify_hybrid_kv_cache_specs can only turn sliding-window layers into full attention; with
-            # Mamba layers it raises (v0.11.0:kv_cache_utils.py:1096-1147).
-            raise PlannerError(f"{spec.name}: vLLM runs Mamba hybrids only with the hybrid KV-cache manager")
-        hybrid = hybrid_pages(
+        hybrid = _hybrid_for_pool(
             spec,
-            version=ver,
+            version=version,
+            ver=ver,
+            engine=engine,
             kv_dtype=kv_dtype,
             tp=topology.tp,
             block_size=block_size,
             max_model_len=max_model_len,
             cuda_capability=cuda_capability,
             mamba_ssm_cache_dtype=mamba_ssm_cache_dtype,
+            enable_prefix_caching=enable_prefix_caching,
+            hybrid_manager=hybrid_manager,
+            notes=notes,
         )
         block_size = hybrid.block_size
-        nearest = max(v for v in HYBRID_READ_VERSIONS if parse_version(v) <= ver)
-        if f"{ver[0]}.{ver[1]}.{ver[2]}" not in HYBRID_READ_VERSIONS:
-            notes.append(f"hybrid page rules of vLLM {nearest} (the nearest read version before {version})")
-        notes.append(
-            f"hybrid: state page {hybrid.state_bytes:,} B (conv {hybrid.conv_dtype}, SSM state "
-            f"{hybrid.temporal_dtype}); attention {hybrid.attention_bytes_per_token:,} B/token/layer; block "
-            f"size {hybrid.block_size} tokens (multiple of {hybrid.alignment}); page {hybrid.page_bytes:,} "
-            "B; prefix caching off (vLLM's default for hybrids up to 0.20): one state block per request and "
-            "group"
-        )
-        if cuda_capability is None and (0, 12, 0) <= ver < (0, 20, 0):
-            notes.append("compute capability not given: the 16-token alignment (not Blackwell's 32) is used")
-        if ver >= (0, 20, 0):
-            notes.append(
-                "vLLM >= 0.20 aligns to the attention backend's smallest kernel block size: 16 assumed "
-                "(FlashAttention, FlashInfer); a backend preferring larger blocks raises the block size"
-            )
 
     # Lookahead tokens for sliding-window blocks per request (a.4).
     if ver >= (0, 26, 0):

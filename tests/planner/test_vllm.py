@@ -316,11 +316,9 @@ def test_bad_inputs_are_planner_errors():
 
 
 def test_hybrid_state_models_outside_the_read_versions_are_refused_clearly():
-    """From 0.26 hybrids get prefix caching by default (mamba_cache_mode align/all): not modelled."""
     spec = load_spec("nemotron-h-8b")
-    for version in ("0.26.0", "0.33.0", "0.21.0"):
-        with pytest.raises(PlannerError, match="Mamba/linear-attention models are not modelled"):
-            vllm_pool(spec, max_model_len=8192, kv_pool_bytes=GiB, version=version)
+    with pytest.raises(PlannerError, match="Mamba/linear-attention models are not modelled"):
+        vllm_pool(spec, max_model_len=8192, kv_pool_bytes=GiB, version="0.33.0")  # checkpoint alignment
     with pytest.raises(PlannerError, match="not modelled"):
         vllm_pool(spec, max_model_len=8192, kv_pool_bytes=GiB, version="0.10.1")  # before the first read
     with pytest.raises(PlannerError, match="V1 only"):
@@ -329,6 +327,16 @@ def test_hybrid_state_models_outside_the_read_versions_are_refused_clearly():
         vllm_pool(spec, max_model_len=8192, kv_pool_bytes=GiB, version="0.11.0", hybrid_manager=False)
     with pytest.raises(PlannerError, match="no Qwen3.5 model"):
         vllm_pool(load_spec("qwen3.5-35b-a3b"), max_model_len=8192, kv_pool_bytes=GiB, version="0.14.0")
+    # 0.26 turns prefix caching on for hybrids: Nemotron-H's "all" mode is not modelled, off it is
+    with pytest.raises(PlannerError, match="mamba_cache_mode 'all'"):
+        vllm_pool(spec, max_model_len=8192, kv_pool_bytes=GiB, version="0.26.0")
+    off = vllm_pool(
+        spec, max_model_len=8192, kv_pool_bytes=GiB, version="0.26.0", enable_prefix_caching=False
+    )
+    assert off.blocks_per_request == math.ceil(8192 / off.block_size) + 6
+    # 0.21-0.25 were not read: whether prefix caching is on must be said
+    with pytest.raises(PlannerError, match="enable_prefix_caching"):
+        vllm_pool(load_spec("qwen3-next-80b-a3b"), max_model_len=8192, kv_pool_bytes=GiB, version="0.24.0")
 
 
 # Qwen3-Next / Qwen3.5 Gated DeltaNet: 16 key heads, 32 value heads, 128 x 128, conv kernel 4; attention 2 KV
@@ -430,6 +438,37 @@ def test_hybrid_qwen35_block_size_follows_the_fp32_state():
     assert vllm_pool(
         spec, version="0.20.0", max_model_len=32_768, kv_pool_bytes=GiB, mamba_ssm_cache_dtype="bfloat16"
     ).block_size == 544
+
+
+def test_hybrid_align_mode_v024_logs():
+    """Two vLLM 0.24.0 logs (club-3090 issues 612 and 652) of Qwen3.6-35B-A3B, which has Qwen3.5-35B-A3B's
+    shapes (10 attention + 30 GDN layers, fp32 GDN state), `--kv-cache-dtype fp8 --enable-prefix-caching
+    --max-model-len 131072`, one GPU:
+        Available KV cache memory: 5.98 GiB / 6.01 GiB
+        GPU KV cache size: 567,978 tokens / 569,878 tokens
+        Maximum concurrency for 131,072 tokens per request: 4.33x / 4.35x
+    fp8 attention: 1,024 B per token and layer; the state page 2,146,304 B is exactly 2096 tokens of it (no
+    padding). Prefix caching puts Qwen3.5's state in mamba_cache_mode "align": 2 state blocks per request and
+    group, so a request needs cdiv(131072, 2096) + 3 * 2 = 69 blocks; >= 0.21 logs int(concurrency * mml)."""
+    spec = load_spec("qwen3.5-35b-a3b")
+    kw = dict(version="0.24.0", max_model_len=131_072, kv_dtype="fp8", enable_prefix_caching=True)
+    state = GDN_CONV * 2 + GDN_TEMPORAL * 4
+    assert state == 2096 * 1024
+    logs = ((5.98, 299, "567,978", "4.33x"), (6.01, 300, "569,878", "4.35x"))
+    for logged_gib, blocks, tokens, conc in logs:
+        pool = vllm_pool(spec, kv_pool_bytes=gib(logged_gib), **kw)
+        assert pool.block_size == 2096 and pool.bytes_per_block == 10 * state
+        assert pool.log_lines[0].startswith("Setting attention block size to 2096 tokens")
+        assert not any(line.startswith("Padding") for line in pool.log_lines)
+        assert pool.blocks_per_request == 69
+        assert pool.num_blocks == blocks
+        assert pool.log_lines[-2:] == (
+            f"GPU KV cache size: {tokens} tokens",
+            f"Maximum concurrency for 131,072 tokens per request: {conc}",
+        )
+    # without prefix caching the same pool holds one state block per group: 66 blocks per request
+    off = vllm_pool(spec, kv_pool_bytes=gib(6.01), **{**kw, "enable_prefix_caching": False})
+    assert off.blocks_per_request == 66 and off.log_lines[-1].endswith("4.55x")
 
 
 def test_hybrid_nemotron_h_state_dtype_by_version():
