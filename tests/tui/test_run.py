@@ -53,10 +53,11 @@ def test_log_tail_reads_only_what_was_appended_and_is_bounded(tmp_path):
 # --- the app with a real child ---------------------------------------------------------------------
 async def test_live_screen_tails_the_child_log_and_shows_the_exit_banner(tmp_path):
     log = tmp_path / "child.log"
+    go = tmp_path / "exit-now"  # the child exits only once the test has seen it running
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [PY, "-u", "-c", "import time\nfor i in range(30): print('line', i)\n"
-             "time.sleep(0.8)\nraise SystemExit(3)"],
+            [PY, "-u", "-c", "import os, sys, time\nfor i in range(30): print('line', i)\n"
+             "while not os.path.exists(sys.argv[1]): time.sleep(0.05)\nraise SystemExit(3)", str(go)],
             stdout=out,
             stderr=subprocess.STDOUT,
         )
@@ -74,6 +75,7 @@ async def test_live_screen_tails_the_child_log_and_shows_the_exit_banner(tmp_pat
         assert str(log) in panel.border_title
         banner = app.screen.query_one("#live-banner", Static)
         assert not banner.display
+        go.touch()
         proc.wait(timeout=20)
         app.refresh_data()
         await pilot.pause()
@@ -278,3 +280,22 @@ async def test_the_chart_is_shown_on_a_tall_terminal_and_fills_the_spare_rows():
         await pilot.resize_terminal(80, 30)
         await pilot.pause()
         assert chart.display  # the user's choice wins over the size rule
+
+
+async def test_without_allocator_counters_the_chart_draws_the_headroom_over_time():
+    """The demo's agent never initialized CUDA: the chart shows MemAvailable over time, not a blank."""
+    from collectors.replay import ReplayMonitor, bundled_recording
+    from tui.screens.view_model import chart_series
+
+    monitor = ReplayMonitor(bundled_recording())
+    state = monitor.advance_to(monitor.duration_s * 0.6)
+    series = chart_series(state)
+    assert series.t == () and "CUDA not initialized" in series.missing
+    assert series.fallback_label == "headroom (MemAvailable)"
+    times, available = state.history["available"]
+    assert series.fallback == available and len(series.fallback_t) == len(times) > 2
+    app = MemsightApp(monitor, manage_monitor=False)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        chart = app.screen.query_one(GapChart)
+        assert chart.display and not chart.has_class("-empty") and chart.region.height > 16

@@ -269,7 +269,18 @@ def chart_series(state: MonitorState) -> ChartSeries:
             why = f"agent attached, no allocator counters yet ({', '.join(states) or 'no samples'})"
         else:
             why = "no PyTorch agent: allocated / reserved / gap need `memsight run -- CMD`"
-        return ChartSeries((), (), (), (), why)
+        times, values = history.get("headroom", ((), ()))
+        if state.headroom_source == "MemAvailable" and len(history.get("available", ((),))[0]) > len(times):
+            times, values = history["available"]  # the same quantity, sampled with every OS tick
+        n = min(len(times), len(values))
+        if n < 2:
+            return ChartSeries((), (), (), (), why)
+        return ChartSeries(
+            (), (), (), (), why,
+            fallback_label=f"headroom ({state.headroom_source})",
+            fallback_t=tuple(round(t - times[0], 3) for t in times[:n]),
+            fallback=tuple(values[:n]),
+        )
     times, allocated = history["allocated"]
     _, reserved = history["reserved"]
     if "gap" in history:

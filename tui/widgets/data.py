@@ -149,6 +149,11 @@ class ChartSeries:
     reserved: tuple[float, ...]
     gap: tuple[float, ...]
     missing: str = ""
+    # Without allocator counters (no agent, CUDA not initialized) the chart is not left empty: it draws the
+    # headroom over time instead, labelled with its source (e.g. "headroom (MemAvailable)").
+    fallback_label: str = ""
+    fallback_t: tuple[float, ...] = ()
+    fallback: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

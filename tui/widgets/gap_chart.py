@@ -33,14 +33,14 @@ class GapChart(PlotextPlot):
         if data == self._data:
             return False
         self._data = data
-        self.set_class(not data.t, "-empty")
+        self.set_class(not data.t and not data.fallback_t, "-empty")
         self._draw()
         self.refresh()
         return True
 
     def render(self):
         data = self._data
-        if data is None or not data.t:  # nothing to chart: say why in one line instead of empty axes
+        if data is None or (not data.t and not data.fallback_t):  # nothing to chart: say why in one line
             why = data.missing if data and data.missing else "allocator: waiting for the first sample"
             return Text(f"allocated / reserved / gap: {why}", style="yellow")
         return super().render()
@@ -51,6 +51,14 @@ class GapChart(PlotextPlot):
         plt.clear_figure()
         self.draw_count += 1
         data = self._data
+        if data is not None and not data.t and data.fallback_t:
+            # the reason is on the agents row already; a title wider than the plot is not drawn at all
+            plt.title(f"{data.fallback_label}, GiB, over time (s): no allocator counters to chart")
+            plt.plot(
+                list(data.fallback_t), [v / GIB for v in data.fallback], label="headroom", color="cyan",
+                marker="braille",
+            )
+            return
         if data is None or not data.t:
             plt.title(data.missing if data and data.missing else "allocator: no PyTorch agent attached yet")
             return
