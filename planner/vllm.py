@@ -720,11 +720,13 @@ def hybrid_pages(
     per_token = layer_kv_bytes(attention_layers[0], 1, kv_dtype, spec, tp)
     state, conv_dtype, temporal_dtype = vllm_state_page_bytes(spec, kind, tp, version, mamba_ssm_cache_dtype)
     head_size = attention_layers[0].attention.k_head_dim  # type: ignore[union-attr]
-    # The kernel block alignment: 16 (FlashAttention needs multiples of 16; v0.11.0:models/config.py:369-372).
+    # The kernel block alignment: 16 (FlashAttention needs multiples of 16; v0.11.0:models/config.py:363-368).
     # 0.12-0.14: 32 on Blackwell (compute capability 10.0 in 0.12, the 10.x family from 0.13) for head size
     # 256 with the default / FlashInfer backend (v0.12.0:models/config.py, flashinfer issue 1993).
     # 0.20: max(the smallest kernel block size the attention backend supports, cache block_size)
-    # (v0.20.0:platforms/interface.py:572-580); FlashAttention / FlashInfer support 16.
+    # (v0.20.0:platforms/interface.py:577-583); FlashAttention's smallest is 16 (MultipleOf(16), or
+    # [16, 32, 64] for fp32-state hybrids: v0.20.0:v1/attention/backends/flash_attn.py:75-92; v0.26.0 the
+    # same), FlashInfer's too ([16, 32, 64]: flashinfer.py:338-341); the backend is not modelled.
     alignment = 16
     if (0, 12, 0) <= version < (0, 20, 0) and head_size == 256 and cuda_capability is not None:
         blackwell = cuda_capability == (10, 0) if version < (0, 13, 0) else cuda_capability[0] == 10
@@ -751,7 +753,7 @@ def hybrid_pages(
     # v0.12.0+: cache_config.mamba_block_size = max_model_len), so every request holds one state block per
     # group (max_memory_usage_bytes: v0.11.0 page_size_bytes; v0.12.0 cdiv(mml, mml) * page; v0.20.0 / v0.26.0
     # mamba_cache_mode "none": 1 + speculative blocks). "align" sets mamba_block_size = block_size
-    # (v0.20.0:platforms/interface.py:613-614) and holds 2 + speculative blocks (kv_cache_interface.py).
+    # (v0.20.0:platforms/interface.py:612-613) and holds 2 + speculative blocks (kv_cache_interface.py).
     align = mamba_cache_mode == "align"
     return HybridPages(
         block_size=chosen,
@@ -904,6 +906,8 @@ def _hybrid_for_pool(
     # Qwen3-Next / Qwen3.5) keep the state of every block ("all" from 0.20); the others are switched off
     # (0.12-0.14: MambaModelConfig disables prefix caching) or use "align" (0.20, 0.26).
     mode = "none"
+    if enable_prefix_caching and ver < (0, 12, 0):
+        why += "; vLLM 0.10-0.11 switch it off for hybrids (models/config.py MambaModelConfig)"
     if enable_prefix_caching and ver >= (0, 12, 0):
         if spec.model_type == "nemotron_h":
             raise PlannerError(
@@ -935,7 +939,7 @@ def _hybrid_for_pool(
         f"hybrid: state page {hybrid.state_bytes:,} B (conv {hybrid.conv_dtype}, SSM state "
         f"{hybrid.temporal_dtype}); attention {hybrid.attention_bytes_per_token:,} B/token/layer; block size "
         f"{hybrid.block_size} tokens (multiple of {hybrid.alignment}); page {hybrid.page_bytes:,} B; prefix "
-        f"caching {'on' if enable_prefix_caching else 'off'} ({why}): {state} per request and group"
+        f"caching {'on' if mode == 'align' else 'off'} ({why}): {state} per request and group"
     )
     if cuda_capability is None and (0, 12, 0) <= ver < (0, 20, 0):
         notes.append("compute capability not given: the 16-token alignment (not Blackwell's 32) is used")
