@@ -845,3 +845,18 @@ def test_scheduler_limits_are_checked():
         profile_activation(spec, max_num_batched_tokens=128, max_num_seqs=256)
     with pytest.raises(PlannerError, match="at least max_num_seqs"):
         vllm_pool(spec, version="0.6.6", max_model_len=8192, total_bytes=gib(40), max_num_batched_tokens=128)
+
+
+def test_group_size_rule_by_version():
+    """_get_kv_cache_groups_uniform_page_size: 0.11 splits by the smallest bucket (22 sliding + 21 full ->
+    groups of 21: two sliding groups, one of them padded); from 0.12 the largest bucket is the group size when
+    it is below 1.25x the smallest (v0.12.0:kv_cache_utils.py:1015-1023; 1.5x from 0.20)."""
+    config = dict(load_spec("gemma-2-9b").config)
+    config["num_hidden_layers"] = 43  # gemma2 alternates sliding / full: 22 sliding + 21 full
+    spec = load_spec(config)
+    page = 2 * 16 * 8 * 256 * 2  # one layer's 16-token block: K + V, 8 KV heads x 256, bf16
+    old = vllm_pool(spec, max_model_len=8192, version="0.11.0", kv_pool_bytes=GiB)
+    assert [g.layers for g in old.groups] == [21, 21, 21] and old.bytes_per_block == 21 * page
+    for version in ("0.12.0", "0.20.0", "0.33.0"):
+        new = vllm_pool(spec, max_model_len=8192, version=version, kv_pool_bytes=GiB)
+        assert [g.layers for g in new.groups] == [22, 22] and new.bytes_per_block == 22 * page
