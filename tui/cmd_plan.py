@@ -125,6 +125,17 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         "--cuda-capability", type=_capability, help="e.g. 9.0 (default: the machine preset's)"
     )
     vllm.add_argument(
+        "--enable-prefix-caching",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="vLLM's prefix caching (default: the version's; decides state blocks per request on hybrids)",
+    )
+    vllm.add_argument(
+        "--mamba-ssm-cache-dtype",
+        default="auto",
+        help="vLLM's --mamba-ssm-cache-dtype for Mamba / linear-attention state (default auto)",
+    )
+    vllm.add_argument(
         "--sampler-path",
         choices=("torch-sort", "triton", "flashinfer"),
         help="the sampler the profile run uses (default: the version's)",
@@ -300,6 +311,8 @@ def compute(args: argparse.Namespace) -> tuple[Plan, Any]:
             device_name=args.gpu_name or plan.machine.device_name,
             cuda_capability=args.cuda_capability or plan.machine.cuda_capability,
             sampler_path=args.sampler_path,
+            enable_prefix_caching=args.enable_prefix_caching,
+            mamba_ssm_cache_dtype=args.mamba_ssm_cache_dtype,
         )
         defaults = []
         if args.kv_pool_gib is None and args.total_gib is None:

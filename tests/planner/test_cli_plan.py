@@ -314,3 +314,20 @@ def test_vllm_scheduler_defaults_follow_the_machine_preset():
     assert any("max_num_seqs 256" in n for n in small["notes"])
     assert forced["activation_bytes"] < big["activation_bytes"]
     assert big["activation_predicted"] and forced["activation_predicted"]
+
+
+def test_vllm_pool_of_linear_attention_and_mamba_hybrids():
+    # 0.33 adds a pool planner memsight does not model for state layers: a refusal naming what to do
+    qwen = ("qwen3.5-35b-a3b", "--engine", "vllm", "--machine", "h100")
+    refused = memsight(*qwen)
+    assert refused.returncode == 2 and "--vllm-version" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    # 0.26: Gated DeltaNet state pages unified with attention pages (1056-token blocks, as vLLM logs them)
+    out = memsight(*qwen, "--vllm-version", "0.26.0")
+    assert out.returncode == 0, out.stderr
+    assert "Setting attention block size to 1056 tokens" in out.stdout
+    assert "Padding mamba page size by 0.76%" in out.stdout
+    nemotron = ("nemotron-h-56b", "--engine", "vllm", "--machine", "h200", "--vllm-version", "0.26.0")
+    assert memsight(*nemotron).returncode == 2  # prefix caching "all" mode is not modelled
+    pool = plan_json(*nemotron, "--no-enable-prefix-caching")["vllm"]
+    assert pool["num_blocks"] > 0 and pool["max_concurrency"] > 0
