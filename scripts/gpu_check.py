@@ -1,36 +1,49 @@
 """GPU check: planner predictions vs what the agent and NVML measure, on one NVIDIA GPU (< 5 minutes).
 
-    python scripts/gpu_check.py [--quick]
+    python scripts/gpu_check.py [--quick]            # the check, on CUDA device 0
+    python scripts/gpu_check.py --device cpu         # the same functions on the CPU with a tiny config
 
-Needs torch with CUDA and transformers; no network (the model is built from a config with random bf16
-weights). It prints, each with its unit:
+Needs torch with CUDA and transformers (4.4x or 5.x); no network (the model is built from a config with
+random weights). It prints, each with its unit:
   1. CUDA context size: the driver's per-process usage (NVML) minus PyTorch's reserved, nothing allocated;
-  2. weights: planner (planner.formats.weight_bytes) vs the agent's tracked parameter + buffer bytes;
+  2. weights: planner (planner.formats.weight_bytes) vs the agent's tracked parameter + buffer bytes
+     (tracked − planner must equal the model's non-parameter buffers, the rotary inv_freq tables);
   3. KV growth per token: planner (planner.kv.kv_bytes_per_token) vs the tracked DynamicCache's growth,
-     at a few batch sizes and lengths;
+     at a few batch sizes and lengths (exact: it must be equal);
   4. reserved − allocated over a long DynamicCache decode vs a StaticCache vs
-     PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (each in its own subprocess);
+     PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (each in its own subprocess), with each cache's
+     final bytes against the planner's (a StaticCache holds max_cache_len tokens from its first update on);
   5. the agent's overhead on the decode loop (off vs on at 10 Hz, interleaved, medians);
-  6. what NVML and the agent saw of a second process allocating 1 GiB.
-Without CUDA it says so and exits 2.
+  6. what NVML and the agent saw of a second process allocating memory (1 GiB on the GPU).
+Without CUDA (and without --device cpu) it says so and exits 2.
+
+`--device cpu` runs every transformers/torch code path above for real on the CPU (a Llama with hidden 64,
+2 layers, 4 heads / 2 KV heads, vocab 128), so the GPU run is not their first run. What needs CUDA
+(context size, memory_stats gaps, NVML) prints "n/a on CPU"; the exact figures (weights, KV per token,
+StaticCache bytes) are checked and a mismatch makes it exit 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 GiB, MiB = 2**30, 2**20
+NA_CPU = "n/a on CPU"
 
 # A Llama-shaped model small enough to build and run in seconds (about 1.1 B parameters).
 LLAMA_CONFIG = {
@@ -50,6 +63,76 @@ LLAMA_CONFIG = {
     "rope_theta": 10000.0,
 }
 
+# The same architecture, tiny: the CPU smoke run of every code path (seconds, not minutes).
+TINY_LLAMA_CONFIG = {
+    **LLAMA_CONFIG,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "vocab_size": 128,
+    "max_position_embeddings": 512,
+}
+
+# planner format / KV dtype name -> torch dtype attribute and the config's torch_dtype spelling
+DTYPES = {"bf16": ("bfloat16", "bfloat16"), "fp32": ("float32", "float32")}
+
+# LlamaConfig keys that are not constructor arguments (or are spelled differently across versions);
+# the dtype is applied with .to(dtype) instead, the same way in 4.x and 5.x
+_NOT_CONFIG_KWARGS = ("model_type", "architectures", "torch_dtype")
+
+
+@dataclass(frozen=True, slots=True)
+class Setup:
+    """Where and how the check runs: the GPU check, or its CPU smoke run with the tiny config."""
+
+    device: str  # "cuda" | "cpu"
+    fmt: str  # planner weight format and KV dtype: "bf16" | "fp32"
+    config: dict
+    quick: bool = False
+
+    @property
+    def cuda(self) -> bool:
+        return self.device == "cuda"
+
+    @property
+    def agent_device(self) -> int:
+        # the agent records CUDA device 0 as device 0; tensors off CUDA count under device -1
+        return 0 if self.cuda else -1
+
+    @property
+    def kv_cases(self) -> tuple[tuple[int, int, int], ...]:
+        """(batch, prompt tokens, new tokens) for the KV growth check."""
+        if not self.cuda:
+            return ((1, 8, 4), (3, 16, 5))
+        return ((1, 256, 64), (4, 1024, 64)) if self.quick else ((1, 256, 128), (4, 1024, 128), (8, 2048, 64))
+
+    @property
+    def frag(self) -> tuple[int, int, int, int]:
+        """(batch, prompt, decode steps, memory_stats every n steps) of the reserved − allocated check."""
+        if not self.cuda:
+            return (2, 8, 12, 4)
+        return (8, 64, 300 if self.quick else 1000, 50)
+
+    @property
+    def overhead(self) -> tuple[int, int, int]:
+        """(batch, decode steps, rounds) of the agent overhead check."""
+        return (4, 128, 3) if self.cuda else (2, 8, 1)
+
+    @property
+    def second_bytes(self) -> int:
+        return GiB if self.cuda else 64 * MiB
+
+
+def make_setup(device: str, fmt: str | None, quick: bool) -> Setup:
+    chosen = fmt or "bf16"
+    if chosen not in DTYPES:
+        raise ValueError(f"unknown dtype {chosen!r}; known: {', '.join(DTYPES)}")
+    base = LLAMA_CONFIG if device == "cuda" else TINY_LLAMA_CONFIG
+    return Setup(device=device, fmt=chosen, config={**base, "torch_dtype": DTYPES[chosen][1]}, quick=quick)
+
 
 # ------------------------------------------------------------------------------------ pure helpers
 def cuda_problem(torch_module) -> str | None:
@@ -59,19 +142,27 @@ def cuda_problem(torch_module) -> str | None:
     if not torch_module.cuda.is_available():
         return (
             f"no CUDA device: torch {torch_module.__version__} reports torch.cuda.is_available() == False "
-            "(this check needs one NVIDIA GPU)"
+            "(this check needs one NVIDIA GPU; --device cpu runs its code paths on the CPU)"
         )
     return None
 
 
-def predicted(config: dict) -> dict[str, int]:
-    """The planner's weights (bf16) and KV bytes per token for the config."""
+def predicted(config: dict, fmt: str = "bf16") -> dict[str, int]:
+    """The planner's weights and KV bytes per token (per sequence) for the config, in a dtype."""
     from planner.formats import weight_bytes
     from planner.kv import kv_bytes_per_token
     from planner.spec import load_spec
 
     spec = load_spec(config)
-    return {"weights": weight_bytes(spec, "bf16").total, "kv_per_token": kv_bytes_per_token(spec)}
+    return {"weights": weight_bytes(spec, fmt).total, "kv_per_token": kv_bytes_per_token(spec, fmt)}
+
+
+def predicted_kv(config: dict, fmt: str, tokens: int, batch: int) -> int:
+    """The planner's KV bytes for `batch` sequences of `tokens` tokens."""
+    from planner.kv import kv_bytes_for_sequence
+    from planner.spec import load_spec
+
+    return batch * kv_bytes_for_sequence(load_spec(config), tokens, fmt)
 
 
 def per_token_growth(kv_before: int, kv_after: int, tokens: int, batch: int) -> float:
@@ -91,12 +182,103 @@ def ratio_line(name: str, predicted_value: float, measured: float | None, unit: 
     )
 
 
+def verdict(equal: bool) -> str:
+    return "exact" if equal else "MISMATCH"
+
+
 def gib(n: float | None) -> str:
     return "unknown" if n is None else f"{n / GiB:.3f} GiB"
 
 
-# ------------------------------------------------------------------------------------ GPU parts
+# ------------------------------------------------------------------------------------ transformers 4.x / 5.x
+def hf_config(config: dict):
+    from transformers import LlamaConfig
+
+    return LlamaConfig(**{k: v for k, v in config.items() if k not in _NOT_CONFIG_KWARGS})
+
+
+def torch_dtype(fmt: str):
+    import torch
+
+    return getattr(torch, DTYPES[fmt][0])
+
+
+def build_model(setup: Setup):
+    """LlamaForCausalLM with random weights, built on the device (no host copy), in the setup's dtype."""
+    import torch
+    from transformers import LlamaForCausalLM
+
+    torch.manual_seed(0)
+    with torch.device(setup.device):
+        model = LlamaForCausalLM(hf_config(setup.config)).to(torch_dtype(setup.fmt)).eval()
+    return model
+
+
+def cache_kwarg(model) -> str:
+    """The forward keyword for the KV cache: `cache` in transformers 5.x (where `past_key_values` is
+    deprecated, to be removed), `past_key_values` in 4.x."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def forward(model, ids, cache, position: int):
+    """One forward pass that fills `cache` at positions position .. position + len - 1."""
+    import torch
+
+    positions = torch.arange(position, position + ids.shape[1], device=ids.device)
+    return model(ids, use_cache=True, cache_position=positions, **{cache_kwarg(model): cache})
+
+
+def next_tokens(out):
+    return out.logits[:, -1:].argmax(-1)
+
+
+def dynamic_cache():
+    from transformers import DynamicCache
+
+    return DynamicCache()
+
+
+def static_cache(setup: Setup, model, batch: int, max_cache_len: int):
+    """A StaticCache for `batch` sequences of up to max_cache_len tokens. 4.4x takes max_batch_size,
+    device and dtype and allocates at construction; 4.56+/5.x take (config, max_cache_len) and allocate
+    every layer in full at its first update, with the batch, device and dtype of the keys."""
+    from transformers import StaticCache
+
+    accepted = inspect.signature(StaticCache.__init__).parameters
+    offered = {
+        "max_batch_size": batch,
+        "device": setup.device,
+        "dtype": torch_dtype(setup.fmt),
+    }
+    kwargs = {k: v for k, v in offered.items() if k in accepted}
+    return StaticCache(config=model.config, max_cache_len=max_cache_len, **kwargs)
+
+
+def buffer_bytes(model) -> dict[str, int]:
+    """Non-parameter buffers (name -> bytes), each tensor once: the agent's weights include them, the
+    planner's do not (for a Llama: the rotary inv_freq table(s), 4.x one, 5.x also original_inv_freq)."""
+    parameters = {id(p) for p in model.parameters()}
+    out: dict[str, int] = {}
+    seen: set[int] = set()
+    for name, buffer in model.named_buffers():
+        if id(buffer) in parameters or id(buffer) in seen:
+            continue
+        seen.add(id(buffer))
+        out[name] = int(buffer.nbytes)
+    return out
+
+
+# ------------------------------------------------------------------------------------ torch / NVML parts
+def synchronize(setup: Setup) -> None:
+    if setup.cuda:
+        import torch
+
+        torch.cuda.synchronize()
+
+
 def nvml_used_by_pid(pid: int) -> int | None:
+    """The driver's per-process usage of `pid` (None: NVML unavailable, or the pid is not in its list,
+    e.g. inside a container's pid namespace)."""
     from collectors.nvml_collector import NVMLCollector, gpu_bytes_by_pid
 
     collector = NVMLCollector(process_interval_s=0.0)
@@ -107,204 +289,377 @@ def nvml_used_by_pid(pid: int) -> int | None:
         collector.close()
 
 
-FRAG_CHILD = r"""
-import json, sys, torch, transformers
-from transformers import LlamaConfig, LlamaForCausalLM, DynamicCache, StaticCache
-cfg = LlamaConfig(**json.loads(sys.argv[1]))
-torch.manual_seed(0)
-with torch.device("cuda"):
-    model = LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
-batch, steps, mode = 8, int(sys.argv[2]), sys.argv[3]
-ids = torch.randint(0, cfg.vocab_size, (batch, 64), device="cuda")
-gaps = []
-with torch.inference_mode():
-    if mode == "static":
-        cache = StaticCache(config=cfg, max_batch_size=batch, max_cache_len=64 + steps + 1,
-                            device="cuda", dtype=torch.bfloat16)
-    else:
-        cache = DynamicCache()
-    pos = torch.arange(64, device="cuda")
-    out = model(ids, past_key_values=cache, use_cache=True, cache_position=pos)
-    for i in range(steps):
-        nxt = out.logits[:, -1:].argmax(-1)
-        out = model(nxt, past_key_values=cache, use_cache=True,
-                    cache_position=torch.tensor([64 + i], device="cuda"))
-        if i % 50 == 0:
-            s = torch.cuda.memory_stats()
-            gaps.append(s["reserved_bytes.all.current"] - s["allocated_bytes.all.current"])
-s = torch.cuda.memory_stats()
-print(json.dumps({"mode": mode, "max_gap": max(gaps), "final_gap": s["reserved_bytes.all.current"]
-                  - s["allocated_bytes.all.current"], "reserved": s["reserved_bytes.all.current"],
-                  "segments": s["segment.all.current"], "retries": s["num_alloc_retries"]}))
-"""
-
-SECOND_CHILD = r"""
-import time, torch
-x = torch.empty(2**30, dtype=torch.uint8, device="cuda")
-torch.cuda.synchronize()
-print("allocated", flush=True)
-time.sleep(6)
-"""
+def last_record(reader, device: int):
+    """The newest record of `device` among those written since the last read."""
+    records = [r for r in reader.read_new().records if r.device == device]
+    if not records:
+        raise RuntimeError(f"the agent wrote no record for device {device} (ring {reader.path})")
+    return records[-1]
 
 
-def run_check(quick: bool) -> int:
+def measure(agent, reader, setup: Setup, label: str):
+    """Tick the agent now and return its record. mark_step makes it re-walk the tracked caches instead
+    of reusing a walk from the last kv_refresh_s."""
+    synchronize(setup)
+    agent.mark_step(label)
+    agent.tick()
+    return last_record(reader, setup.agent_device)
+
+
+def cuda_context(setup: Setup) -> str:
+    if not setup.cuda:
+        return f"1. CUDA context (NVML per-process used − reserved, 1 tensor): {NA_CPU}"
     import torch
-    from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
 
-    from collectors.agent import Agent
-    from collectors.agent_reader import AgentReader
-
-    pid = os.getpid()
-    t_start = time.time()
-    pred = predicted(LLAMA_CONFIG)
-    print(f"memsight GPU check on {torch.cuda.get_device_name(0)}, torch {torch.__version__}")
-
-    # 1. CUDA context
     torch.cuda.init()
     torch.zeros(1, device="cuda")
     torch.cuda.synchronize()
     time.sleep(0.5)
-    driver = nvml_used_by_pid(pid)
+    driver = nvml_used_by_pid(os.getpid())
     reserved = torch.cuda.memory_reserved()
     context = None if driver is None else driver - reserved
-    print(
+    # device-wide as well: NVML's per-process list may not show our pid (a container's pid namespace);
+    # on a GPU nobody else uses, total − free − reserved is the same context
+    free, total = torch.cuda.mem_get_info()
+    return (
         f"1. CUDA context (NVML per-process used − reserved, 1 tensor): {gib(context)} "
-        f"(driver {gib(driver)}, reserved {gib(reserved)})"
+        f"(driver {gib(driver)}, reserved {gib(reserved)}); device-wide total − free − reserved "
+        f"{gib(total - free - reserved)} (includes any other process on the GPU)"
     )
 
-    agent_dir = tempfile.mkdtemp(prefix="memsight-gpu-check-")
-    agent = Agent(hz=10, directory=agent_dir).start()
-    cfg = LlamaConfig(**{k: v for k, v in LLAMA_CONFIG.items() if k not in ("model_type", "architectures")})
-    torch.manual_seed(0)
-    with torch.device("cuda"):
-        model = LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
-    agent.track_model(model)
-    time.sleep(0.3)
-    agent.tick()
-    reader = AgentReader(agent.path)
-    rec = [r for r in reader.read_new().records if r.device == 0][-1]
-    print(ratio_line("2. weights (bf16)", pred["weights"], rec.weights_bytes))
 
-    # 3. KV growth per token with a DynamicCache
-    print(f"3. KV bytes per token per sequence: predicted {pred['kv_per_token']:,} B")
-    cases = ((1, 256, 64), (4, 1024, 64)) if quick else ((1, 256, 128), (4, 1024, 128), (8, 2048, 64))
-    for batch, prompt, new in cases:
-        cache = DynamicCache()
+def check_weights(setup: Setup, model, agent, reader, pred: dict[str, int]) -> tuple[list[str], bool]:
+    agent.track_model(model)
+    rec = measure(agent, reader, setup, "weights")
+    buffers = buffer_bytes(model)
+    extra = sum(buffers.values())
+    tracked = rec.weights_bytes
+    ok = tracked == pred["weights"] + extra
+    names = ", ".join(f"{name} {size:,} B" for name, size in buffers.items()) or "none"
+    return [
+        ratio_line(f"2. weights ({setup.fmt})", pred["weights"], tracked),
+        f"   agent tracked {tracked:,} B = planner {pred['weights']:,} B + non-parameter buffers "
+        f"{extra:,} B ({names}): {verdict(ok)}",
+    ], ok
+
+
+def check_kv_growth(setup: Setup, model, agent, reader, pred: dict[str, int]) -> tuple[list[str], bool]:
+    import torch
+
+    vocab = model.config.vocab_size
+    lines = [f"3. KV bytes per token per sequence ({setup.fmt}): predicted {pred['kv_per_token']:,} B"]
+    ok = True
+    for batch, prompt, new in setup.kv_cases:
+        cache = dynamic_cache()
         agent.track_kv(cache)
         with torch.inference_mode():
-            ids = torch.randint(0, cfg.vocab_size, (batch, prompt), device="cuda")
-            out = model(ids, past_key_values=cache, use_cache=True)
-            agent.tick()
-            kv0 = [r for r in reader.read_new().records if r.device == 0][-1].kv_bytes
-            for _ in range(new):
-                out = model(out.logits[:, -1:].argmax(-1), past_key_values=cache, use_cache=True)
-            torch.cuda.synchronize()
-            agent.tick()
-            kv1 = [r for r in reader.read_new().records if r.device == 0][-1].kv_bytes
+            ids = torch.randint(0, vocab, (batch, prompt), device=setup.device)
+            out = forward(model, ids, cache, 0)
+            kv0 = measure(agent, reader, setup, f"prefill b{batch}").kv_bytes
+            for i in range(new):
+                out = forward(model, next_tokens(out), cache, prompt + i)
+            kv1 = measure(agent, reader, setup, f"decode b{batch}").kv_bytes
         measured = per_token_growth(kv0, kv1, new, batch)
-        print("   " + ratio_line(f"batch {batch}, prompt {prompt}, +{new}", pred["kv_per_token"], measured))
+        exact = measured == pred["kv_per_token"]
+        whole = kv1 == predicted_kv(setup.config, setup.fmt, prompt + new, batch)
+        ok = ok and exact and whole
+        lines.append(
+            "   "
+            + ratio_line(f"batch {batch}, prompt {prompt}, +{new}", pred["kv_per_token"], measured)
+            + f"   {verdict(exact)}; whole cache {kv1:,} B {verdict(whole)}"
+        )
         agent.untrack(cache)
         del cache, out
+    return lines, ok
 
-    # 5. agent overhead on the decode loop
+
+def check_overhead(setup: Setup, model, agent_dir: str) -> str:
+    import torch
+
+    from collectors.agent import Agent
+
+    batch, steps, rounds = setup.overhead
+    vocab = model.config.vocab_size
+
     def decode(n: int) -> float:
-        cache = DynamicCache()
+        cache = dynamic_cache()
         with torch.inference_mode():
-            out = model(torch.randint(0, cfg.vocab_size, (4, 128), device="cuda"), past_key_values=cache)
-            torch.cuda.synchronize()
+            out = forward(model, torch.randint(0, vocab, (batch, 128), device=setup.device), cache, 0)
+            synchronize(setup)
             t0 = time.perf_counter()
-            for _ in range(n):
-                out = model(out.logits[:, -1:].argmax(-1), past_key_values=cache)
-            torch.cuda.synchronize()
+            for i in range(n):
+                out = forward(model, next_tokens(out), cache, 128 + i)
+            synchronize(setup)
             return time.perf_counter() - t0
 
-    agent.stop()
     times: dict[str, list[float]] = {"off": [], "on": []}
-    decode(16)
-    for _ in range(3):
-        times["off"].append(decode(128))
+    decode(min(16, steps))  # warm-up (kernels, allocator)
+    for _ in range(rounds):
+        times["off"].append(decode(steps))
         on = Agent(hz=10, directory=agent_dir)
         on.track_model(model)
         on.start()
-        times["on"].append(decode(128))
-        on.stop()
+        try:
+            times["on"].append(decode(steps))
+        finally:
+            on.stop()
     off, with_agent = statistics.median(times["off"]), statistics.median(times["on"])
-    print(
-        f"5. agent overhead on 128 decode steps: off {off * 1e3:.1f} ms, "
-        f"on (10 Hz) {with_agent * 1e3:.1f} ms, "
-        f"ratio {with_agent / off:.4f}"
+    where = "" if setup.cuda else f" (CPU, batch {batch}, {rounds} round: not a GPU figure)"
+    return (
+        f"5. agent overhead on {steps} decode steps: off {off * 1e3:.1f} ms, "
+        f"on (10 Hz) {with_agent * 1e3:.1f} ms, ratio {with_agent / off:.4f}{where}"
     )
-    model = None  # free the weights before the subprocess checks
-    torch.cuda.empty_cache()
 
-    # 4. reserved − allocated: DynamicCache vs StaticCache vs expandable segments (subprocesses)
-    steps = "300" if quick else "1000"
-    print(f"4. reserved − allocated over {steps} decode steps, batch 8:")
+
+# ------------------------------------------------------------------------------------ subprocesses
+def frag_child(setup: Setup, mode: str) -> dict[str, Any]:
+    """One long decode with a DynamicCache or a StaticCache (run in its own process, so the allocator
+    starts empty): reserved − allocated every few steps (CUDA), and the cache's bytes."""
+    import torch
+
+    from collectors.agent import kv_bytes_by_device
+    from collectors.torch_stats import derive
+
+    batch, prompt, steps, every = setup.frag
+    max_len = prompt + steps + 1
+    model = build_model(setup)
+    ids = torch.randint(0, model.config.vocab_size, (batch, prompt), device=setup.device)
+    gaps: list[int] = []
+
+    def gap() -> None:
+        if setup.cuda:
+            s = derive(torch.cuda.memory_stats())  # the agent's reading of the allocator's counters
+            gaps.append(s["reserved"] - s["allocated"])
+
+    def cache_bytes(c) -> int:
+        return sum(kv_bytes_by_device(c).values())
+
+    with torch.inference_mode():
+        cache = static_cache(setup, model, batch, max_len) if mode == "static" else dynamic_cache()
+        before = cache_bytes(cache)
+        out = forward(model, ids, cache, 0)
+        after_prefill = cache_bytes(cache)
+        for i in range(steps):
+            out = forward(model, next_tokens(out), cache, prompt + i)
+            if i % every == 0:
+                gap()
+        synchronize(setup)
+    result: dict[str, Any] = {
+        "mode": mode,
+        "tokens": prompt + steps,
+        "max_cache_len": max_len if mode == "static" else None,
+        "bytes_at_construction": before,
+        "bytes_after_prefill": after_prefill,
+        "bytes_final": cache_bytes(cache),
+        "planned_final": predicted_kv(
+            setup.config, setup.fmt, max_len if mode == "static" else prompt + steps, batch
+        ),
+        "max_gap": max(gaps) if gaps else None,
+        "final_gap": None,
+        "reserved": None,
+        "segments": None,
+        "retries": None,
+    }
+    if setup.cuda:
+        s = derive(torch.cuda.memory_stats())
+        result.update(
+            final_gap=s["reserved"] - s["allocated"],
+            reserved=s["reserved"],
+            segments=s["segments"],
+            retries=s["alloc_retries"],
+        )
+    return result
+
+
+def second_child(device: str, nbytes: int) -> None:
+    """The second process: allocate `nbytes` on the device, say so, hold it (the parent kills us)."""
+    import torch
+
+    x = torch.ones(nbytes, dtype=torch.uint8, device=device)  # ones: touched, so RSS shows it on the CPU
+    if device == "cuda":
+        torch.cuda.synchronize()
+    print(f"allocated {x.numel()}", flush=True)
+    time.sleep(30)
+
+
+def script_command(setup: Setup, *extra: str) -> list[str]:
+    script = str(Path(__file__).resolve())
+    return [sys.executable, script, "--device", setup.device, "--dtype", setup.fmt, *extra]
+
+
+def check_fragmentation(setup: Setup) -> tuple[list[str], bool]:
+    batch, prompt, steps, _ = setup.frag
+    lines = [f"4. reserved − allocated over {steps} decode steps, batch {batch}, prompt {prompt}:"]
+    ok = True
     for mode, extra in (
         ("dynamic", {}),
         ("static", {}),
         ("dynamic", {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}),
     ):
-        env = dict(os.environ, **extra)
+        label = mode + (" + expandable_segments" if extra else "")
         proc = subprocess.run(
-            [sys.executable, "-c", FRAG_CHILD, json.dumps(LLAMA_CONFIG), steps, mode],
+            script_command(setup, "--quick" if setup.quick else "--full", "--frag-child", mode),
             capture_output=True,
             text=True,
-            env=env,
+            env=dict(os.environ, **extra),
             timeout=240,
         )
-        label = mode + (" + expandable_segments" if extra else "")
         if proc.returncode != 0:
-            print(f"   {label:<32} failed: {proc.stderr.strip().splitlines()[-1:]}")
+            lines.append(f"   {label:<32} failed: {proc.stderr.strip().splitlines()[-3:]}")
+            ok = False
             continue
         r = json.loads(proc.stdout.strip().splitlines()[-1])
-        print(
-            f"   {label:<32} max gap {gib(r['max_gap'])}, final gap {gib(r['final_gap'])}, "
-            f"reserved {gib(r['reserved'])}, segments {r['segments']}, retries {r['retries']}"
-        )
+        if setup.cuda:
+            stats = (
+                f"max gap {gib(r['max_gap'])}, final gap {gib(r['final_gap'])}, "
+                f"reserved {gib(r['reserved'])}, segments {r['segments']}, retries {r['retries']}"
+            )
+        else:
+            stats = f"gaps {NA_CPU}"
+        exact = r["bytes_final"] == r["planned_final"]
+        if mode == "static":
+            # allocated in full once: at construction (4.4x) or at the first update (5.x), never again
+            once = r["bytes_after_prefill"] == r["bytes_final"] and r["bytes_at_construction"] in (
+                0,
+                r["bytes_final"],
+            )
+            exact = exact and once
+            cache = (
+                f"StaticCache({r['max_cache_len']} tokens) {r['bytes_at_construction']:,} B at construction, "
+                f"{r['bytes_after_prefill']:,} B after prefill, {r['bytes_final']:,} B at the end; "
+                f"planner {r['planned_final']:,} B: {verdict(exact)}"
+            )
+        else:
+            cache = (
+                f"DynamicCache {r['bytes_final']:,} B for {r['tokens']} tokens; "
+                f"planner {r['planned_final']:,} B: {verdict(exact)}"
+            )
+        ok = ok and exact
+        lines.append(f"   {label:<32} {stats}")
+        lines.append(f"   {'':<32} {cache}")
+    return lines, ok
 
-    # 6. a second process allocating 1 GiB, seen by NVML and by its own agent
+
+def check_second_process(setup: Setup, agent_dir: str) -> str:
+    from collectors.agent_format import process_start_ticks, ring_file_name
+    from collectors.agent_reader import AgentReader
     from tui.cmd_run import child_environment
 
     env = child_environment(dict(os.environ), agent_dir, 10.0)
     second = subprocess.Popen(
-        [sys.executable, "-c", SECOND_CHILD], env=env, stdout=subprocess.PIPE, text=True
+        script_command(setup, "--second-child", str(setup.second_bytes)),
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
-        second.stdout.readline()
-        time.sleep(1.0)
-        used = nvml_used_by_pid(second.pid)
-        from collectors.agent_format import process_start_ticks, ring_file_name
-
+        said = second.stdout.readline().strip() if second.stdout is not None else ""
+        if not said.startswith("allocated"):
+            return f"6. second process (pid {second.pid}) failed before allocating (said {said!r})"
+        time.sleep(1.0)  # a few agent ticks, and the driver's process list catches up
+        used = nvml_used_by_pid(second.pid) if setup.cuda else None
         path = os.path.join(agent_dir, ring_file_name(second.pid, process_start_ticks(second.pid) or 0))
-        seen = [r for r in AgentReader(path).read_new().records if r.device == 0]
+        if not os.path.exists(path):
+            return f"6. second process (pid {second.pid}): no agent ring file at {path}"
+        reader = AgentReader(path)
+        try:
+            seen = [r for r in reader.read_new().records if r.device == setup.agent_device]
+        finally:
+            reader.close()
         last = seen[-1] if seen else None
-        print(
-            f"6. second process (pid {second.pid}) allocating 1 GiB: NVML per-process {gib(used)}; "
-            f"its agent: allocated {gib(last.allocated if last else None)}, "
-            f"reserved {gib(last.reserved if last else None)}, "
+        nvml = f"NVML per-process {gib(used)}" if setup.cuda else f"NVML {NA_CPU}"
+        return (
+            f"6. second process (pid {second.pid}) allocating {setup.second_bytes / MiB:,.0f} MiB "
+            f"on {setup.device}: {nvml}; its agent (device {setup.agent_device}, {len(seen)} records): "
+            f"allocated {gib(last.allocated if last else None)}, "
+            f"reserved {gib(last.reserved if last else None)}, rss {gib(last.rss if last else None)}, "
             f"cuda_state {last.cuda_state if last else 'no records'}"
         )
     finally:
         second.kill()
         second.wait()
-    print(f"done in {time.time() - t_start:.0f} s")
-    return 0
+        if second.stdout is not None:
+            second.stdout.close()
+
+
+# ------------------------------------------------------------------------------------ the check
+def run_check(setup: Setup) -> int:
+    import torch
+    import transformers
+
+    from collectors.agent import Agent
+    from collectors.agent_reader import AgentReader
+
+    t_start = time.time()
+    pred = predicted(setup.config, setup.fmt)
+    where = torch.cuda.get_device_name(0) if setup.cuda else "CPU (smoke run, tiny config)"
+    print(
+        f"memsight GPU check on {where}, torch {torch.__version__}, transformers {transformers.__version__}, "
+        f"{setup.fmt}"
+    )
+    print(cuda_context(setup))
+
+    agent_dir = tempfile.mkdtemp(prefix="memsight-gpu-check-")
+    ok = True
+    try:
+        # The measuring agent is ticked by hand (open(), no thread): a tick right after a step is the
+        # measurement, and a second writer thread on the same ring would race the hand-made ticks.
+        agent = Agent(hz=10, directory=agent_dir)
+        agent.open()
+        reader = AgentReader(agent.path)
+        model = build_model(setup)
+        lines, weights_ok = check_weights(setup, model, agent, reader, pred)
+        print("\n".join(lines))
+        lines, kv_ok = check_kv_growth(setup, model, agent, reader, pred)
+        print("\n".join(lines))
+        agent.stop()
+        reader.close()
+        print(check_overhead(setup, model, agent_dir))
+        model = None  # free the weights before the subprocess checks
+        if setup.cuda:
+            torch.cuda.empty_cache()
+        lines, frag_ok = check_fragmentation(setup)
+        print("\n".join(lines))
+        print(check_second_process(setup, agent_dir))
+        ok = weights_ok and kv_ok and frag_ok
+    finally:
+        shutil.rmtree(agent_dir, ignore_errors=True)
+    summary = "all equal" if ok else "MISMATCH (see above)"
+    print(f"done in {time.time() - t_start:.0f} s; exact figures: {summary}")
+    return 0 if ok else 1
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="memsight GPU check: predicted vs measured on one GPU")
     parser.add_argument("--quick", action="store_true", help="fewer cases (about a minute)")
+    parser.add_argument("--full", dest="quick", action="store_false", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--device",
+        choices=("cuda", "cpu"),
+        default="cuda",
+        help="cpu: run every code path on the CPU with a tiny config (no GPU figures)",
+    )
+    parser.add_argument("--dtype", choices=tuple(DTYPES), default="bf16", help="weights and KV dtype (bf16)")
+    parser.add_argument("--frag-child", choices=("dynamic", "static"), help=argparse.SUPPRESS)
+    parser.add_argument("--second-child", type=int, metavar="BYTES", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    try:
-        import torch
-    except ImportError:
-        torch = None
-    problem = cuda_problem(torch)
-    if problem is not None:
-        print(f"gpu_check: {problem}", file=sys.stderr)
-        return 2
-    return run_check(args.quick)
+    if args.device == "cuda":
+        try:
+            import torch
+        except ImportError:
+            torch = None
+        problem = cuda_problem(torch)
+        if problem is not None:
+            print(f"gpu_check: {problem}", file=sys.stderr)
+            return 2
+    setup = make_setup(args.device, args.dtype, args.quick)
+    if args.second_child is not None:
+        second_child(setup.device, args.second_child)
+        return 0
+    if args.frag_child is not None:
+        print(json.dumps(frag_child(setup, args.frag_child)))
+        return 0
+    return run_check(setup)
 
 
 if __name__ == "__main__":
