@@ -90,12 +90,16 @@ def main() -> None:
     agent.start()
     model = Model().eval()
     agent.track_model(model)
+    # one line per phase on stdout: `memsight run` shows them in the Live screen's log panel
+    params = sum(p.numel() for p in model.parameters())
+    print(f"model: {params:,} fp32 parameters, {params * 4:,} bytes", flush=True)
     time.sleep(2)
     with torch.inference_mode():
         for batch, prompt, new_tokens in ROUNDS:
             cache = Cache()
             agent.track_kv(cache)
             agent.mark_step("prefill")
+            print(f"batch {batch}: prefill {prompt} tokens, then decode {new_tokens}", flush=True)
             ids = torch.randint(0, VOCAB, (batch, prompt))
             logits = model(ids, cache)
             agent.mark_step("decode")
@@ -103,6 +107,7 @@ def main() -> None:
                 ids = logits.argmax(-1)
                 logits = model(ids, cache)
             agent.snap(f"batch {batch} after {prompt}+{new_tokens} tokens")
+            print(f"batch {batch}: done, {prompt + new_tokens} tokens per sequence in the cache", flush=True)
             agent.untrack(cache)
             del cache, logits
             time.sleep(2)
