@@ -6,6 +6,7 @@ and plans always give the same values (no clock, no hostname, no /proc), so snap
 
 from __future__ import annotations
 
+import pathlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -158,7 +159,11 @@ def plan_label(plan) -> str:
         f"fits, max {plan.max_users} users" if plan.fits else f"does NOT fit (max {plan.max_users} users)"
     )
     tp = f", tp={i.tp}" if i.tp > 1 else ""
-    return f"{plan.spec.name} {fmt}, KV {i.kv_dtype}, {i.context:,} ctx × {i.users} users{tp}: {verdict}"
+    # a config path is the model's name to the planner; its file name is what fits on one line
+    name = plan.spec.name
+    if name.endswith(".json"):
+        name = pathlib.PurePath(name).name
+    return f"{name} {fmt}, KV {i.kv_dtype}, {i.context:,} ctx × {i.users} users{tp}: {verdict}"
 
 
 def bucket_comparisons(
