@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Container, Vertical, VerticalScroll
 from textual.screen import Screen
@@ -57,8 +56,7 @@ class LiveScreen(Screen):
         yield Header()
         yield Static("", id="live-status", classes="status-line")
         detail = getattr(self.app, "source_detail", "")
-        # where a replay was recorded: one line, cut with an ellipsis, so 80x24 keeps its rows for the data
-        yield Static(Text(detail, no_wrap=True, overflow="ellipsis"), id="live-source", classes="note")
+        yield Static(detail, id="live-source", classes="note")
         yield Static("", id="live-banner", classes="banner")
         yield Static("", id="live-vllm", classes="status-line")
         with VerticalScroll(id="live-body"):
