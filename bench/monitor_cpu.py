@@ -3,6 +3,7 @@ time from launch to the first frame. Run by hand (not a test):
 
     .venv/bin/python bench/monitor_cpu.py                 # 60 s at 2 Hz and at 10 Hz, `memsight watch`
     .venv/bin/python bench/monitor_cpu.py --seconds 20 --hz 2 --command demo
+    .venv/bin/python bench/monitor_cpu.py --threads --seconds 30   # per sampling thread, no UI
 
 It starts the real `memsight` (python -m tui.cli) in a pseudo-terminal of 160x48, as a user's terminal would,
 drains its output, and reads psutil's cpu_times() of that process (user + system, all its threads) before and
@@ -139,13 +140,43 @@ def measure_collectors(hz: float, seconds: float) -> float:
         os.close(fd)
 
 
+def measure_threads(hz: float, seconds: float) -> dict[str, float]:
+    """Per sampling thread, % of one core, measured in this process with each thread's own CPU clock
+    (pthread_getcpuclockid): which thread costs what, with no UI and no interpreter start-up in the figure."""
+    sys.path.insert(0, str(REPO))
+    from collectors.monitor import Monitor  # noqa: PLC0415
+
+    monitor = Monitor(hz=hz).start()
+    try:
+        time.sleep(2.0)
+        threads = [t for t in threading.enumerate() if t.name.startswith("memsight-") and t.ident]
+        clocks = {t.name: time.pthread_getcpuclockid(t.ident) for t in threads}
+        before = {name: time.clock_gettime(c) for name, c in clocks.items()}
+        t0 = time.perf_counter()
+        time.sleep(seconds)
+        after = {name: time.clock_gettime(c) for name, c in clocks.items()}
+        elapsed = time.perf_counter() - t0
+    finally:
+        monitor.stop()
+    return {name: 100.0 * (after[name] - before[name]) / elapsed for name in clocks}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--hz", type=float, nargs="+", default=[2.0, 10.0])
     parser.add_argument("--command", default="watch", choices=["watch", "demo"])
     parser.add_argument("--size", default="160x48", help="terminal COLSxROWS")
+    parser.add_argument(
+        "--threads", action="store_true", help="only the per-thread split of the Monitor's sampling threads"
+    )
     args = parser.parse_args(argv)
+    if args.threads:
+        for hz in args.hz:
+            split = measure_threads(hz, args.seconds)
+            cells = ", ".join(f"{name} {pct:.2f}%" for name, pct in sorted(split.items()))
+            print(f"{hz:g} Hz: {cells}; all sampling threads {sum(split.values()):.2f}% of one core")
+        return 0
     cols, rows = (int(x) for x in args.size.split("x"))
     cpus = os.cpu_count()
     print(f"memsight {args.command}, terminal {cols}x{rows}, {args.seconds:.0f} s per rate, {cpus} CPUs")
