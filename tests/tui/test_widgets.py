@@ -153,3 +153,48 @@ async def test_widgets_redraw_only_on_change():
         await pilot.pause()
         rendered = gauge.render().plain
         assert "5.0 GiB of 100.0 GiB" in rendered and "WARNING" in rendered
+
+
+def test_decimate_keeps_every_spike_and_the_newest_sample():
+    from tui.widgets.gap_chart import decimate
+
+    t = [float(i) for i in range(1000)]
+    gap = [0.0] * 1000
+    gap[501] = 7.0  # one tick of fragmentation among a thousand
+    headroom = [10.0] * 1000
+    headroom[333] = 1.0  # one dip
+    times, (gap_points,) = decimate(t, (gap,), 64)
+    assert len(times) == 64 and times[-1] == 999.0
+    assert max(gap_points) == 7.0 and gap_points.count(7.0) == 1
+    _, (headroom_points,) = decimate(t, (headroom,), 64, min)
+    assert min(headroom_points) == 1.0
+    short, (same,) = decimate(t[:10], (gap[:10],), 64)
+    assert short == t[:10] and same == gap[:10]
+
+
+async def test_gap_chart_redraws_at_most_once_per_interval_and_never_drops_the_latest():
+    import asyncio
+
+    from tui.widgets.data import ChartSeries
+    from tui.widgets.gap_chart import GapChart
+
+    def series(n: int) -> ChartSeries:
+        t = tuple(float(i) for i in range(n))
+        return ChartSeries(t=t, allocated=t, reserved=tuple(2 * v for v in t), gap=t)
+
+    class ChartApp(App):
+        def compose(self) -> ComposeResult:
+            yield GapChart(min_redraw_s=0.3, id="chart")
+
+    app = ChartApp()
+    async with app.run_test(size=(80, 20)) as pilot:
+        chart = app.query_one(GapChart)
+        chart.update_data(series(3))
+        drawn = chart.draw_count
+        chart.update_data(series(4))
+        chart.update_data(series(5))
+        assert chart.draw_count == drawn  # both waited for the next slot
+        await asyncio.sleep(0.5)
+        await pilot.pause()
+        assert chart.draw_count == drawn + 1  # one redraw, with the newest data
+        assert chart.data == series(5)

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import math
+import time
+from collections.abc import Callable, Sequence
+
 from rich.text import Text
+from textual.timer import Timer
 from textual_plotext import PlotextPlot
 
 from tui.widgets.data import ChartSeries
@@ -16,10 +21,18 @@ class GapChart(PlotextPlot):
     GapChart.-empty { height: 2; min-height: 2; }
     """
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, min_redraw_s: float = 1.0, **kwargs) -> None:
         super().__init__(**kwargs)
+        # A new point arrives every tick, but a time axis read by eye needs no more than a redraw a second,
+        # and building the plotext figure is the monitor's largest cost: later data waits for the next slot.
+        self.min_redraw_s = min_redraw_s
+        self._drawn_at = -math.inf
+        self._pending: Timer | None = None
         self._data: ChartSeries | None = None
         self.draw_count = 0  # how many times the figure was rebuilt (tests / bench: nothing when unchanged)
+        # plotext's build() is the costliest thing the monitor does: reuse its output until the figure
+        # (draw_count), the size or the theme changes
+        self._built: tuple[tuple, Text] | None = None
 
     @property
     def data(self) -> ChartSeries | None:
@@ -29,21 +42,36 @@ class GapChart(PlotextPlot):
         super().on_mount()
         self._draw()
 
+    def on_resize(self) -> None:
+        self._draw()  # the number of points drawn follows the width
+
     def update_data(self, data: ChartSeries) -> bool:
         if data == self._data:
             return False
         self._data = data
         self.set_class(not data.t and not data.fallback_t, "-empty")
+        wait = self.min_redraw_s - (time.monotonic() - self._drawn_at)
+        if wait <= 0 or not self.is_mounted:
+            self._redraw()
+        elif self._pending is None:
+            self._pending = self.set_timer(wait, self._redraw)
+        return True
+
+    def _redraw(self) -> None:
+        self._pending = None
+        self._drawn_at = time.monotonic()
         self._draw()
         self.refresh()
-        return True
 
     def render(self):
         data = self._data
         if data is None or (not data.t and not data.fallback_t):  # nothing to chart: say why in one line
             why = data.missing if data and data.missing else "allocator: waiting for the first sample"
             return Text(f"allocated / reserved / gap: {why}", style="yellow")
-        return super().render()
+        key = (self.draw_count, self.size.width, self.size.height, self.app.theme)
+        if self._built is None or self._built[0] != key:
+            self._built = (key, super().render())
+        return self._built[1]
 
     def _draw(self) -> None:
         plt = self.plt
@@ -54,16 +82,37 @@ class GapChart(PlotextPlot):
         if data is not None and not data.t and data.fallback_t:
             # the reason is on the agents row already; a title wider than the plot is not drawn at all
             plt.title(f"{data.fallback_label}, GiB, over time (s): no allocator counters to chart")
-            plt.plot(
-                list(data.fallback_t), [v / GIB for v in data.fallback], label="headroom", color="cyan",
-                marker="braille",
-            )
+            t, (headroom,) = decimate(data.fallback_t, (data.fallback,), self._max_points(), min)
+            plt.plot(t, [v / GIB for v in headroom], label="headroom", color="cyan", marker="braille")
             return
         if data is None or not data.t:
             plt.title(data.missing if data and data.missing else "allocator: no PyTorch agent attached yet")
             return
         plt.title("PyTorch allocated / reserved / gap (GiB) over time (s)")
-        t = list(data.t)
-        plt.plot(t, [v / GIB for v in data.reserved], label="reserved", color="blue", marker="braille")
-        plt.plot(t, [v / GIB for v in data.allocated], label="allocated", color="green", marker="braille")
-        plt.plot(t, [v / GIB for v in data.gap], label="gap", color="red", marker="braille")
+        t, (reserved, allocated, gap) = decimate(
+            data.t, (data.reserved, data.allocated, data.gap), self._max_points()
+        )
+        for values, label, color in ((reserved, "reserved", "blue"), (allocated, "allocated", "green"),
+                                     (gap, "gap", "red")):
+            plt.plot(t, [v / GIB for v in values], label=label, color=color, marker="braille")
+
+    def _max_points(self) -> int:
+        # braille draws two points per column: more points than that only cost time, never show
+        return max(32, 2 * self.size.width)
+
+
+def decimate(
+    t: Sequence[float],
+    series: Sequence[Sequence[float]],
+    max_points: int,
+    pick: Callable[[Sequence[float]], float] = max,
+) -> tuple[list[float], list[list[float]]]:
+    """At most `max_points` points: consecutive samples fall into equal buckets, each drawn at its newest
+    time with the `pick` (max: a short spike of the gap is never thinned away; min for headroom, whose dips
+    are what matter) of each series in it."""
+    n = len(t)
+    if n <= max_points:
+        return list(t), [list(values) for values in series]
+    bounds = [round(i * n / max_points) for i in range(max_points + 1)]
+    times = [t[end - 1] for end in bounds[1:]]
+    return times, [[pick(values[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)] for values in series]
