@@ -197,6 +197,10 @@ def sweep_dead_files(directory: str) -> int:
 
 
 # ------------------------------------------------------------------------------------ the agent
+# Share of one core the agent's thread may use (ticks + wake-ups); see Agent.cpu_budget.
+DEFAULT_CPU_BUDGET = 0.005
+
+
 class Agent:
     """One agent per process (use the module functions); tests may build their own with a CudaSource."""
 
@@ -212,10 +216,18 @@ class Agent:
         weights_refresh_s: float = 5.0,
         mem_info_interval_s: float = 1.0,
         kv_refresh_s: float = 0.1,
+        cpu_budget: float = DEFAULT_CPU_BUDGET,
     ) -> None:
         if not hz > 0:
             raise ValueError(f"agent hz must be > 0, got {hz}")
+        if not 0 <= cpu_budget < 1:
+            raise ValueError(f"agent cpu_budget must be in [0, 1), got {cpu_budget}")
         self.hz = hz
+        # The agent must never slow the experiment: its thread's own CPU (each tick plus the wake-up, which
+        # costs 60-80 us on a small VM) is kept under this share of a core by stretching the period, so a
+        # rate the machine cannot afford degrades to the fastest one it can. 0 turns the limit off.
+        self.cpu_budget = cpu_budget
+        self.effective_hz = hz
         self.directory = directory
         self.cuda: CudaSource = cuda if cuda is not None else TorchCuda()
         self._clock = clock
@@ -320,13 +332,24 @@ class Agent:
         self._rss.close()
 
     def _run(self) -> None:
-        period = 1.0 / self.hz
+        nominal = 1.0 / self.hz
+        period = nominal
         next_t = time.monotonic()
+        cpu_before = time.thread_time()
+        loop_cpu = None  # smoothed CPU seconds of one loop of this thread: tick + wake-up
         while not self._stop.is_set():
             try:
                 self.tick()
             except Exception as exc:  # never let the thread die, never raise into the host
                 self._report(exc)
+            cpu_now = time.thread_time()
+            spent, cpu_before = cpu_now - cpu_before, cpu_now
+            loop_cpu = spent if loop_cpu is None else 0.8 * loop_cpu + 0.2 * spent
+            if self.cpu_budget > 0:
+                # never slower than 1 Hz (or the asked rate): the heartbeat tells a monitor we are alive,
+                # and one heavy tick (a first walk of a large model) must not silence the agent for long
+                period = min(max(nominal, loop_cpu / self.cpu_budget), max(nominal, 1.0))
+                self.effective_hz = 1.0 / period
             next_t += period
             delay = next_t - time.monotonic()
             if delay < 0:  # we fell behind (host busy): skip missed ticks instead of bursting
@@ -605,12 +628,14 @@ def _safe(fn):
 
 @_safe
 def start(hz: float | None = None, directory: str | None = None) -> Agent:
-    """Start (or return) this process's agent. hz defaults to $MEMSIGHT_AGENT_HZ or 10."""
+    """Start (or return) this process's agent. hz defaults to $MEMSIGHT_AGENT_HZ or 10; the agent's CPU
+    budget (share of one core, default 0.005) to $MEMSIGHT_AGENT_CPU_BUDGET."""
     agent = _PROCESS.agent
     if agent is not None and agent.pid == os.getpid():
         return agent
     rate = hz if hz is not None else float(os.environ.get("MEMSIGHT_AGENT_HZ", "10"))
-    agent = Agent(hz=rate, directory=directory)
+    budget = float(os.environ.get("MEMSIGHT_AGENT_CPU_BUDGET", DEFAULT_CPU_BUDGET))
+    agent = Agent(hz=rate, directory=directory, cpu_budget=budget)
     agent.start()
     _PROCESS.agent = agent
     atexit.register(_at_exit)

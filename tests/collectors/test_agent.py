@@ -335,3 +335,19 @@ def test_nvml_process_lists_are_read_at_most_once_a_second():
     now[0] = 101.0
     collector.sample()
     assert calls == [0, 0]
+
+
+def test_cpu_budget_stretches_the_period_instead_of_slowing_the_host(tmp_path):
+    # A budget no tick can meet (a millionth of a core) must slow the agent, never the host; budget 0 turns
+    # the limit off and the agent keeps the asked rate.
+    starved = Agent(hz=200, directory=str(tmp_path), cpu_budget=1e-6).start()
+    free = Agent(hz=200, directory=str(tmp_path / "free"), cpu_budget=0).start()
+    time.sleep(1.0)
+    starved_records, free_records = starved._fine_count, free._fine_count  # noqa: SLF001
+    starved.stop()
+    free.stop()
+    assert starved.effective_hz == 1.0  # down to the 1 Hz floor that keeps its heartbeat going
+    assert free.effective_hz == 200
+    assert starved_records < free_records / 5
+    with pytest.raises(ValueError, match="cpu_budget"):
+        Agent(hz=10, directory=str(tmp_path), cpu_budget=1.5)
