@@ -336,7 +336,8 @@ class Agent:
         period = nominal
         next_t = time.monotonic()
         cpu_before = time.thread_time()
-        loop_cpu = None  # smoothed CPU seconds of one loop of this thread: tick + wake-up
+        loop_cpu = 0.0  # smoothed CPU seconds of one loop of this thread: tick + wake-up
+        loops = 0
         while not self._stop.is_set():
             try:
                 self.tick()
@@ -344,8 +345,11 @@ class Agent:
                 self._report(exc)
             cpu_now = time.thread_time()
             spent, cpu_before = cpu_now - cpu_before, cpu_now
-            loop_cpu = spent if loop_cpu is None else 0.8 * loop_cpu + 0.2 * spent
-            if self.cpu_budget > 0:
+            loops += 1
+            # the first tick creates the file and walks the tracked objects: start-up, not the steady cost
+            if loops > 1:
+                loop_cpu = spent if loops == 2 else 0.8 * loop_cpu + 0.2 * spent
+            if self.cpu_budget > 0 and loops > 1:
                 # never slower than 1 Hz (or the asked rate): the heartbeat tells a monitor we are alive,
                 # and one heavy tick (a first walk of a large model) must not silence the agent for long
                 period = min(max(nominal, loop_cpu / self.cpu_budget), max(nominal, 1.0))
