@@ -30,6 +30,7 @@ from typing import IO, Any
 from collectors import agent_format as fmt
 from collectors.errors import CollectorError
 from collectors.snapshots import (
+    OS_FIELDS,
     AgentRecord,
     DeviceInfo,
     GpuProcess,
@@ -128,15 +129,7 @@ class Recorder:
             {
                 "k": "os",
                 "t": snap.t,
-                "mem_total": snap.mem_total,
-                "mem_available": snap.mem_available,
-                "cached": snap.cached,
-                "shmem": snap.shmem,
-                "swap_total": snap.swap_total,
-                "swap_free": snap.swap_free,
-                "psi_some_avg10": snap.psi_some_avg10,
-                "psi_full_avg10": snap.psi_full_avg10,
-                "oom_kill": snap.oom_kill,
+                **{name: getattr(snap, name) for name in OS_FIELDS},
                 "skipped": snap.skipped_processes,
                 "source": snap.source,
                 "procs": [

@@ -36,6 +36,20 @@ class ProcessInfo:
     growth_window_s: float = 0.0  # the window growth_bytes covers (seconds actually spanned)
 
 
+# The numeric fields of an OSSnapshot that are sampled into rings and recorded (one list for both).
+OS_FIELDS = (
+    "mem_total",
+    "mem_available",
+    "cached",
+    "shmem",
+    "swap_total",
+    "swap_free",
+    "psi_some_avg10",
+    "psi_full_avg10",
+    "oom_kill",
+)
+
+
 @dataclass(frozen=True, slots=True)
 class OSSnapshot:
     """Host memory at time t (bytes; from /proc/meminfo, /proc/pressure/memory, /proc/vmstat, or from

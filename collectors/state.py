@@ -21,6 +21,7 @@ from collectors.nvml_collector import gpu_bytes_by_pid, gpu_held_bytes
 from collectors.os_collector import with_gpu_bytes
 from collectors.ring import Ring, to_float, to_int
 from collectors.snapshots import (
+    OS_FIELDS,
     AgentRecord,
     AgentView,
     Alert,
@@ -30,17 +31,6 @@ from collectors.snapshots import (
     VLLMSnapshot,
 )
 
-OS_FIELDS = (
-    "mem_total",
-    "mem_available",
-    "cached",
-    "shmem",
-    "swap_total",
-    "swap_free",
-    "psi_some_avg10",
-    "psi_full_avg10",
-    "oom_kill",
-)
 AGENT_FIELDS = ("allocated", "reserved", "peak_allocated", "rss", "weights_bytes", "kv_bytes")
 NO_NVML = NVMLSnapshot(status="not sampled yet", available=False, devices=())
 
@@ -118,20 +108,7 @@ class StateBuilder:
         with self._lock:
             self.os = snap
             self.status["os"] = "ok"
-            accepted = self.os_ring.append(
-                snap.t,
-                {
-                    "mem_total": snap.mem_total,
-                    "mem_available": snap.mem_available,
-                    "cached": snap.cached,
-                    "shmem": snap.shmem,
-                    "swap_total": snap.swap_total,
-                    "swap_free": snap.swap_free,
-                    "psi_some_avg10": snap.psi_some_avg10,
-                    "psi_full_avg10": snap.psi_full_avg10,
-                    "oom_kill": snap.oom_kill,
-                },
-            )
+            accepted = self.os_ring.append(snap.t, {name: getattr(snap, name) for name in OS_FIELDS})
             if accepted:  # a sample the ring refused (time going backwards) is not charted either
                 self._available.append((snap.t, to_float(snap.mem_available)))
                 self._series_changed.add("available")
