@@ -411,21 +411,7 @@ def summarize(recording: Recording) -> dict:
         if k == "os":
             source("os", "os", None).add(
                 t,
-                {
-                    f: e.get(f)
-                    for f in (
-                        "mem_total",
-                        "mem_available",
-                        "cached",
-                        "shmem",
-                        "swap_total",
-                        "swap_free",
-                        "psi_some_avg10",
-                        "psi_full_avg10",
-                        "oom_kill",
-                    )
-                }
-                | {"system_used": e["mem_total"] - e["mem_available"]},
+                {f: e.get(f) for f in OS_FIELDS} | {"system_used": e["mem_total"] - e["mem_available"]},
             )
             for row in e.get("procs", []):
                 pid, start, name, rss = row[:4]
