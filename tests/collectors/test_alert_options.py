@@ -8,32 +8,17 @@ from collectors.alerts import AlertOptions
 from collectors.monitor import Monitor
 from collectors.recorder import Recorder
 from collectors.replay import ReplayMonitor
-from collectors.snapshots import OSSnapshot
+from tests.collectors.builders import os_snapshot
 
 GiB = 2**30
 
-
-def _os(t: float, available: int) -> OSSnapshot:
-    return OSSnapshot(
-        t=t,
-        mem_total=64 * GiB,
-        mem_available=available,
-        cached=0,
-        shmem=0,
-        swap_total=0,
-        swap_free=0,
-        psi_some_avg10=None,
-        psi_full_avg10=None,
-        oom_kill=0,
-        processes=(),
-    )
 
 
 def _record_falling_headroom(path) -> None:
     """No GPU in the recording, so headroom is MemAvailable: 20 GiB, then 10 GiB, then 3 GiB."""
     rec = Recorder(path, hz=1.0)
     for t, available in ((1000.0, 20 * GiB), (1001.0, 10 * GiB), (1002.0, 3 * GiB)):
-        rec.os(_os(t, available))
+        rec.os(os_snapshot(t, available))
     rec.close()
 
 

@@ -16,8 +16,9 @@ from collectors.monitor import Monitor
 from collectors.nvidia_smi import SmiBackend
 from collectors.nvml_collector import NVMLCollector
 from collectors.os_collector import OSCollector, parse_meminfo
-from collectors.snapshots import NVMLSnapshot, OSSnapshot
+from collectors.snapshots import NVMLSnapshot
 from collectors.state import StateBuilder
+from tests.collectors.builders import os_snapshot
 from tests.conftest import SHARED_FIXTURES, needs_shared
 
 GiB = 2**30
@@ -139,39 +140,24 @@ def test_initialised_nvml_gets_its_thread_and_builds_only_on_change(tmp_path):
         monitor.stop()
 
 
-def _os(t: float, available: int) -> OSSnapshot:
-    return OSSnapshot(
-        t=t,
-        mem_total=64 * GiB,
-        mem_available=available,
-        cached=0,
-        shmem=0,
-        swap_total=0,
-        swap_free=0,
-        psi_some_avg10=None,
-        psi_full_avg10=None,
-        oom_kill=0,
-        processes=(),
-    )
-
 
 def test_history_is_rebuilt_only_when_a_series_changed_and_charts_headroom():
     builder = StateBuilder(history_points=3)
     builder.update_nvml(NVMLSnapshot("no NVML library: test", False, ()))
-    builder.update_os(_os(1.0, 20 * GiB))
+    builder.update_os(os_snapshot(1.0, 20 * GiB))
     a = builder.build(1.0)
     b = builder.build(1.2)  # another thread's build, nothing new: the same history mapping
     assert b.history is a.history
     assert a.history["available"] == ((1.0,), (float(20 * GiB),))
     assert a.history["headroom"] == ((1.0,), (float(20 * GiB),))  # no GPU: headroom is MemAvailable
     for i, gib in enumerate((19, 18, 17), start=2):
-        builder.update_os(_os(float(i), gib * GiB))
+        builder.update_os(os_snapshot(float(i), gib * GiB))
         state = builder.build(float(i))
     assert state.history is not a.history
     assert state.history["available"] == ((2.0, 3.0, 4.0), tuple(float(g * GiB) for g in (19, 18, 17)))
     assert state.history["headroom"][0] == (2.0, 3.0, 4.0)  # bounded by history_points
     # a sample the ring refuses (time going backwards) is neither charted nor silent
-    builder.update_os(_os(3.5, GiB))
+    builder.update_os(os_snapshot(3.5, GiB))
     late = builder.build(4.5)
     assert late.history["available"] == state.history["available"]
     assert late.dropped["rings"] == 1

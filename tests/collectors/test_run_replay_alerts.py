@@ -14,8 +14,9 @@ import pytest
 from collectors.alerts import AlertOptions, evaluate
 from collectors.recorder import read_recording, summarize
 from collectors.replay import ReplayMonitor, demo_recording_path
-from collectors.snapshots import NVMLSnapshot, OSSnapshot, ProcessInfo
+from collectors.snapshots import NVMLSnapshot, ProcessInfo
 from collectors.state import StateBuilder
+from tests.collectors.builders import os_snapshot
 from tests.conftest import REPO_ROOT, SHARED_FIXTURES, needs_shared
 
 MiB, GiB = 2**20, 2**30
@@ -128,21 +129,6 @@ def test_bundled_demo_recording_is_real_and_small():
     assert agent["fields"]["kv_bytes"]["max"] > agent["fields"]["kv_bytes"]["min"]
 
 
-def _os(t, available, procs=(), oom=0):
-    return OSSnapshot(
-        t=t,
-        mem_total=64 * GiB,
-        mem_available=available,
-        cached=0,
-        shmem=0,
-        swap_total=0,
-        swap_free=0,
-        psi_some_avg10=None,
-        psi_full_avg10=None,
-        oom_kill=oom,
-        processes=tuple(procs),
-    )
-
 
 def _proc(pid, rss, is_new=False):
     return ProcessInfo(
@@ -170,17 +156,21 @@ def _states(*os_snaps):
 def test_alert_rules():
     o = AlertOptions(headroom_warning_bytes=8 * GiB, headroom_critical_bytes=2 * GiB)
     states = _states(
-        _os(0, 20 * GiB, [_proc(1, 1 * GiB)]),
-        _os(20, 1 * GiB, [_proc(1, 4 * GiB), _proc(2, 3 * GiB, is_new=True)], oom=1),
+        os_snapshot(0, 20 * GiB, [_proc(1, 1 * GiB)]),
+        os_snapshot(20, 1 * GiB, [_proc(1, 4 * GiB), _proc(2, 3 * GiB, is_new=True)], oom=1),
     )
     kinds = {(a.kind, a.pid) for a in evaluate(states, o)}
     assert ("headroom", None) in kinds and ("new_process", 2) in kinds
     assert ("process_growth", 1) in kinds and ("oom_kill", None) in kinds
     assert [a.severity for a in evaluate(states, o) if a.kind == "headroom"] == ["critical"]
-    quiet = _states(_os(0, 20 * GiB, [_proc(1, 1 * GiB)]), _os(20, 19 * GiB, [_proc(1, 2 * GiB)]))
+    quiet = _states(
+        os_snapshot(0, 20 * GiB, [_proc(1, 1 * GiB)]), os_snapshot(20, 19 * GiB, [_proc(1, 2 * GiB)])
+    )
     assert evaluate(quiet, o) == ()
     # growth outside the window does not count
-    slow = _states(_os(0, 20 * GiB, [_proc(1, 1 * GiB)]), _os(60, 20 * GiB, [_proc(1, 4 * GiB)]))
+    slow = _states(
+        os_snapshot(0, 20 * GiB, [_proc(1, 1 * GiB)]), os_snapshot(60, 20 * GiB, [_proc(1, 4 * GiB)])
+    )
     assert evaluate(slow, replace(o, growth_window_s=30.0)) == ()
 
 
