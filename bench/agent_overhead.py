@@ -1,19 +1,31 @@
 """Agent overhead on a CPU loop of small torch operations: agent off vs on at 10 Hz and 100 Hz, in one run.
 
-Repetitions are interleaved (off, 10 Hz, 100 Hz, off, ...) so drift and other load hit every setting
-alike; the report is the median time per repetition and the ratio on/off. Target: ratio < 1.01.
-The agent tracks a model and a growing KV list, so each tick does the work it does in a real decode loop
-(on this CPU-only machine there is no memory_stats() call: CUDA is never initialized).
+Each round runs every setting once, in a fresh random order, as one block of the same loop; the agent of a
+block starts before it at a random phase, so its ticks land anywhere in the block. Two more settings say what
+the numbers mean:
 
-    python bench/agent_overhead.py [--reps 9] [--iters 3000]
+- "off (control)" is a second agent-off setting: its ratio to "off" is this machine's noise floor.
+- "bare thread 100 Hz" is a thread that only wakes 100 times a second and does nothing: the cost of *any*
+  in-process sampler thread at that rate (each wake-up takes the GIL from the experiment's thread).
+- "100 Hz, no budget" is the agent with its CPU budget off, so it really ticks at 100 Hz.
+
+Figure of merit: the ratio of the median block time with the setting to the median with the agent off
+(target < 1.01), with a 95% bootstrap interval over rounds. Medians, because the noise of a shared VM only
+ever lengthens a block (a neighbour's load); the 25th percentile ratio is printed too. The agent's thread
+CPU, its records per second and the rate its budget held are printed beside.
+
+    python bench/agent_overhead.py [--rounds 120] [--iters 20000] [--json runs.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import random
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -26,89 +38,126 @@ from collectors.agent import DEFAULT_CPU_BUDGET, Agent  # noqa: E402
 from collectors.ring import Ring  # noqa: E402
 from collectors.state import AGENT_FIELDS, OS_FIELDS  # noqa: E402
 
+OFF, CONTROL, BARE = "off", "off (control)", "bare thread 100 Hz"
+AGENT_SETTINGS = {"10 Hz": (10.0, DEFAULT_CPU_BUDGET), "100 Hz": (100.0, DEFAULT_CPU_BUDGET),
+                  "100 Hz, no budget": (100.0, 0.0)}  # fmt: skip
+SETTINGS = (OFF, CONTROL, *AGENT_SETTINGS, BARE)
 
-def workload(
-    iters: int, x: torch.Tensor, w: torch.Tensor, kv: list[torch.Tensor]
-) -> tuple[float, float]:
-    """Wall time and this (main) thread's CPU time of the loop. Wall time is what the experiment feels;
-    thread CPU time leaves out what a shared VM's host steals, so it stays readable when wall time is not."""
+
+def workload(iters: int, x: torch.Tensor, w: torch.Tensor, kv: list[torch.Tensor]) -> tuple[float, float]:
+    """Wall time and this (main) thread's CPU time of the loop: wall time is what the experiment feels."""
     t0, c0 = time.perf_counter(), time.thread_time()
     for i in range(iters):
         y = torch.nn.functional.silu(x @ w) + x
         x = y * 0.5
-        if i % 1000 == 0:  # a KV list growing to tens of tensors, walked every tick
+        if i % 1000 == 0:  # a KV list growing to tens of tensors, walked by the agent
             kv.append(torch.zeros(1, 4, 8, 16))
     return time.perf_counter() - t0, time.thread_time() - c0
 
 
+def quantile(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1]
+
+
+def bootstrap_ratio(
+    on: list[float], off: list[float], rng: random.Random, n: int = 2000
+) -> tuple[float, float]:
+    """95% interval of median(on) / median(off), resampling whole rounds (a round's blocks ran together)."""
+    rounds = len(off)
+    ratios = []
+    for _ in range(n):
+        pick = [rng.randrange(rounds) for _ in range(rounds)]
+        ratios.append(statistics.median(on[i] for i in pick) / statistics.median(off[i] for i in pick))
+    ratios.sort()
+    return ratios[int(0.025 * n)], ratios[int(0.975 * n) - 1]
+
+
+def bare_thread(stop: threading.Event) -> None:
+    while not stop.wait(0.01):
+        pass
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--reps", type=int, default=31)
-    p.add_argument("--iters", type=int, default=30000)
+    p.add_argument("--rounds", type=int, default=120)
+    p.add_argument("--iters", type=int, default=20000, help="loop iterations per block (~0.2 s here)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--json", type=Path, help="write every block's times here")
     args = p.parse_args()
     torch.set_num_threads(1)
+    rng = random.Random(args.seed)
     model = torch.nn.Sequential(*(torch.nn.Linear(64, 64) for _ in range(8)))
     x, w = torch.randn(16, 64), torch.randn(64, 64) * 0.1
-    # "off (control)" is a second agent-off setting: its ratio to "off" is this machine's noise floor, so a
-    # reader can tell a real overhead from run-to-run jitter.
-    times: dict[str, list[float]] = {"off": [], "off (control)": [], "10 Hz": [], "100 Hz": []}
-    ticks: dict[str, int] = {"10 Hz": 0, "100 Hz": 0}
-    costs: dict[str, list[float]] = {"10 Hz": [], "100 Hz": []}
-    main_cpu: dict[str, list[float]] = {setting: [] for setting in times}
-    agent_cpu: dict[str, float] = {"10 Hz": 0.0, "100 Hz": 0.0}  # CPU seconds spent in the agent thread
-    achieved: dict[str, list[float]] = {"10 Hz": [], "100 Hz": []}  # the rate the CPU budget allowed
-    workload(args.iters, x, w, [])  # warm up
+    wall: dict[str, list[float]] = {s: [] for s in SETTINGS}
+    cpu: dict[str, list[float]] = {s: [] for s in SETTINGS}
+    agent_cpu = dict.fromkeys(AGENT_SETTINGS, 0.0)  # CPU seconds of the agent thread inside the blocks
+    records = dict.fromkeys(AGENT_SETTINGS, 0)
+    held_hz: dict[str, list[float]] = {s: [] for s in AGENT_SETTINGS}
+    workload(args.iters // 4, x, w, [])  # warm up
+    started = time.perf_counter()
     with tempfile.TemporaryDirectory() as directory:
-        settings = list(times)
-        for rep in range(args.reps):
-            # rotate the order each round so no setting always runs first (caches, frequency scaling)
-            shift = rep % len(settings)
-            for setting in settings[shift:] + settings[:shift]:
+        for _ in range(args.rounds):
+            order = list(SETTINGS)
+            rng.shuffle(order)
+            for setting in order:
                 kv: list[torch.Tensor] = []
-                agent = None
-                if not setting.startswith("off"):
-                    agent = Agent(hz=float(setting.split()[0]), directory=directory)
+                agent, thread, stop = None, None, threading.Event()
+                if setting in AGENT_SETTINGS:
+                    hz, budget = AGENT_SETTINGS[setting]
+                    agent = Agent(hz=hz, directory=directory, cpu_budget=budget)
                     agent.track_model(model)
                     agent.track_kv(kv)
                     agent.start()
-                    time.sleep(0.05)  # file creation and the first tick are start-up, not loop overhead
+                elif setting == BARE:
+                    thread = threading.Thread(target=bare_thread, args=(stop,), daemon=True)
+                    thread.start()
+                # file creation and the first tick are start-up, not loop cost; the random part puts the
+                # ticks at any phase of the block
+                time.sleep(0.03 + rng.random() * 0.1)
+                if agent is not None:
                     clock = time.pthread_getcpuclockid(agent._thread.ident)  # noqa: SLF001
-                    cpu0 = time.clock_gettime(clock)
-                wall, cpu = workload(args.iters, x, w, kv)
-                times[setting].append(wall)
-                main_cpu[setting].append(cpu)
+                    cpu0, count0 = time.clock_gettime(clock), agent._fine_count  # noqa: SLF001
+                block_wall, block_cpu = workload(args.iters, x, w, kv)
+                wall[setting].append(block_wall)
+                cpu[setting].append(block_cpu)
                 if agent is not None:
                     agent_cpu[setting] += time.clock_gettime(clock) - cpu0
-                    achieved[setting].append(agent.effective_hz)
-                    ticks[setting] += agent._fine_count  # noqa: SLF001
-                    if agent._last_tick_cost == agent._last_tick_cost:  # noqa: SLF001
-                        costs[setting].append(agent._last_tick_cost)  # noqa: SLF001
+                    records[setting] += agent._fine_count - count0  # noqa: SLF001
+                    held_hz[setting].append(agent.effective_hz)
                     agent.stop()
-    off = statistics.median(times["off"])
+                if thread is not None:
+                    stop.set()
+                    thread.join()
+    elapsed = time.perf_counter() - started
+    off = statistics.median(wall[OFF])
     print(
-        f"torch {torch.__version__}, {args.reps} interleaved repetitions of {args.iters} iterations, 1 thread"
+        f"torch {torch.__version__}, 1 thread; {args.rounds} rounds x {len(SETTINGS)} settings in random "
+        f"order, {args.iters} iterations per block; {elapsed:.0f} s"
     )
-    print(f"  agent off      : median {off * 1e3:8.2f} ms")
-    for setting in ("off (control)", "10 Hz", "100 Hz"):
-        # per-round ratios compare runs made seconds apart: less sensitive to slow drifts in machine load
-        ratios = sorted(a / b for a, b in zip(times[setting], times["off"], strict=True))
-        q1, median_ratio, q3 = statistics.quantiles(ratios, n=4)
-        med = statistics.median(times[setting])
-        cpu_ratio = statistics.median(main_cpu[setting]) / statistics.median(main_cpu["off"])
+    print(f"  {'agent off':>19}: median block {off * 1e3:7.2f} ms")
+    verdicts = []
+    for setting in SETTINGS[1:]:
+        med = statistics.median(wall[setting])
+        low, high = bootstrap_ratio(wall[setting], wall[OFF], rng)
+        q25 = quantile(wall[setting], 0.25) / quantile(wall[OFF], 0.25)
+        cpu_ratio = statistics.median(cpu[setting]) / statistics.median(cpu[OFF])
         line = (
-            f"  {setting:>15}: median {med * 1e3:8.2f} ms  ratio {med / off:.4f}  "
-            f"(per-round ratios: median {median_ratio:.4f}, IQR {q1:.4f}-{q3:.4f}); "
-            f"main-thread CPU ratio {cpu_ratio:.4f}"
+            f"  {setting:>19}: median block {med * 1e3:7.2f} ms  ratio {med / off:.4f} "
+            f"(95% CI {low:.4f}-{high:.4f}; 25th pct ratio {q25:.4f}; main-thread CPU ratio {cpu_ratio:.4f})"
         )
-        if setting in agent_cpu:
-            share = agent_cpu[setting] / sum(times[setting])
-            cost = statistics.median(costs[setting]) * 1e6 if costs[setting] else float("nan")
+        if setting in AGENT_SETTINGS:
+            seconds = sum(wall[setting])
             line += (
-                f"\n{'':19}agent thread CPU {share * 100:.2f}% of the loop's time "
-                f"({ticks[setting]} records, median tick {cost:.0f} us); rate held by its CPU budget "
-                f"({DEFAULT_CPU_BUDGET:.1%} of a core): median {statistics.median(achieved[setting]):.0f} Hz"
+                f"\n{'':23}agent: {records[setting] / seconds:.1f} records/s, thread CPU "
+                f"{agent_cpu[setting] / seconds * 100:.2f}% of a core, rate held by its budget "
+                f"{statistics.median(held_hz[setting]):.0f} Hz"
             )
+            if AGENT_SETTINGS[setting][1] > 0:
+                verdicts.append(f"{setting}: {med / off:.4f} (CI up to {high:.4f})")
         print(line)
+    print(
+        f"target < 1.01 with the default budget ({DEFAULT_CPU_BUDGET:.2%} of a core): " + "; ".join(verdicts)
+    )
     day_records = 24 * 3600 * 10
     print(
         f"ring storage for a day at 10 Hz (fixed, preallocated): agent ring file "
@@ -117,6 +166,10 @@ def main() -> int:
         f"{Ring.bytes_for(len(OS_FIELDS)):,} B, per agent device {Ring.bytes_for(len(AGENT_FIELDS)):,} B"
     )
     print(f"  (unbounded it would be {day_records * fmt.SLOT_SIZE:,} B/day of agent records per device)")
+    if args.json:
+        args.json.write_text(
+            json.dumps({"args": vars(args) | {"json": str(args.json)}, "wall": wall, "cpu": cpu})
+        )
     return 0
 
 

@@ -197,8 +197,28 @@ def sweep_dead_files(directory: str) -> int:
 
 
 # ------------------------------------------------------------------------------------ the agent
-# Share of one core the agent's thread may use (ticks + wake-ups); see Agent.cpu_budget.
+# Share of one core the agent's thread may use over time (ticks + wake-ups); see Agent.cpu_budget.
 DEFAULT_CPU_BUDGET = 0.005
+
+
+class CpuCredit:
+    """The agent thread's CPU budget as a credit: earned at `budget` CPU seconds per wall second, spent by
+    each loop (tick + wake-up), capped at `cap_s` seconds' worth so cheap ticks cannot save up for a long
+    burst. In debt, the next tick waits until the debt is paid back, so over time the thread's CPU share is
+    the budget whatever a tick costs on this machine; never longer than `slowest_wait_s` (the heartbeat)."""
+
+    def __init__(self, budget: float, slowest_wait_s: float, cap_s: float = 1.0) -> None:
+        self.budget = budget
+        self.slowest_wait_s = slowest_wait_s
+        self.cap = budget * cap_s
+        self.balance = 0.0  # CPU seconds
+
+    def settle(self, cpu_spent_s: float, wall_elapsed_s: float) -> float:
+        """Book one loop; the seconds to wait from now before the next tick (0: on schedule)."""
+        self.balance = min(self.balance + self.budget * wall_elapsed_s - cpu_spent_s, self.cap)
+        if self.balance >= 0:
+            return 0.0
+        return min(-self.balance / self.budget, self.slowest_wait_s)
 
 
 class Agent:
@@ -223,9 +243,12 @@ class Agent:
         if not 0 <= cpu_budget < 1:
             raise ValueError(f"agent cpu_budget must be in [0, 1), got {cpu_budget}")
         self.hz = hz
-        # The agent must never slow the experiment: its thread's own CPU (each tick plus the wake-up, which
-        # costs 60-80 us on a small VM) is kept under this share of a core by stretching the period, so a
-        # rate the machine cannot afford degrades to the fastest one it can. 0 turns the limit off.
+        # The agent must never slow the experiment, and every wake-up does: it takes the GIL from the
+        # experiment's thread, which then waits for it about as long as the agent's loop costs in CPU (on
+        # a 2-vCPU VM a thread that only wakes at 100 Hz slowed a torch loop by 1.1%: bench/). So the
+        # thread's own CPU (ticks + wake-ups) is held to this share of a core, a credit earned per wall
+        # second and spent per loop: a rate the machine cannot afford degrades to the fastest one it can
+        # (monitors show both rates). 0 turns the limit off.
         self.cpu_budget = cpu_budget
         self.effective_hz = hz
         self.directory = directory
@@ -333,28 +356,26 @@ class Agent:
 
     def _run(self) -> None:
         nominal = 1.0 / self.hz
-        period = nominal
-        next_t = time.monotonic()
+        # never slower than 1 Hz (or the asked rate): the heartbeat tells a monitor we are alive, and one
+        # heavy tick (a first walk of a large model) must not silence the agent for long
+        credit = CpuCredit(self.cpu_budget, slowest_wait_s=max(nominal, 1.0)) if self.cpu_budget > 0 else None
+        next_t = wall_before = time.monotonic()
         cpu_before = time.thread_time()
-        loop_cpu = 0.0  # smoothed CPU seconds of one loop of this thread: tick + wake-up
         loops = 0
         while not self._stop.is_set():
             try:
                 self.tick()
             except Exception as exc:  # never let the thread die, never raise into the host
                 self._report(exc)
-            cpu_now = time.thread_time()
-            spent, cpu_before = cpu_now - cpu_before, cpu_now
+            cpu_now, wall_now = time.thread_time(), time.monotonic()
             loops += 1
-            # the first tick creates the file and walks the tracked objects: start-up, not the steady cost
-            if loops > 1:
-                loop_cpu = spent if loops == 2 else 0.8 * loop_cpu + 0.2 * spent
-            if self.cpu_budget > 0 and loops > 1:
-                # never slower than 1 Hz (or the asked rate): the heartbeat tells a monitor we are alive,
-                # and one heavy tick (a first walk of a large model) must not silence the agent for long
-                period = min(max(nominal, loop_cpu / self.cpu_budget), max(nominal, 1.0))
-                self.effective_hz = 1.0 / period
-            next_t += period
+            next_t += nominal
+            # the first tick creates the file and walks the tracked objects: start-up, not steady cost
+            if credit is not None and loops > 1:
+                wait = credit.settle(cpu_now - cpu_before, wall_now - wall_before)
+                next_t = max(next_t, wall_now + wait)
+                self.effective_hz = 1.0 / max(nominal, wait)
+            cpu_before, wall_before = cpu_now, wall_now
             delay = next_t - time.monotonic()
             if delay < 0:  # we fell behind (host busy): skip missed ticks instead of bursting
                 next_t = time.monotonic()

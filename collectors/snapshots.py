@@ -17,6 +17,8 @@ from types import MappingProxyType
 
 # An empty read-only mapping used as a default (a shared immutable value, not mutable state).
 _EMPTY: Mapping = MappingProxyType({})
+# records of an agent's history over which its real sampling rate is measured (about 6 s at 10 Hz)
+SAMPLED_HZ_WINDOW = 64
 
 
 # --------------------------------------------------------------------------------------------- OS
@@ -161,7 +163,16 @@ class AgentView:
     latest: tuple[AgentRecord, ...]  # newest record per device (device -1 first when present)
     history: tuple[AgentRecord, ...]  # recent records, oldest first (all devices interleaved)
     lost_records: int = 0  # records overwritten in the ring file before the monitor read them
-    hz: float = 0.0  # the agent's sampling rate
+    hz: float = 0.0  # the sampling rate the agent was asked for
+
+    @property
+    def sampled_hz(self) -> float | None:
+        """The rate the agent really sampled at over its recent records (None: too few to tell). Below `hz`
+        when its CPU budget held it back on a machine that cannot afford the asked rate."""
+        times = sorted({r.t for r in self.history[-SAMPLED_HZ_WINDOW:]})
+        if len(times) < 3 or times[-1] <= times[0]:
+            return None
+        return (len(times) - 1) / (times[-1] - times[0])
 
 
 # --------------------------------------------------------------------------------------------- buckets

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from collectors import agent_format as fmt
-from collectors.agent import Agent, kv_bytes_by_device, model_bytes_by_device
+from collectors.agent import Agent, CpuCredit, kv_bytes_by_device, model_bytes_by_device
 from collectors.agent_reader import AgentReader
 from collectors.buckets import measure
 from collectors.errors import CollectorError
@@ -342,6 +342,36 @@ def test_nvml_process_lists_are_read_at_most_once_a_second():
     now[0] = 101.0
     collector.sample()
     assert calls == [0, 0]
+
+
+def _run_credit(credit: CpuCredit, loop_cpu_s: float, nominal_s: float, loops: int) -> tuple[float, float]:
+    """CPU and wall seconds of `loops` loops that each cost `loop_cpu_s`, scheduled as the agent does."""
+    cpu = wall = 0.0
+    wait = nominal_s
+    for _ in range(loops):
+        elapsed = max(nominal_s, wait)
+        cpu, wall = cpu + loop_cpu_s, wall + elapsed
+        wait = credit.settle(loop_cpu_s, elapsed)
+    return cpu, wall
+
+
+def test_cpu_credit_holds_the_long_run_share_to_the_budget_whatever_a_tick_costs():
+    # 100 Hz asked, 0.5% of a core: a 200 us loop (a VM's wake-up + tick) affords 25 Hz, a 20 us one 100 Hz
+    costly = CpuCredit(0.005, slowest_wait_s=1.0)
+    cpu, wall = _run_credit(costly, 200e-6, 0.01, 10_000)
+    assert cpu / wall == pytest.approx(0.005, rel=1e-3)
+    assert costly.settle(200e-6, 0.04) == pytest.approx(0.04, rel=1e-6)  # steady state: 1 / 25 Hz
+    cheap = CpuCredit(0.005, slowest_wait_s=1.0)
+    cpu, wall = _run_credit(cheap, 20e-6, 0.01, 10_000)
+    assert wall == pytest.approx(100.0) and cpu / wall == pytest.approx(0.002)  # on schedule, never held
+    assert cheap.balance == pytest.approx(0.005)  # saved credit is capped at one second's budget
+
+
+def test_cpu_credit_never_waits_longer_than_the_heartbeat():
+    credit = CpuCredit(0.005, slowest_wait_s=1.0)
+    assert credit.settle(0.5, 0.01) == 1.0  # a 0.5 s first walk of a huge model: back within a second
+    assert credit.settle(0.0, 1.0) == 1.0  # still in debt (0.5 - 0.005 s): the 1 Hz floor, not silence
+    assert credit.balance == pytest.approx(-0.5 + 0.005 * (0.01 + 1.0))  # 0.5 s spent, 1.01 s earned
 
 
 def test_cpu_budget_stretches_the_period_instead_of_slowing_the_host(tmp_path):

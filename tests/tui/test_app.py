@@ -468,3 +468,25 @@ async def test_an_unknown_format_from_the_command_line_is_the_planners_error_not
         await pilot.pause()
         await pilot.pause()
         assert app.screen.query_one("#plan-error").display is False
+
+
+async def test_an_agent_held_below_its_asked_rate_shows_both_rates():
+    """An agent whose CPU budget holds a 100 Hz request to 25 Hz says so in its row; one on its asked rate
+    does not clutter the row."""
+    from tui.widgets.agents_table import AgentsTable
+
+    state = gb10_state()
+    agent = state.agents[0]
+    record = agent.latest[0]
+    held_history = tuple(replace(record, t=record.t - 0.04 * k) for k in range(64, -1, -1))
+    rows = {}
+    for asked, history in ((100.0, held_history), (25.0, held_history), (100.0, ())):
+        held = replace(state, agents=(replace(agent, hz=asked, history=history),))
+        app, _ = make_app(held)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await pilot.pause()
+            table = app.screen.query_one(AgentsTable)
+            rows[(asked, len(history))] = " ".join(str(c) for c in table.get_row_at(0))
+    assert held.agents[0].sampled_hz is None  # no history yet: nothing to say
+    assert "· 25/100 Hz" in rows[(100.0, 65)]
+    assert " Hz" not in rows[(25.0, 65)] and " Hz" not in rows[(100.0, 0)]

@@ -24,6 +24,8 @@ from tui.widgets.data import (
 )
 
 GIB = 2**30
+# an agent sampling at under this share of its asked rate shows both rates in its row
+HELD_RATE_SHOWN_BELOW = 0.8
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +234,8 @@ def agent_rows(state: MonitorState) -> tuple[AgentRow, ...]:
             rows.append(
                 AgentRow(
                     pid=agent.pid,
-                    label=f"{_short_cmd(agent)} · {where}" + ("" if agent.alive else " (exited)"),
+                    label=f"{_short_cmd(agent)} · {where}{_held_rate(agent)}"
+                    + ("" if agent.alive else " (exited)"),
                     allocated=rec.allocated,
                     reserved=rec.reserved,
                     gap=gap,
@@ -246,6 +249,14 @@ def agent_rows(state: MonitorState) -> tuple[AgentRow, ...]:
         r = rows[busiest]
         rows[busiest] = AgentRow(r.pid, r.label, r.allocated, r.reserved, r.gap, r.retries, r.ooms, True)
     return tuple(rows)
+
+
+def _held_rate(agent: AgentView) -> str:
+    """' · 38/100 Hz' when the agent's CPU budget holds it well below the asked rate, else nothing."""
+    sampled = agent.sampled_hz
+    if sampled is None or not agent.alive or sampled >= HELD_RATE_SHOWN_BELOW * agent.hz:
+        return ""
+    return f" · {sampled:.0f}/{agent.hz:.0f} Hz"
 
 
 def _short_state(cuda_state: str) -> str:
@@ -281,7 +292,11 @@ def chart_series(state: MonitorState) -> ChartSeries:
         if n < 2:
             return ChartSeries((), (), (), (), why)
         return ChartSeries(
-            (), (), (), (), why,
+            (),
+            (),
+            (),
+            (),
+            why,
             fallback_label=f"headroom ({state.headroom_source})",
             fallback_t=tuple(round(t - times[0], 3) for t in times[:n]),
             fallback=tuple(values[:n]),
