@@ -9,10 +9,12 @@ the numbers mean:
   in-process sampler thread at that rate (each wake-up takes the GIL from the experiment's thread).
 - "100 Hz, no budget" is the agent with its CPU budget off, so it really ticks at 100 Hz.
 
-Figure of merit: the ratio of the median block time with the setting to the median with the agent off
-(target < 1.01), with a 95% bootstrap interval over rounds. Medians, because the noise of a shared VM only
-ever lengthens a block (a neighbour's load); the 25th percentile ratio is printed too. The agent's thread
-CPU, its records per second and the rate its budget held are printed beside.
+Figure of merit (target < 1.01): the ratio of the 10th-percentile block time with the setting to the one with
+the agent off, with a 95% bootstrap interval over rounds. The noise of a shared VM only ever lengthens a block
+(a neighbour's load), so the fastest blocks are the ones it left alone, while the agent's ticks are in every
+block; the control's ratio shows how well that holds on the day. The ratio of medians is printed too (it
+reads every block, and on a noisy host its interval is several times wider). The agent's thread CPU, its
+records per second and the rate its budget held are printed beside.
 
     python bench/agent_overhead.py [--rounds 120] [--iters 20000] [--json runs.json]
 """
@@ -59,15 +61,24 @@ def quantile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1]
 
 
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def p10(values: list[float]) -> float:
+    return quantile(values, 0.10)
+
+
 def bootstrap_ratio(
-    on: list[float], off: list[float], rng: random.Random, n: int = 2000
+    statistic, on: list[float], off: list[float], rng: random.Random, n: int = 1000
 ) -> tuple[float, float]:
-    """95% interval of median(on) / median(off), resampling whole rounds (a round's blocks ran together)."""
+    """95% interval of statistic(on) / statistic(off), resampling whole rounds (a round's blocks ran
+    together)."""
     rounds = len(off)
     ratios = []
     for _ in range(n):
         pick = [rng.randrange(rounds) for _ in range(rounds)]
-        ratios.append(statistics.median(on[i] for i in pick) / statistics.median(off[i] for i in pick))
+        ratios.append(statistic([on[i] for i in pick]) / statistic([off[i] for i in pick]))
     ratios.sort()
     return ratios[int(0.025 * n)], ratios[int(0.975 * n) - 1]
 
@@ -129,21 +140,25 @@ def main() -> int:
                     stop.set()
                     thread.join()
     elapsed = time.perf_counter() - started
-    off = statistics.median(wall[OFF])
     print(
         f"torch {torch.__version__}, 1 thread; {args.rounds} rounds x {len(SETTINGS)} settings in random "
         f"order, {args.iters} iterations per block; {elapsed:.0f} s"
     )
-    print(f"  {'agent off':>19}: median block {off * 1e3:7.2f} ms")
+    print(
+        f"  {'agent off':>19}: block p10 {p10(wall[OFF]) * 1e3:7.2f} ms, "
+        f"median {median(wall[OFF]) * 1e3:7.2f} ms"
+    )
     verdicts = []
     for setting in SETTINGS[1:]:
-        med = statistics.median(wall[setting])
-        low, high = bootstrap_ratio(wall[setting], wall[OFF], rng)
-        q25 = quantile(wall[setting], 0.25) / quantile(wall[OFF], 0.25)
-        cpu_ratio = statistics.median(cpu[setting]) / statistics.median(cpu[OFF])
+        ratios = {}
+        for name, statistic in (("p10", p10), ("median", median)):
+            low, high = bootstrap_ratio(statistic, wall[setting], wall[OFF], rng)
+            ratios[name] = (statistic(wall[setting]) / statistic(wall[OFF]), low, high)
+        cpu_ratio = p10(cpu[setting]) / p10(cpu[OFF])
+        (r10, lo10, hi10), (rmed, lomed, himed) = ratios["p10"], ratios["median"]
         line = (
-            f"  {setting:>19}: median block {med * 1e3:7.2f} ms  ratio {med / off:.4f} "
-            f"(95% CI {low:.4f}-{high:.4f}; 25th pct ratio {q25:.4f}; main-thread CPU ratio {cpu_ratio:.4f})"
+            f"  {setting:>19}: p10 ratio {r10:.4f} (95% CI {lo10:.4f}-{hi10:.4f}); median ratio {rmed:.4f} "
+            f"(95% CI {lomed:.4f}-{himed:.4f}); main-thread CPU p10 ratio {cpu_ratio:.4f}"
         )
         if setting in AGENT_SETTINGS:
             seconds = sum(wall[setting])
@@ -153,10 +168,11 @@ def main() -> int:
                 f"{statistics.median(held_hz[setting]):.0f} Hz"
             )
             if AGENT_SETTINGS[setting][1] > 0:
-                verdicts.append(f"{setting}: {med / off:.4f} (CI up to {high:.4f})")
+                verdicts.append(f"{setting}: {r10:.4f} (CI up to {hi10:.4f})")
         print(line)
     print(
-        f"target < 1.01 with the default budget ({DEFAULT_CPU_BUDGET:.2%} of a core): " + "; ".join(verdicts)
+        f"target p10 ratio < 1.01 with the default budget ({DEFAULT_CPU_BUDGET:.2%} of a core): "
+        + "; ".join(verdicts)
     )
     day_records = 24 * 3600 * 10
     print(
