@@ -13,7 +13,8 @@ random weights). It prints, each with its unit:
   4. reserved − allocated over a long DynamicCache decode vs a StaticCache vs
      PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (each in its own subprocess), with each cache's
      final bytes against the planner's (a StaticCache holds max_cache_len tokens from its first update on);
-  5. the agent's overhead on the decode loop (off vs on at 10 Hz, interleaved, medians);
+  5. the agent's overhead on the decode loop (off vs on at 10 Hz and 100 Hz asked, interleaved, medians;
+     the records per second its CPU budget allowed and the median tick, memory_stats() included);
   6. what NVML and the agent saw of a second process allocating memory (1 GiB on the GPU).
 Without CUDA (and without --device cpu) it says so and exits 2.
 
@@ -392,23 +393,37 @@ def check_overhead(setup: Setup, model, agent_dir: str) -> str:
             synchronize(setup)
             return time.perf_counter() - t0
 
-    times: dict[str, list[float]] = {"off": [], "on": []}
+    rates = (10.0, 100.0)
+    times: dict[float, list[float]] = {0.0: [], **{hz: [] for hz in rates}}
+    records: dict[float, float] = dict.fromkeys(rates, 0.0)
+    costs: dict[float, list[float]] = {hz: [] for hz in rates}
     decode(min(16, steps))  # warm-up (kernels, allocator)
     for _ in range(rounds):
-        times["off"].append(decode(steps))
-        on = Agent(hz=10, directory=agent_dir)
-        on.track_model(model)
-        on.start()
-        try:
-            times["on"].append(decode(steps))
-        finally:
-            on.stop()
-    off, with_agent = statistics.median(times["off"]), statistics.median(times["on"])
+        times[0.0].append(decode(steps))
+        for hz in rates:
+            agent = Agent(hz=hz, directory=agent_dir)
+            agent.track_model(model)
+            agent.start()
+            time.sleep(0.05)  # the first tick (file, first walk of the model) is start-up
+            count0 = agent._fine_count  # noqa: SLF001
+            try:
+                times[hz].append(decode(steps))
+                records[hz] += agent._fine_count - count0  # noqa: SLF001
+                if agent._last_tick_cost == agent._last_tick_cost:  # noqa: SLF001  (NaN before a tick)
+                    costs[hz].append(agent._last_tick_cost)  # noqa: SLF001
+            finally:
+                agent.stop()
+    off = statistics.median(times[0.0])
     where = "" if setup.cuda else f" (CPU, batch {batch}, {rounds} round: not a GPU figure)"
-    return (
-        f"5. agent overhead on {steps} decode steps: off {off * 1e3:.1f} ms, "
-        f"on (10 Hz) {with_agent * 1e3:.1f} ms, ratio {with_agent / off:.4f}{where}"
-    )
+    parts = []
+    for hz in rates:
+        on = statistics.median(times[hz])
+        tick = f"{statistics.median(costs[hz]) * 1e6:.0f} us" if costs[hz] else "n/a"
+        parts.append(
+            f"on ({hz:.0f} Hz asked, {records[hz] / sum(times[hz]):.1f} records/s, tick {tick}) "
+            f"{on * 1e3:.1f} ms, ratio {on / off:.4f}"
+        )
+    return f"5. agent overhead on {steps} decode steps: off {off * 1e3:.1f} ms; " + "; ".join(parts) + where
 
 
 # ------------------------------------------------------------------------------------ subprocesses

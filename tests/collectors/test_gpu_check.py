@@ -154,7 +154,12 @@ def test_cpu_smoke_run_executes_every_code_path_with_exact_figures(fmt, element)
     assert out.count("gaps n/a on CPU") == 3
 
     # 5. the overhead loop ran with the agent on and off (timings are CPU figures, not asserted)
-    assert re.search(r"5\. agent overhead on 8 decode steps: off [\d.]+ ms, on \(10 Hz\) [\d.]+ ms", out)
+    assert re.search(
+        r"5\. agent overhead on 8 decode steps: off [\d.]+ ms; "
+        r"on \(10 Hz asked, [\d.]+ records/s, tick \d+ us\) [\d.]+ ms, ratio [\d.]+; "
+        r"on \(100 Hz asked, [\d.]+ records/s, tick \d+ us\)",
+        out,
+    )
     # 6. the second process's own agent (started by `memsight run`'s bootstrap) wrote records
     second = _field(r"its agent \(device -1, (\d+) records\): .* rss ([\d.]+) GiB, cuda_state ([^\n]+)", out)
     second = second[0]
