@@ -277,6 +277,18 @@ def render_metrics(state: MonitorState, top_processes: int = 15) -> str:
             for v in state.agents
         ],
     )
+    w.family(
+        "memsight_agent_asked_rate_hz",
+        "gauge",
+        "The sampling rate the agent was asked for.",
+        [({"pid": str(v.pid)}, v.hz) for v in state.agents],
+    )
+    w.family(
+        "memsight_agent_sampled_rate_hz",
+        "gauge",
+        "The rate the agent's recent records show (below the asked rate when its CPU budget holds it).",
+        [({"pid": str(v.pid)}, v.sampled_hz) for v in state.agents],
+    )
     buckets = [({"pid": str(b.pid), "device": str(b.device)}, b) for b in state.buckets]
     w.family(
         "memsight_agent_activations_bytes",

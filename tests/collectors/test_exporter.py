@@ -7,6 +7,7 @@ import os
 import socket
 import urllib.error
 import urllib.request
+from dataclasses import replace
 
 import pytest
 
@@ -189,7 +190,8 @@ def test_agent_and_vllm_series_round_trip_exactly():
         tick_cost_s=None,
         **stats,
     )
-    builder.update_agent((4242, 7), (record,))
+    earlier = tuple(replace(record, t=record.t - 0.25 * k) for k in range(4, 0, -1))
+    builder.update_agent((4242, 7), (*earlier, record))  # five records 0.25 s apart: sampled at 4 Hz
     builder.update_vllm(
         vllm_snapshot_from_text(
             (SHARED_FIXTURES / "vllm_metrics_v0.10.0_production-stack-617_excerpt.txt").read_text(),
@@ -209,6 +211,8 @@ def test_agent_and_vllm_series_round_trip_exactly():
     assert _one(scrape, "memsight_agent_num_ooms_total", **labels) == 0
     assert scrape.families["memsight_agent_num_ooms_total"].type == "counter"
     assert _one(scrape, "memsight_agent_rss_bytes", pid="4242") == 900 * MiB
+    assert _one(scrape, "memsight_agent_asked_rate_hz", pid="4242") == 10
+    assert _one(scrape, "memsight_agent_sampled_rate_hz", pid="4242") == 4
     assert _one(scrape, "memsight_vllm_up", url="http://v/metrics") == 1
     assert _one(scrape, "memsight_vllm_kv_cache_usage_ratio", model_name="zai-org/GLM-4.5", engine="0") == (
         9.75010481363281e-06
