@@ -292,11 +292,7 @@ def chart_series(state: MonitorState) -> ChartSeries:
         if n < 2:
             return ChartSeries((), (), (), (), why)
         return ChartSeries(
-            (),
-            (),
-            (),
-            (),
-            why,
+            (), (), (), (), why,
             fallback_label=f"headroom ({state.headroom_source})",
             fallback_t=tuple(round(t - times[0], 3) for t in times[:n]),
             fallback=tuple(values[:n]),
