@@ -12,6 +12,7 @@ from dataclasses import replace
 import pytest
 
 from collectors.alerts import AlertOptions, evaluate
+from collectors.errors import CollectorError
 from collectors.recorder import read_recording, summarize
 from collectors.replay import ReplayMonitor, demo_recording_path
 from collectors.snapshots import NVMLSnapshot, ProcessInfo
@@ -238,6 +239,48 @@ def test_live_monitor_threads_record_and_flush_within_a_second(tmp_path):
     finally:
         monitor.stop()
     assert monitor.state() is monitor.state()  # state() hands out the one built value, no copy
+
+
+def test_a_killed_recorder_loses_at_most_the_last_second(tmp_path):
+    """SIGKILL memsight mid-recording (no flush, no atexit): what it sampled more than a second before is on
+    disk and reads back; the cut last line, if any, is tolerated."""
+    import os
+    import signal
+    import time
+
+    out, pid_file = tmp_path / "killed.jsonl", tmp_path / "child.pid"
+    child_code = "import os, sys, time\nopen(sys.argv[1], 'w').write(str(os.getpid()))\ntime.sleep(120)"
+    argv = ["run", "--headless", "--record", str(out), "--hz", "10", "--agent-dir", str(tmp_path / "agents")]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tui.cli", *argv, "--", sys.executable, "-c", child_code, str(pid_file)],
+        cwd=REPO_ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while sum(1 for e in _events_so_far(out) if e["k"] == "os") < 20:  # two seconds at 10 Hz on disk
+            assert proc.poll() is None and time.monotonic() < deadline, "the recorder never got going"
+            time.sleep(0.1)
+        time.sleep(1.7)  # past the next flush: a writer that flushed less often than each second fails here
+        killed_at = time.time()
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if pid_file.exists():  # the child runs in its own session: it outlives a killed memsight
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    os_times = [e["t"] for e in read_recording(out).events if e["k"] == "os"]
+    assert len(os_times) >= 20
+    assert killed_at - os_times[-1] <= 1.5  # flushed once a second; one 10 Hz period and scheduling slack
+
+
+def _events_so_far(path) -> list[dict]:
+    try:
+        return list(read_recording(path).events)
+    except CollectorError:  # not created yet, or only a partial header so far
+        return []
 
 
 def _agent_states(stats_seq):
