@@ -10,8 +10,9 @@ notebook / script:
     agent.mark_step("prefill")          # step boundaries; reset_peak=True also resets torch's peak counter
     agent.snap("after load")            # one line: alloc, reserved, peak, cuda_free, cuda_total, ... (GiB)
 
-Every tick it records, per CUDA device this process uses: one memory_stats() call (allocated, reserved,
-peak, inactive split, alloc retries, OOMs, segments, pools are derived from it), mem_get_info at most once
+Every tick it records, per CUDA device this process uses: the allocator's stats, read once (through
+memory_stats_as_nested_dict(), without memory_stats()' Python flattening; allocated, reserved, peak,
+inactive split, alloc retries, OOMs, segments, pools are derived from them), mem_get_info at most once
 a second (it synchronizes), plus the process's RSS and the bytes of tracked objects. It only looks at
 torch if the process imported it (`sys.modules`) and only at torch.cuda once the process initialized CUDA
 itself: it never imports torch, never creates a CUDA context, never resets peak counters on its own.

@@ -132,6 +132,45 @@ def test_recorded_memory_stats_flow_through_agent_file_and_buckets(tmp_path):
     agent.stop()
 
 
+def _nested(flat: dict[str, int]) -> dict:
+    """The nested form torch's memoryStats returns, from a recorded flat memory_stats() dict."""
+    nested: dict = {}
+    for key, value in flat.items():
+        *parents, leaf = key.split(".")
+        node = nested
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return nested
+
+
+@needs_shared
+def test_the_agent_reads_the_nested_stats_and_gets_what_torchs_own_flattening_gives(monkeypatch):
+    # memory_stats() flattens memory_stats_as_nested_dict() in Python (~70 us); the agent picks its ten
+    # entries from the nested dict instead. torch's own flattening code is the reference: only the C++ call
+    # that needs a GPU is replaced, by the recorded real values in their nested form.
+    torch = pytest.importorskip("torch")
+    from collectors.torch_stats import STAT_KEYS, TorchCuda, stats_from_nested
+
+    flat = parse_memory_stats_text(
+        (SHARED_FIXTURES / "memory_stats_minkowskiengine-359_ordereddict_partial.txt").read_text()
+    )
+    nested = _nested(flat)
+    monkeypatch.setattr(torch.cuda.memory, "memory_stats_as_nested_dict", lambda device=None: nested)
+    by_torch = torch.cuda.memory.memory_stats(0)
+    assert dict(by_torch) == flat  # the recorded dict round-trips through torch's flattening
+    picked = stats_from_nested(nested)
+    assert picked == {k: flat[k] for k in STAT_KEYS.values() if k in flat}
+    assert derive(picked) == derive(by_torch)
+    assert derive(picked)["peak_allocated"] == 15763564032
+    # TorchCuda goes through the nested dict and never through memory_stats()
+    monkeypatch.setattr(torch.cuda, "memory_stats_as_nested_dict", lambda device=None: nested)
+    monkeypatch.setattr(torch.cuda, "memory_stats", lambda device=None: pytest.fail("flattened in Python"))
+    assert TorchCuda().memory_stats(0) == picked
+    # a key this build lacks is left out, as memory_stats() would leave it out
+    assert stats_from_nested({"num_ooms": 2, "allocated_bytes": {"all": {}}}) == {"num_ooms": 2}
+
+
 @needs_shared
 def test_memory_summary_table_parses_to_stats_keys():
     text = (SHARED_FIXTURES / "memory_summary_zerollama_minicpm.txt").read_text()
