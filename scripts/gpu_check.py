@@ -14,7 +14,7 @@ random weights). It prints, each with its unit:
      PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (each in its own subprocess), with each cache's
      final bytes against the planner's (a StaticCache holds max_cache_len tokens from its first update on);
   5. the agent's overhead on the decode loop (off vs on at 10 Hz and 100 Hz asked, interleaved, medians;
-     the records per second its CPU budget allowed and the median tick, memory_stats() included);
+     the records per second its CPU budget allowed and the median tick, the allocator-stats read included);
   6. what NVML and the agent saw of a second process allocating memory (1 GiB on the GPU).
 Without CUDA (and without --device cpu) it says so and exits 2.
 
