@@ -423,24 +423,12 @@ class Agent:
     # ---- sampling
     def _tracked(self, now: float) -> tuple[dict[int, int] | None, dict[int, int] | None]:
         if self._models and (self._weights is None or now - self._weights_t >= self.weights_refresh_s):
-            weights: dict[int, int] = {}
-            for ref in self._models:
-                model = ref()
-                if model is not None:
-                    for d, b in model_bytes_by_device(model).items():
-                        weights[d] = weights.get(d, 0) + b
-            self._weights, self._weights_t = weights, now
+            self._weights, self._weights_t = _sum_by_device(self._models, model_bytes_by_device), now
         weights_out = self._weights if self._models else None
         kv: dict[int, int] | None = None
         if self._caches:
             if self._kv is None or now - self._kv_t >= self.kv_refresh_s:
-                fresh: dict[int, int] = {}
-                for ref in self._caches:
-                    cache = ref()
-                    if cache is not None:
-                        for d, b in kv_bytes_by_device(cache).items():
-                            fresh[d] = fresh.get(d, 0) + b
-                self._kv, self._kv_t = fresh, now
+                self._kv, self._kv_t = _sum_by_device(self._caches, kv_bytes_by_device), now
             kv = self._kv
         return weights_out, kv
 
@@ -590,6 +578,17 @@ def _current_device(cuda: CudaSource) -> int:
     if torch is not None and isinstance(cuda, TorchCuda):
         return int(torch.cuda.current_device())
     return 0
+
+
+def _sum_by_device(refs: list, bytes_by_device) -> dict[int, int]:
+    """Bytes per device of the tracked objects still alive, summed over them."""
+    total: dict[int, int] = {}
+    for ref in refs:
+        obj = ref()
+        if obj is not None:
+            for device, size in bytes_by_device(obj).items():
+                total[device] = total.get(device, 0) + size
+    return total
 
 
 def _PAYLOAD_T(payload: bytes) -> float:  # noqa: N802  (sort key: the record's time)
