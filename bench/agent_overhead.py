@@ -61,10 +61,6 @@ def quantile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1]
 
 
-def median(values: list[float]) -> float:
-    return statistics.median(values)
-
-
 def p10(values: list[float]) -> float:
     return quantile(values, 0.10)
 
@@ -146,12 +142,12 @@ def main() -> int:
     )
     print(
         f"  {'agent off':>19}: block p10 {p10(wall[OFF]) * 1e3:7.2f} ms, "
-        f"median {median(wall[OFF]) * 1e3:7.2f} ms"
+        f"median {statistics.median(wall[OFF]) * 1e3:7.2f} ms"
     )
     verdicts = []
     for setting in SETTINGS[1:]:
         ratios = {}
-        for name, statistic in (("p10", p10), ("median", median)):
+        for name, statistic in (("p10", p10), ("median", statistics.median)):
             low, high = bootstrap_ratio(statistic, wall[setting], wall[OFF], rng)
             ratios[name] = (statistic(wall[setting]) / statistic(wall[OFF]), low, high)
         cpu_ratio = p10(cpu[setting]) / p10(cpu[OFF])
