@@ -103,11 +103,26 @@ def exit_status(returncode: int) -> int:
 class RunChild:
     """CMD as the app sees it (tui.app.ChildLike): its command line, pid, log file and exit status."""
 
-    def __init__(self, process: subprocess.Popen, command: str, log_path: pathlib.Path | None) -> None:
+    def __init__(
+        self,
+        process: subprocess.Popen,
+        command: str,
+        log_path: pathlib.Path | None,
+        signals: StopSignals | None = None,
+    ) -> None:
         self.process = process
         self.command = command
         self.pid = process.pid
         self.log_path = log_path
+        self.signals = signals
+
+    def stop(self) -> None:
+        """Ctrl-C in the app: the same path as a SIGINT sent to memsight (forwarded, remembered for the
+        grace, the app closed)."""
+        if self.signals is not None:
+            self.signals.interrupt()
+        elif self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
 
     def poll(self) -> int | None:
         code = self.process.poll()
@@ -147,6 +162,10 @@ class StopSignals:
             self.received, self.received_at = signum, time.monotonic()
         if self.app is not None:
             self.app.exit_soon(128 + signum)
+
+    def interrupt(self) -> None:
+        """Ctrl-C typed in the app (which reads the terminal raw, so no SIGINT is raised): handled as one."""
+        self._handle(signal.SIGINT, None)
 
     def wait(self, grace_s: float = STOP_GRACE_S) -> int:
         """CMD's exit status; once a stop signal came, CMD gets grace_s to exit, then it is killed."""
@@ -274,13 +293,19 @@ def _run(args: argparse.Namespace, cmd: list[str], headless: bool, record: str |
                     title=f"memsight run: {command[:60]}",
                     source_label=f"pid {child.pid}",
                     manage_monitor=False,
-                    child=RunChild(child, command, log_path),
+                    child=RunChild(child, command, log_path, signals),
                     exit_with_child=args.exit_with_child,
                     app_ready=ready,
                     **display_options(config),
                 )
                 signals.app = None
                 print(f"memsight: the output of {cmd[0]} is in {log_path}", file=sys.stderr)
+                if child.poll() is None and signals.received is not None:
+                    print(
+                        f"memsight: {signal.Signals(signals.received).name} passed to {cmd[0]} "
+                        f"(pid {child.pid}); it is killed if still running in {STOP_GRACE_S:g} s",
+                        file=sys.stderr,
+                    )
                 if child.poll() is None and signals.received is None:
                     print(
                         f"memsight: monitor closed; waiting for {cmd[0]} (pid {child.pid}); Ctrl-C stops it",

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -73,3 +74,62 @@ def test_replay_json_into_head_reads_its_lines_and_says_nothing_else():
     )
     assert head.stdout.decode().splitlines()[0] == "{"
     assert head.stderr == b""
+
+
+# --- item 1: Ctrl-C and q in the TUI reach the command ---------------------------------------------------
+SLEEPER = "import time\nprint('started', flush=True)\ntime.sleep(60)"
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    # a zombie (memsight has not reaped it yet) counts as gone: it runs no more
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def _child_pid(run) -> int:
+    import re  # noqa: PLC0415
+
+    assert run.wait_for(b"started"), bytes(run.output[-2000:])
+    match = re.search(rb"output of pid (\d+)", bytes(run.output))
+    assert match, bytes(run.output[-2000:])
+    return int(match.group(1))
+
+
+def test_ctrl_c_in_the_tui_stops_the_command_and_memsight_exits_with_its_status(tmp_path):
+    from tests.tui.test_run import PtyRun  # noqa: PLC0415
+
+    run = PtyRun(tmp_path, "--", PY, "-c", SLEEPER)
+    try:
+        pid = _child_pid(run)
+        os.write(run.master, b"\x03")  # Ctrl-C as the terminal (raw, the app's) delivers it: a key
+        # Python's default SIGINT: KeyboardInterrupt, exit by SIGINT -> 128 + 2
+        assert run.proc.wait(timeout=20) == 130, bytes(run.output[-3000:])
+        assert _gone(pid)
+        assert b"ctrl+q" not in bytes(run.output).lower()
+    finally:
+        run.close()
+
+
+def test_q_while_the_command_runs_asks_first_then_y_stops_it(tmp_path):
+    from tests.tui.test_run import PtyRun  # noqa: PLC0415
+
+    run = PtyRun(tmp_path, "--", PY, "-c", SLEEPER)
+    try:
+        pid = _child_pid(run)
+        os.write(run.master, b"q")
+        assert run.wait_for(b"is still running"), bytes(run.output[-3000:])
+        assert run.proc.poll() is None and not _gone(pid)  # asking stopped nothing
+        os.write(run.master, b"n")  # stay
+        time.sleep(1.0)
+        assert run.proc.poll() is None and not _gone(pid)
+        os.write(run.master, b"q")
+        time.sleep(0.5)
+        os.write(run.master, b"y")
+        assert run.proc.wait(timeout=20) == 130
+        assert _gone(pid)
+    finally:
+        run.close()
