@@ -1,6 +1,6 @@
-"""A run as a user lives it, start to end: stdout that stays parseable JSON, quiet broken pipes, Ctrl-C and `q`
-in the TUI reaching the command, the figures and the summary kept when the run ends, recordings that hold the
-alerts and process names, replay controls. Real processes, real files, real Textual screens."""
+"""A run as a user lives it, start to end: stdout that stays parseable JSON, quiet broken pipes, Ctrl-C
+and `q` in the TUI reaching the command, the figures and the summary kept when the run ends, recordings that
+hold the alerts and process names, replay controls. Real processes, real files, real Textual screens."""
 
 from __future__ import annotations
 
@@ -36,9 +36,8 @@ def test_headless_json_stdout_parses_and_the_commands_output_goes_to_stderr(tmp_
 
 def test_headless_json_with_log_sends_the_commands_output_to_the_log(tmp_path):
     log = tmp_path / "cmd.log"
-    done = memsight(
-        "run", "--json", "--log", str(log), "--agent-dir", str(tmp_path), "--", PY, "-c", "print('to the log')"
-    )
+    args = ("--json", "--log", str(log), "--agent-dir", str(tmp_path))
+    done = memsight("run", *args, "--", PY, "-c", "print('to the log')")
     assert done.returncode == 0, done.stderr
     json.loads(done.stdout)
     assert log.read_text() == "to the log\n"
