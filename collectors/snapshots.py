@@ -14,6 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collectors.summary import RunSummary
 
 # An empty read-only mapping used as a default (a shared immutable value, not mutable state).
 _EMPTY: Mapping = MappingProxyType({})
@@ -300,3 +304,5 @@ class MonitorState:
     source_status: Mapping[str, str] = field(default_factory=lambda: _EMPTY)  # "os"/"nvml"/"agents": ok|why
     replay: bool = False  # True when the state comes from a recording (ReplayMonitor)
     vllm: VLLMSnapshot | None = None  # the latest scrape of --vllm-url; None when no URL was given
+    # peaks, lowest headroom and alerts since the monitor started (collectors/summary.py); None before a build
+    summary: RunSummary | None = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import pathlib
 import re
+import time
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -18,6 +19,7 @@ from textual.binding import Binding
 
 from collectors.alerts import AlertOptions
 from collectors.snapshots import MonitorState
+from collectors.summary import clock, summary_lines
 from planner.budget import PlanInputs, make_plan
 from planner.catalog import catalog_names
 from planner.formats import weight_formats
@@ -200,6 +202,7 @@ class MemsightApp(App[int]):
         self.child = child
         self.exit_with_child = exit_with_child
         self.child_status: int | None = None  # the child's exit status once it exited
+        self.child_ended_t: float | None = None  # when memsight saw it exit (epoch seconds)
         self._log_tail = LogTail(child.log_path) if child is not None and child.log_path else None
         self._child_key: tuple | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -290,7 +293,12 @@ class MemsightApp(App[int]):
         state = self.monitor.state()
         if state is self.state:
             if child_changed and self.live_view is not None:
-                self.live_view = replace(self.live_view, **self._child_fields())
+                fields = self._child_fields()
+                self.live_view = replace(
+                    self.live_view,
+                    comparisons=ended_comparisons(self.live_view.comparisons, fields["ended"]),
+                    **fields,
+                )
                 self._push_to_screen()
             return
         self.refresh_count += 1
@@ -302,16 +310,20 @@ class MemsightApp(App[int]):
         self.plan_view = result.view
         self.process_rows = process_rows(state, self.thresholds)
         self.process_status = process_status(state)
+        child_fields = self._child_fields()
         self.live_view = LiveView(
             status=live_status(state, self.source_label),
-            comparisons=bucket_comparisons(state, result.live_plans, result.live_errors),
+            comparisons=ended_comparisons(
+                bucket_comparisons(state, result.live_plans, result.live_errors),
+                child_fields.get("ended", ""),
+            ),
             headroom=headroom(state, self.thresholds),
             chart=chart_series(state),
             agents=agent_rows(state),
             processes=self.process_rows,
             alerts=alert_rows(state, self.origin_t),
             vllm=vllm_line(state),
-            **self._child_fields(),
+            **child_fields,
         )
         self._push_to_screen()
 
@@ -321,8 +333,10 @@ class MemsightApp(App[int]):
             return False
         if self.child_status is None:
             self.child_status = self.child.poll()
-            if self.child_status is not None and self.exit_with_child:
-                self.exit(None, self.child_status)
+            if self.child_status is not None:
+                self.child_ended_t = time.time()
+                if self.exit_with_child:
+                    self.exit(None, self.child_status)
         lines = self._log_tail.read_new() if self._log_tail is not None else ()
         key = (self.child_status, lines, self._log_tail.error if self._log_tail else "")
         if key == self._child_key:
@@ -334,16 +348,21 @@ class MemsightApp(App[int]):
         child = self.child
         if child is None:
             return {}
-        banner = ""
+        banner = ended = ""
+        summary: tuple[str, ...] = ()
         if self.child_status is not None:
-            banner = f"{child.command} exited with status {self.child_status} — q to quit"
+            ended = f"ended at {clock(self.child_ended_t or time.time())}"
+            banner = f"{child.command} exited with status {self.child_status}, {ended} — q to quit"
+            run_summary = self.state.summary if self.state is not None else None
+            if run_summary is not None:
+                summary = tuple(summary_lines(run_summary, alert_lines=0))
         title = ""
         if child.log_path is not None:
             title = f"output of pid {child.pid} → {child.log_path}"
             if self._log_tail is not None and self._log_tail.error:
                 title = self._log_tail.error
         lines = self._log_tail.lines if self._log_tail is not None else ()
-        return {"banner": banner, "log_title": title, "log_lines": lines}
+        return {"banner": banner, "log_title": title, "log_lines": lines, "ended": ended, "summary": summary}
 
     def _push_to_screen(self) -> None:
         screen = self.screen
@@ -462,6 +481,14 @@ class MemsightApp(App[int]):
 
 
 # --- pure helpers (tested directly) ---------------------------------------------------------------
+def ended_comparisons(comparisons: tuple, ended: str) -> tuple:
+    """After the command ended, each pool's title says its figures are the last ones ("ended at HH:MM:SS")."""
+    if not ended:
+        return comparisons
+    suffix = f" · last figures, {ended}"
+    return tuple(c if c.title.endswith(suffix) else replace(c, title=c.title + suffix) for c in comparisons)
+
+
 def this_machine_capacity(state: MonitorState) -> tuple[int | None, int | None]:
     """(capacity, OS reserve) of the machine memsight runs on, from the sampled state (never /proc directly):
     a discrete GPU's total with no reserve, else MemTotal with what is in use now as the reserve."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import pathlib
 import signal
@@ -231,6 +232,8 @@ def _run(args: argparse.Namespace, cmd: list[str], headless: bool, record: str |
         agent_dir=agent_dir,
         record_to=record,
         discover_interval_s=0.5,
+        keep_dead_s=math.inf,  # agents stay after they exit: the Live screen keeps their last figures
+
         vllm_url=args.vllm_url,
         prometheus=args.prometheus,
         alert_options=config.thresholds,
@@ -317,7 +320,12 @@ def _run(args: argparse.Namespace, cmd: list[str], headless: bool, record: str |
             child.kill()
             child.wait()
         monitor.sample_once()  # the child's last records and the OS after it exited
-        monitor.stop()
+        monitor.stop()  # a recording gets the summary as its last line
+    summary = monitor.state().summary
+    if summary is not None:
+        from collectors.summary import summary_lines  # noqa: PLC0415
+
+        print("\n".join(f"memsight: {line}" for line in summary_lines(summary)), file=sys.stderr)
     if args.json:
         from collectors.recorder import read_recording, summarize  # noqa: PLC0415
 

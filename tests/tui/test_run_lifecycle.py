@@ -132,3 +132,145 @@ def test_q_while_the_command_runs_asks_first_then_y_stops_it(tmp_path):
         assert _gone(pid)
     finally:
         run.close()
+
+
+# --- item 5 (recorded part) and item 3's summary: what a recording holds -----------------------------
+def _recorded_run(tmp_path, warn_gib: float):
+    from collectors.alerts import AlertOptions  # noqa: PLC0415
+    from collectors.monitor import Monitor  # noqa: PLC0415
+
+    path = tmp_path / "run.jsonl"
+    options = AlertOptions(headroom_warning_bytes=int(warn_gib * 2**30), headroom_critical_bytes=0)
+    monitor = Monitor(agent_dir=str(tmp_path), record_to=path, alert_options=options)
+    monitor.start()
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(monitor.state().history["available"][0]) < 4:
+            time.sleep(0.2)
+    finally:
+        monitor.stop()
+    return path, monitor
+
+
+def test_a_recording_holds_the_alerts_raised_the_process_names_and_the_summary(tmp_path):
+    from collectors.recorder import read_recording, summarize  # noqa: PLC0415
+
+    # a warning threshold of 100,000 GiB: this machine's headroom is under it, so the rule fires at once
+    path, monitor = _recorded_run(tmp_path, warn_gib=100_000)
+    raised = [a for a in monitor.state().alerts if a.kind == "headroom"]
+    assert raised
+    recording = read_recording(path)
+    kinds = [e["k"] for e in recording.events]
+    assert kinds[-1] == "summary"
+    recorded_alerts = [e for e in recording.events if e["k"] == "alert"]
+    alerts = monitor.state().alerts
+    assert [(a["t"], a["message"]) for a in recorded_alerts] == [(a.t, a.message) for a in alerts]
+    doc = summarize(recording)
+    assert [a["message"] for a in doc["alerts"]] == [a.message for a in raised]
+    assert doc["alerts"][0]["severity"] == "warning" and doc["alerts"][0]["kind"] == "headroom"
+    # process names: this test's own process is in the recording by its command line, not only "python"
+    me = next(s for s in doc["sources"] if s["kind"] == "process" and s["pid"] == os.getpid())
+    with open("/proc/self/cmdline", "rb") as f:
+        argv = f.read().rstrip(b"\0").split(b"\0")
+    assert me["cmdline"].startswith(" ".join(a.decode() for a in argv)[:100])
+    assert me["name"]
+    # the summary: lowest headroom is exactly the smallest MemAvailable the recording holds
+    available = [e["mem_available"] for e in recording.events if e["k"] == "os"]
+    summary = doc["summary"]
+    assert summary["lowest_headroom"]["bytes"] == min(available)
+    assert summary["lowest_headroom"]["source"] == "MemAvailable"
+    used = [e["mem_total"] - e["mem_available"] for e in recording.events if e["k"] == "os"]
+    assert summary["peaks"]["system_used"]["bytes"] == max(used)
+    assert summary["alerts_total"] == len(raised)
+
+
+def test_replay_json_carries_alerts_names_and_the_summary(tmp_path):
+    path, _ = _recorded_run(tmp_path, warn_gib=100_000)
+    done = memsight("replay", str(path), "--json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["alerts"] and doc["alerts"][0]["message"].startswith("headroom ")
+    assert doc["summary"]["alerts_total"] == len(doc["alerts"])
+    assert any(s.get("cmdline") for s in doc["sources"] if s["kind"] == "process")
+
+
+def test_summary_round_trips_through_json_and_reads_as_lines(tmp_path):
+    from collectors.recorder import read_recording  # noqa: PLC0415
+    from collectors.summary import summary_from_json, summary_lines  # noqa: PLC0415
+
+    path, monitor = _recorded_run(tmp_path, warn_gib=100_000)
+    summary = monitor.state().summary
+    recorded = next(e for e in read_recording(path).events if e["k"] == "summary")
+    assert summary_from_json(recorded) == summary
+    lines = summary_lines(summary)
+    low = summary.lowest_headroom
+    assert f"lowest headroom: {low / 2**30:.2f} GiB (MemAvailable)" in lines[3]
+    assert lines[4].startswith(f"alerts: {summary.alerts_total} (")
+
+
+# --- item 3: the Live screen keeps the run's last figures and shows its summary ------------------------
+async def test_after_the_command_ends_the_live_screen_keeps_its_figures_greyed_with_the_summary(tmp_path):
+    from dataclasses import replace  # noqa: PLC0415
+
+    from textual.widgets import Static  # noqa: PLC0415
+
+    from collectors.summary import SummaryAccumulator  # noqa: PLC0415
+    from tests.tui.fixed_states import FixedMonitor, gb10_state  # noqa: PLC0415
+    from tui import cmd_run  # noqa: PLC0415
+    from tui.app import MemsightApp  # noqa: PLC0415
+    from tui.widgets.agents_table import AgentsTable  # noqa: PLC0415
+    from tui.widgets.bucket_bars import BucketBars  # noqa: PLC0415
+
+    state = gb10_state()
+    state = replace(state, summary=SummaryAccumulator().add(state, list(state.alerts)))
+    go = tmp_path / "go"
+    proc = subprocess.Popen([PY, "-c", "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): "
+                             "time.sleep(0.05)", str(go)])
+    child = cmd_run.RunChild(proc, "python gen.py", None)
+    app = MemsightApp(FixedMonitor(state), source_label="t", child=child)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        bars = app.screen.query_one(BucketBars)
+        weights_before = bars.data.measured_bytes("weights")
+        summary = app.screen.query_one("#live-summary", Static)
+        assert not summary.display and "ended at" not in bars.data.title
+        assert not app.screen.query_one("#pools").has_class("ended")
+        go.touch()
+        proc.wait(timeout=20)
+        app.refresh_data()
+        await pilot.pause()
+        bars = app.screen.query_one(BucketBars)
+        assert "last figures, ended at " in bars.data.title
+        assert bars.data.measured_bytes("weights") == weights_before  # the figures stay
+        assert app.screen.query_one("#pools").has_class("ended")
+        assert app.screen.query_one(AgentsTable).has_class("ended")
+        assert summary.display
+        text = str(summary.content)
+        assert text.startswith("run summary: ")
+        assert f"peak GiB: weights {state.summary.peak('weights').bytes / 2**30:.2f}" in text
+        assert "peak reserved − allocated: " in text and "lowest headroom: " in text
+
+
+def test_a_run_keeps_its_agents_figures_after_the_command_exits(tmp_path):
+    """The real thing: `memsight run` in a pty, an agent-carrying child that exits; 12 s later (past the
+    10 s after which a watch drops an exited agent) its row and the ended label are still on screen."""
+    from tests.tui.test_run import PtyRun  # noqa: PLC0415
+
+    run = PtyRun(tmp_path, "--", PY, "-c", "import time\nprint('started', flush=True)\ntime.sleep(2)")
+    try:
+        pid = _child_pid(run)
+        assert run.wait_for(b"exited with status 0"), bytes(run.output[-3000:])
+        mark = len(run.output)
+        time.sleep(12)
+        os.write(run.master, b"2")  # away and back: the Live screen redraws everything it shows
+        time.sleep(0.5)
+        os.write(run.master, b"1")
+        time.sleep(1.5)
+        later = bytes(run.output[mark:])
+        assert b"run summary:" in later, later[-3000:]
+        assert b"ended at" in later
+        assert str(pid).encode() in later and b"(exited)" in later  # the agent's row is kept
+        os.write(run.master, b"q")
+        assert run.proc.wait(timeout=20) == 0
+    finally:
+        run.close()

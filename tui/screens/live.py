@@ -42,6 +42,8 @@ class LiveView:
     banner: str = ""  # "CMD exited with status N — q to quit" (memsight run)
     log_title: str = ""  # where the child's output goes ("" when it is not logged: no panel)
     log_lines: tuple[str, ...] = ()  # its last lines
+    ended: str = ""  # "ended at HH:MM:SS" once the command exited: its figures are kept, greyed
+    summary: tuple[str, ...] = ()  # the end-of-run summary (collectors/summary.py), shown once it ended
 
 
 class LiveScreen(Screen):
@@ -58,6 +60,7 @@ class LiveScreen(Screen):
         detail = getattr(self.app, "source_detail", "")
         yield Static(detail, id="live-source", classes="note")
         yield Static("", id="live-banner", classes="banner")
+        yield Static("", id="live-summary", classes="run-summary")
         yield Static("", id="live-vllm", classes="status-line")
         with VerticalScroll(id="live-body"):
             with Vertical(id="live-left", classes="column"):
@@ -78,7 +81,7 @@ class LiveScreen(Screen):
 
     def on_mount(self) -> None:
         self.query_one("#live-source").display = bool(getattr(self.app, "source_detail", ""))
-        for selector in ("#live-banner", "#live-vllm", "#child-log"):
+        for selector in ("#live-banner", "#live-summary", "#live-vllm", "#child-log"):
             self.query_one(selector).display = False
         self._apply_size(self.app.size.width, self.app.size.height)
         view = getattr(self.app, "live_view", None)
@@ -126,6 +129,13 @@ class LiveScreen(Screen):
                 line = self.query_one(selector, Static)
                 line.update(text)
                 line.display = bool(text)
+        if previous is None or previous.summary != view.summary:
+            summary = self.query_one("#live-summary", Static)
+            summary.update("\n".join(view.summary))
+            summary.display = bool(view.summary)
+        if previous is None or previous.ended != view.ended:
+            for selector in ("#pools", "#agents"):
+                self.query_one(selector).set_class(bool(view.ended), "ended")
         log = self.query_one(LogPanel)
         log.display = bool(view.log_title)
         if view.log_title:
