@@ -56,6 +56,18 @@ GPU_PRESETS: tuple[tuple[str, str], ...] = (
     ("4090", "rtx4090"),
     ("GB10", "spark"),
 )
+# Replay controls: active (and in the footer) only when the monitor is a recording played back.
+REPLAY_BINDINGS = (
+    Binding("space", "replay_pause", "Pause"),
+    Binding("left", "replay_seek(-10)", "Back 10 s", show=False),
+    Binding("right", "replay_seek(10)", "On 10 s", show=False),
+    Binding("home", "replay_seek_to(0)", "To the start", show=False),
+    Binding("minus", "replay_speed(0.5)", "Slower (÷2)", show=False, key_display="-"),
+    Binding("plus,equals_sign", "replay_speed(2)", "Faster (×2)", show=False, key_display="+"),
+    Binding("a", "replay_alert", "Next alert"),
+    Binding("p", "replay_peak", "Peak"),
+)
+REPLAY_ACTIONS = frozenset(b.action.split("(")[0] for b in REPLAY_BINDINGS)
 PLAN_MEMO_SIZE = 256
 # "this" machine's reserve is what is in use now; re-planning it at every tick would cost a make_plan per
 # tick for figures that move by megabytes.
@@ -152,6 +164,7 @@ class MemsightApp(App[int]):
         Binding("q", "quit", "Quit"),
         # Textual's own ctrl+c only says "press ctrl+q"; here it stops what memsight run started, then quits
         Binding("ctrl+c", "interrupt", "Stop the command and quit", show=False, priority=True),
+        *REPLAY_BINDINGS,
     ]
 
     def __init__(
@@ -205,6 +218,7 @@ class MemsightApp(App[int]):
         self.child_ended_t: float | None = None  # when memsight saw it exit (epoch seconds)
         self._log_tail = LogTail(child.log_path) if child is not None and child.log_path else None
         self._child_key: tuple | None = None
+        self.replay_note = ""  # what the last replay key did ("at the peak reserved (t+85.0s)")
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # --- lifecycle --------------------------------------------------------------------------------
@@ -246,7 +260,8 @@ class MemsightApp(App[int]):
         field_keys = [("tab / shift+tab", "next / previous field"), ("enter, escape", "leave the field")]
         plan_keys = [*field_keys, ("pageup / pagedown", "scroll the capacity figure")]
         sections: list[tuple[str, list]] = [
-            ("everywhere", list(self.BINDINGS)),
+            ("everywhere", [b for b in self.BINDINGS if b not in REPLAY_BINDINGS]),
+            *([("replay", list(REPLAY_BINDINGS))] if self.replaying else []),
             ("Live (1)", list(LiveScreen.BINDINGS)),
             ("Plan (2)", plan_keys),
             ("Roofline lab (3)", [*RooflineScreen.BINDINGS, *field_keys]),
@@ -282,6 +297,65 @@ class MemsightApp(App[int]):
         if not isinstance(self.screen, QuitScreen):
             self.push_screen(QuitScreen(self.child.command, self.child.pid), chosen)
 
+    # --- replay controls (collectors/replay.py ReplayMonitor) ------------------------------------------
+    @property
+    def replaying(self) -> bool:
+        return hasattr(self.monitor, "seek") and hasattr(self.monitor, "toggle_pause")
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        if action in REPLAY_ACTIONS and not self.replaying:
+            return False  # not a replay: the keys do nothing and leave the footer
+        return True
+
+    def _replayed(self, note: str = "") -> None:
+        self.replay_note = note
+        self.refresh_data()
+
+    def action_replay_pause(self) -> None:
+        paused = self.monitor.toggle_pause()
+        self._replayed("paused" if paused else "")
+
+    def action_replay_seek(self, delta_s: float) -> None:
+        self.monitor.seek(self.monitor.offset_s + float(delta_s))
+        self._replayed(self.replay_note if self.monitor.paused else "")
+
+    def action_replay_seek_to(self, offset_s: float) -> None:
+        self.monitor.seek(float(offset_s))
+        self._replayed(self.replay_note if self.monitor.paused else "")
+
+    def action_replay_speed(self, factor: float) -> None:
+        self.monitor.set_speed(self.monitor.speed * float(factor))
+        self._replayed(self.replay_note)
+
+    def action_replay_alert(self) -> None:
+        offset = self.monitor.next_alert_offset()
+        if offset is None:
+            self._replayed("no alert after this point")
+            return
+        self.monitor.seek(offset)
+        self._replayed(f"at the alert (t+{offset:.1f}s)")
+
+    def action_replay_peak(self) -> None:
+        found = self.monitor.peak_offset()
+        if found is None:
+            self._replayed("no peak: nothing measured")
+            return
+        offset, what = found
+        self.monitor.seek(offset)
+        self._replayed(f"at the {what} (t+{offset:.1f}s)")
+
+    def replay_position(self) -> str:
+        """'replay 12.5 / 134.0 s · ×2 · paused' ("" when not a replay)."""
+        if not self.replaying:
+            return ""
+        m = self.monitor
+        parts = [f"replay {m.offset_s:.1f} / {m.duration_s:.1f} s", f"×{m.speed:g}"]
+        if m.paused:
+            parts.append("paused (space plays)")
+        if self.replay_note and self.replay_note != "paused":
+            parts.append(self.replay_note)
+        return " · ".join(parts)
+
     def action_leave_field(self) -> None:
         self.screen.set_focus(None)
 
@@ -291,6 +365,14 @@ class MemsightApp(App[int]):
         child's output / status changed)."""
         child_changed = self._check_child()
         state = self.monitor.state()
+        replay_changed = (
+            self.replaying
+            and self.state is not None
+            and self._replay_status() != getattr(self.live_view, "status", None)
+        )
+        if state is self.state and replay_changed and self.live_view is not None:
+            self.live_view = replace(self.live_view, status=self._replay_status())
+            self._push_to_screen()
         if state is self.state:
             if child_changed and self.live_view is not None:
                 fields = self._child_fields()
@@ -312,7 +394,7 @@ class MemsightApp(App[int]):
         self.process_status = process_status(state)
         child_fields = self._child_fields()
         self.live_view = LiveView(
-            status=live_status(state, self.source_label),
+            status=self._replay_status() if self.replaying else live_status(state, self.source_label),
             comparisons=ended_comparisons(
                 bucket_comparisons(state, result.live_plans, result.live_errors),
                 child_fields.get("ended", ""),
@@ -326,6 +408,9 @@ class MemsightApp(App[int]):
             **child_fields,
         )
         self._push_to_screen()
+
+    def _replay_status(self) -> str:
+        return f"{live_status(self.state, self.source_label)} · {self.replay_position()}"
 
     def _check_child(self) -> bool:
         """Poll the child and tail its log (bounded read); True when what the screen shows of it changed."""

@@ -274,3 +274,96 @@ def test_a_run_keeps_its_agents_figures_after_the_command_exits(tmp_path):
         assert run.proc.wait(timeout=20) == 0
     finally:
         run.close()
+
+
+# --- item 5: replay controls -----------------------------------------------------------------------------
+async def test_replay_keys_pause_seek_speed_and_jump_to_the_alert_and_the_peak():
+    from collectors.alerts import AlertOptions  # noqa: PLC0415
+    from collectors.replay import ReplayMonitor  # noqa: PLC0415
+    from tui.app import MemsightApp  # noqa: PLC0415
+    from tui.widgets.alert_log import AlertLog  # noqa: PLC0415
+
+    # a headroom warning 64 MiB above the bundled recording's lowest headroom: raised once, mid-run
+    lowest = ReplayMonitor(demo_recording_path()).scan().lowest_headroom
+    options = AlertOptions(
+        headroom_warning_bytes=lowest + 64 * 2**20, headroom_critical_bytes=0, new_process_bytes=2**40
+    )
+    monitor = ReplayMonitor(demo_recording_path(), alert_options=options)
+    app = MemsightApp(monitor, source_label="replay", thresholds=options)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        assert "space Pause" in _footer_text(app) or "Pause" in _footer_text(app)
+        await pilot.press("space")
+        assert monitor.paused
+        held = monitor.offset_s
+        await pilot.pause(0.4)
+        assert monitor.offset_s == held  # paused: the clock stands still
+        assert "paused" in str(app.screen.query_one("#live-status").content)
+        await pilot.press("a")
+        (alert,) = monitor.scan().alerts
+        assert alert.kind == "headroom" and alert.t - monitor.start_t > 10
+        assert monitor.offset_s == pytest.approx(alert.t - monitor.start_t)
+        await pilot.pause()
+        assert [r.message for r in app.screen.query_one(AlertLog).shown] == [alert.message]
+        assert "at the alert" in str(app.screen.query_one("#live-status").content)
+        await pilot.press("a")  # no second alert
+        assert "no alert after this point" in str(app.screen.query_one("#live-status").content)
+        await pilot.press("p")
+        peak = monitor.scan().peak("system_used")  # no CUDA in this recording: the peak is memory used
+        assert monitor.offset_s == pytest.approx(peak.t - monitor.start_t)
+        assert monitor.state().os.mem_total - monitor.state().os.mem_available == peak.bytes
+        await pilot.press("left")
+        assert monitor.offset_s == pytest.approx(peak.t - monitor.start_t - 10)
+        await pilot.press("home")
+        assert monitor.offset_s == 0.0
+        await pilot.press("plus")
+        assert monitor.speed == 2.0
+        await pilot.press("minus", "minus")
+        assert monitor.speed == 0.5
+        await pilot.press("space")  # play again: the clock moves
+        assert not monitor.paused
+        await pilot.pause(0.5)
+        assert monitor.offset_s > 0.0
+        await pilot.press("question_mark")
+        await pilot.pause()
+        from rich.console import Console  # noqa: PLC0415
+
+        console = Console(width=120, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+        console.print(app.screen.query_one("#help-text").content)
+        help_text = console.export_text()
+        assert "Next alert" in help_text and "Back 10 s" in help_text
+
+
+def _footer_text(app) -> str:
+    from textual.widgets import Footer  # noqa: PLC0415
+
+    footer = app.screen.query_one(Footer)
+    return " ".join(str(getattr(k, "description", "")) for k in footer.query("FooterKey"))
+
+
+async def test_replay_keys_are_not_offered_outside_a_replay():
+    from tests.tui.fixed_states import FixedMonitor, gb10_state  # noqa: PLC0415
+    from tui.app import MemsightApp  # noqa: PLC0415
+
+    app = MemsightApp(FixedMonitor(gb10_state()), source_label="t")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        assert "Next alert" not in _footer_text(app)
+        await pilot.press("space", "a", "p")  # nothing happens, nothing breaks
+        assert app.is_running
+
+
+def test_replay_json_of_a_recording_without_a_summary_replays_it_once():
+    done = memsight("replay", str(demo_recording_path()), "--json")
+    doc = json.loads(done.stdout)
+    assert doc["summary_from"] == "replayed with the default thresholds"
+    from collectors.recorder import read_recording  # noqa: PLC0415
+
+    events = read_recording(demo_recording_path()).events
+    available = [e["mem_available"] for e in events if e["k"] == "os"]
+    assert doc["summary"]["lowest_headroom"]["bytes"] == min(available)
+    from collectors import agent_format  # noqa: PLC0415
+
+    i = agent_format.RECORD_FIELDS.index("weights_bytes")
+    weights = [e["r"][i] for e in events if e["k"] == "agent" and e["r"][i] is not None]
+    assert doc["summary"]["peaks"]["weights"]["bytes"] == max(weights)  # one agent: its largest record
