@@ -36,6 +36,7 @@ from tui.screens.view_model import (
     chart_series,
     headroom,
     machine_bar,
+    own_pids,
     pools,
     process_rows,
     vllm_line,
@@ -64,8 +65,9 @@ REPLAY_BINDINGS = (
     Binding("home", "replay_seek_to(0)", "To the start", show=False),
     Binding("minus", "replay_speed(0.5)", "Slower (÷2)", show=False, key_display="-"),
     Binding("plus,equals_sign", "replay_speed(2)", "Faster (×2)", show=False, key_display="+"),
-    Binding("a", "replay_alert", "Next alert"),
-    Binding("p", "replay_peak", "Peak"),
+    # a / p: named in the replay status line instead, so the footer fits 80 columns
+    Binding("a", "replay_alert", "Next alert", show=False),
+    Binding("p", "replay_peak", "Peak", show=False),
 )
 REPLAY_ACTIONS = frozenset(b.action.split("(")[0] for b in REPLAY_BINDINGS)
 PLAN_MEMO_SIZE = 256
@@ -351,9 +353,10 @@ class MemsightApp(App[int]):
         m = self.monitor
         parts = [f"replay {m.offset_s:.1f} / {m.duration_s:.1f} s", f"×{m.speed:g}"]
         if m.paused:
-            parts.append("paused (space plays)")
+            parts.append("paused")
         if self.replay_note and self.replay_note != "paused":
             parts.append(self.replay_note)
+        parts.append("keys: space ← → - + a(lert) p(eak)")
         return " · ".join(parts)
 
     def action_leave_field(self) -> None:
@@ -390,7 +393,8 @@ class MemsightApp(App[int]):
         self.gpu_roof, self.gpu_roof_missing = gpu_roof_for(state)
         result = self._plans(state)
         self.plan_view = result.view
-        self.process_rows = process_rows(state, self.thresholds)
+        own = own_pids(state, self.child.pid if self.child is not None else None)
+        self.process_rows = process_rows(state, self.thresholds, own)
         self.process_status = process_status(state)
         child_fields = self._child_fields()
         self.live_view = LiveView(
@@ -410,7 +414,7 @@ class MemsightApp(App[int]):
         self._push_to_screen()
 
     def _replay_status(self) -> str:
-        return f"{live_status(self.state, self.source_label)} · {self.replay_position()}"
+        return f"{self.replay_position()} · {live_status(self.state, self.source_label)}"
 
     def _check_child(self) -> bool:
         """Poll the child and tail its log (bounded read); True when what the screen shows of it changed."""

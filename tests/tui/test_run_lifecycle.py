@@ -292,7 +292,7 @@ async def test_replay_keys_pause_seek_speed_and_jump_to_the_alert_and_the_peak()
     app = MemsightApp(monitor, source_label="replay", thresholds=options)
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause()
-        assert "space Pause" in _footer_text(app) or "Pause" in _footer_text(app)
+        assert "Pause" in _footer_text(app)
         await pilot.press("space")
         assert monitor.paused
         held = monitor.offset_s
@@ -348,7 +348,7 @@ async def test_replay_keys_are_not_offered_outside_a_replay():
     app = MemsightApp(FixedMonitor(gb10_state()), source_label="t")
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause()
-        assert "Next alert" not in _footer_text(app)
+        assert "Pause" not in _footer_text(app)
         await pilot.press("space", "a", "p")  # nothing happens, nothing breaks
         assert app.is_running
 
@@ -367,3 +367,129 @@ def test_replay_json_of_a_recording_without_a_summary_replays_it_once():
     i = agent_format.RECORD_FIELDS.index("weights_bytes")
     weights = [e["r"][i] for e in events if e["k"] == "agent" and e["r"][i] is not None]
     assert doc["summary"]["peaks"]["weights"]["bytes"] == max(weights)  # one agent: its largest record
+
+
+# --- item 8: nothing cut off ------------------------------------------------------------------------------
+LONG_ALERTS = (
+    ("headroom", "headroom 17.08 GiB (MemAvailable) under 20.00 GiB, the warning threshold (headroom-warn)"),
+    ("new_process", "new process 4242 (python gen.py --model llama-3.1-8b) holds 1.01 GiB of resident RAM"),
+)
+
+
+def _state_with_long_alerts():
+    from dataclasses import replace  # noqa: PLC0415
+
+    from collectors.snapshots import Alert  # noqa: PLC0415
+    from tests.tui.fixed_states import gb10_state  # noqa: PLC0415
+
+    state = gb10_state()
+    return replace(state, alerts=tuple(Alert(state.t, kind, "warning", text) for kind, text in LONG_ALERTS))
+
+
+@pytest.mark.parametrize("size", [(160, 48), (80, 24)])
+async def test_alert_texts_are_shown_in_full_wrapped_to_the_box(size):
+    from tests.tui.fixed_states import FixedMonitor  # noqa: PLC0415
+    from tui.app import MemsightApp  # noqa: PLC0415
+    from tui.widgets.alert_log import AlertLog  # noqa: PLC0415
+
+    app = MemsightApp(FixedMonitor(_state_with_long_alerts()), source_label="t")
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        await pilot.pause(0.2)
+        log = app.screen.query_one(AlertLog)
+        width = log.scrollable_content_region.width
+        assert all(line.cell_length <= width for line in log.lines)  # nothing drawn past the box's edge
+        written = " ".join(" ".join(line.text for line in log.lines).split())
+        for _, text in LONG_ALERTS:
+            assert text in written
+
+
+@pytest.mark.parametrize("replay", [False, True], ids=["live", "replay"])
+async def test_at_80x24_the_footer_keys_are_whole_and_the_agents_table_fits(replay):
+    from textual.widgets import Footer  # noqa: PLC0415
+
+    from collectors.replay import ReplayMonitor  # noqa: PLC0415
+    from tests.tui.fixed_states import FixedMonitor, gb10_state  # noqa: PLC0415
+    from tui.app import MemsightApp  # noqa: PLC0415
+    from tui.widgets.agents_table import AgentsTable  # noqa: PLC0415
+
+    monitor = ReplayMonitor(demo_recording_path()) if replay else FixedMonitor(gb10_state())
+    app = MemsightApp(monitor, source_label="t", manage_monitor=not replay)
+    if replay:
+        monitor.advance_to(60.0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        keys = list(app.screen.query_one(Footer).query("FooterKey"))
+        assert keys and all(k.region.right <= 80 and k.region.width > 0 for k in keys)
+        assert any("Quit" in str(k.description) for k in keys)
+        table = app.screen.query_one(AgentsTable)
+        assert table.virtual_size.width <= table.scrollable_content_region.width  # no column scrolled away
+        label = table.get_row_at(0)[1].plain
+        assert label == ("python demo_workload.py" if replay else "python serve.py")
+
+
+async def test_at_80x24_what_is_below_the_fold_is_named_until_scrolled_to():
+    from tests.tui.fixed_states import FixedMonitor, gb10_state  # noqa: PLC0415
+    from tui.app import MemsightApp  # noqa: PLC0415
+
+    app = MemsightApp(FixedMonitor(gb10_state()), source_label="t")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.pause(0.2)
+        more = app.screen.query_one("#live-more")
+        assert more.display
+        assert str(more.content).startswith("↓ below: agents, processes, alerts (3)")
+        app.screen.query_one("#live-body").scroll_end(animate=False)
+        await pilot.pause(0.2)
+        assert not more.display  # at the end nothing is below
+    app = MemsightApp(FixedMonitor(gb10_state()), source_label="t")
+    async with app.run_test(size=(160, 48)) as pilot:  # wide and tall: everything fits, no line
+        await pilot.pause()
+        await pilot.pause(0.2)
+        assert not app.screen.query_one("#live-more").display
+
+
+def test_processes_are_named_by_command_line_and_the_runs_own_are_marked():
+    from collectors.alerts import AlertOptions  # noqa: PLC0415
+    from collectors.snapshots import short_command  # noqa: PLC0415
+    from tests.tui.fixed_states import gb10_state  # noqa: PLC0415
+    from tui.screens.view_model import own_pids, process_rows  # noqa: PLC0415
+    from tui.widgets.process_table import row_cells  # noqa: PLC0415
+
+    assert short_command("/usr/bin/python3 /home/u/gen.py --model x --users 8") == "python3 gen.py --model"
+    assert short_command("") == ""
+    state = gb10_state()
+    rows = process_rows(state, AlertOptions(), own_pids(state, child_pid=5120))
+    names = {r.pid: row_cells(r)[1] for r in rows}
+    assert names[2_590_604] == "● python serve.py --model"  # the agent's process: the experiment's own
+    assert names[5120] == "● jupyter-lab --no-browser"  # the command `memsight run` started
+    assert names[4411] == "chrome"  # someone else's
+
+
+async def test_a_flat_headroom_is_not_drawn_as_a_cliff():
+    from dataclasses import replace  # noqa: PLC0415
+    from types import MappingProxyType  # noqa: PLC0415
+
+    from tests.tui.fixed_states import FixedMonitor, bare_state  # noqa: PLC0415
+    from tui.app import MemsightApp  # noqa: PLC0415
+    from tui.widgets.gap_chart import GapChart, y_limits  # noqa: PLC0415
+
+    state = bare_state()
+    times = tuple(state.t - 30 + k for k in range(31))
+    drift = tuple(11 * 2**30 - k * 300_000 for k in range(31))  # 9 MB lost over 30 s
+    history = MappingProxyType({"available": (times, drift), "headroom": (times, drift)})
+    state = replace(state, history=history)
+    app = MemsightApp(FixedMonitor(state), source_label="t")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        chart = app.screen.query_one(GapChart)
+        assert chart.display
+        text = chart.render().plain
+        import re  # noqa: PLC0415
+
+        ticks = [float(m) for m in re.findall(r"^\s*([\d.]+)┤", text, flags=re.MULTILINE)]
+        assert len(ticks) >= 2 and max(ticks) - min(ticks) >= 0.9  # at least ~1 GiB of axis, not 0.01
+    low, high = y_limits([v / 2**30 for v in drift], 1.0)
+    assert high - low == 1.0 and low <= min(drift) / 2**30 and high >= max(drift) / 2**30
+    assert y_limits([0.1, 0.1], 1.0) == (0.0, 1.0)  # never below zero
+    assert y_limits([1.0, 5.0], 1.0) == (1.0, 5.0)  # a real span is left alone
