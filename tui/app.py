@@ -92,6 +92,7 @@ class ChildLike(Protocol):
 
     def poll(self) -> int | None: ...  # None while it runs, then its exit status (128+N for signal N)
     def stop(self) -> None: ...  # stop it as a Ctrl-C sent to memsight would (forwarded, grace, then kill)
+    def family(self, pids: Any) -> frozenset[int]: ...  # its pid and those of `pids` that are its own
 
 
 def default_plan_inputs() -> PlanInputs:
@@ -393,7 +394,9 @@ class MemsightApp(App[int]):
         self.gpu_roof, self.gpu_roof_missing = gpu_roof_for(state)
         result = self._plans(state)
         self.plan_view = result.view
-        own = own_pids(state, self.child.pid if self.child is not None else None)
+        own = own_pids(state)
+        if self.child is not None:  # memsight run: the command and its own agents, not other runs' agents
+            own = self.child.family(own)
         self.process_rows = process_rows(state, self.thresholds, own)
         self.process_status = process_status(state)
         child_fields = self._child_fields()

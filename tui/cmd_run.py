@@ -117,6 +117,11 @@ class RunChild:
         self.log_path = log_path
         self.signals = signals
 
+    def family(self, pids) -> frozenset[int]:
+        """CMD and those of `pids` in its session (CMD leads a session of its own with the UI: its children,
+        e.g. vLLM's engine cores, stay in it); other agents in the same directory are someone else's."""
+        return frozenset({self.pid, *(pid for pid in pids if session_of(pid) == self.pid)})
+
     def stop(self) -> None:
         """Ctrl-C in the app: the same path as a SIGINT sent to memsight (forwarded, remembered for the
         grace, the app closed)."""
@@ -128,6 +133,16 @@ class RunChild:
     def poll(self) -> int | None:
         code = self.process.poll()
         return None if code is None else exit_status(code)
+
+
+def session_of(pid: int) -> int | None:
+    """Field 6 (session id) of /proc/<pid>/stat; None when the process is gone or unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return int(fields[3])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 class StopSignals:

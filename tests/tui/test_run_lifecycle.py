@@ -459,11 +459,30 @@ def test_processes_are_named_by_command_line_and_the_runs_own_are_marked():
     assert short_command("/usr/bin/python3 /home/u/gen.py --model x --users 8") == "python3 gen.py --model"
     assert short_command("") == ""
     state = gb10_state()
-    rows = process_rows(state, AlertOptions(), own_pids(state, child_pid=5120))
+    rows = process_rows(state, AlertOptions(), own_pids(state) | {5120})
     names = {r.pid: row_cells(r)[1] for r in rows}
     assert names[2_590_604] == "● python serve.py --model"  # the agent's process: the experiment's own
-    assert names[5120] == "● jupyter-lab --no-browser"  # the command `memsight run` started
+    assert names[5120] == "● jupyter-lab --no-browser"  # e.g. the command `memsight run` started
     assert names[4411] == "chrome"  # someone else's
+
+
+def test_under_run_only_the_commands_session_is_its_own():
+    from tui import cmd_run  # noqa: PLC0415
+
+    # CMD leads its own session (as `memsight run` starts it under the UI); its child stays in it
+    child = subprocess.Popen(
+        [PY, "-c", "import subprocess, sys, time\np = subprocess.Popen([sys.executable, '-c', "
+         "'import time; time.sleep(30)'])\nprint(p.pid, flush=True)\ntime.sleep(30)"],
+        stdout=subprocess.PIPE, start_new_session=True,
+    )
+    try:
+        grandchild = int(child.stdout.readline())
+        run_child = cmd_run.RunChild(child, "python gen.py", None)
+        # this test's own pid stands for another run's agent in the same directory
+        assert run_child.family({grandchild, os.getpid()}) == {child.pid, grandchild}
+    finally:
+        os.killpg(child.pid, 9)
+        child.wait()
 
 
 async def test_a_flat_headroom_is_not_drawn_as_a_cliff():

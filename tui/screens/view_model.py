@@ -204,12 +204,10 @@ def headroom(state: MonitorState, thresholds: AlertOptions) -> HeadroomData:
     )
 
 
-def own_pids(state: MonitorState, child_pid: int | None = None) -> frozenset[int]:
-    """The experiment's processes: every agent's (children that got one too) and the command run started."""
-    pids = {a.pid for a in state.agents}
-    if child_pid is not None:
-        pids.add(child_pid)
-    return frozenset(pids)
+def own_pids(state: MonitorState) -> frozenset[int]:
+    """The experiments' processes: every agent's (under `memsight run` the app keeps only the command's own,
+    tui/cmd_run.py RunChild.family)."""
+    return frozenset(a.pid for a in state.agents)
 
 
 def process_rows(
