@@ -241,10 +241,12 @@ def agent_rows(state: MonitorState) -> tuple[AgentRow, ...]:
         for rec in records:
             gap = None if rec.reserved is None or rec.allocated is None else rec.reserved - rec.allocated
             where = f"cuda:{rec.device}" if rec.device >= 0 else _short_state(rec.cuda_state)
+            if not agent.alive:
+                where = "exited"  # its last figures stay in the row
             rows.append(
                 AgentRow(
                     pid=agent.pid,
-                    label=f"{_short_cmd(agent)}{_held_rate(agent)}" + ("" if agent.alive else " (exited)"),
+                    label=f"{_short_cmd(agent)}{_held_rate(agent)}",
                     allocated=rec.allocated,
                     reserved=rec.reserved,
                     gap=gap,
