@@ -534,11 +534,7 @@ def main(args: argparse.Namespace, name: str) -> int:
 
 
 def _print(text: str) -> int:
-    try:
-        print(text)
-        sys.stdout.flush()
-    except BrokenPipeError:  # `memsight plan ... | head`: the reader left, which is not an error
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    print(text)  # a reader gone (`| head`) is handled once for every command, in tui/cli.py
     return 0
 
 
