@@ -4,7 +4,7 @@ The parser (`parse_prometheus_text`) is prometheus_client's (`text_fd_to_metric_
 the bad line in one CollectorError, to refuse a line over MAX_LINE_CHARS, an unknown TYPE and a non-finite
 timestamp, and to keep families under the names the text gives (a counter's `_total` name). It reads the
 text exposition format 0.0.4: HELP / TYPE lines, escaped label values, optional timestamps, `NaN` / `+Inf`,
-histograms and summaries. Linear in the body. The exporter's tests read memsight's own `/metrics` back with it.
+histograms and summaries. Linear in the body. The exporter's tests read memsight's own /metrics back with it.
 
 `VLLMMetrics(url).sample()` never raises: a refused connection, a timeout, an HTTP error, a body that is not
 the text format, or a body with HELP/TYPE lines but no samples each become a `VLLMSnapshot` whose `status`
