@@ -218,6 +218,7 @@ class MemsightApp(App[int]):
         self.exit_with_child = exit_with_child
         self.child_status: int | None = None  # the child's exit status once it exited
         self.child_ended_t: float | None = None  # when memsight saw it exit (epoch seconds)
+        self.run_summary: Any = None  # collectors.summary.RunSummary as it stood when the command ended
         self._log_tail = LogTail(child.log_path) if child is not None and child.log_path else None
         # vLLM's own numbers, read from the same log as it streams (collectors/vllm_log_follow.py)
         self._vllm_follow = VLLMLogFollower(child.log_path) if child is not None and child.log_path else None
@@ -448,9 +449,11 @@ class MemsightApp(App[int]):
         if self.child_status is not None:
             ended = f"ended at {clock(self.child_ended_t or time.time())}"
             banner = f"{child.command} exited with status {self.child_status}, {ended} — q to quit"
-            run_summary = self.state.summary if self.state is not None else None
-            if run_summary is not None:
-                summary = tuple(summary_lines(run_summary, alert_lines=0))
+            if self.run_summary is None and self.state is not None:
+                # frozen when the command ended: the view may stay open for long after, the run does not
+                self.run_summary = self.state.summary
+            if self.run_summary is not None:
+                summary = tuple(summary_lines(self.run_summary, alert_lines=0))
         title = ""
         if child.log_path is not None:
             title = f"output of pid {child.pid} → {child.log_path}"

@@ -296,6 +296,7 @@ def _run(args: argparse.Namespace, cmd: list[str], headless: bool, record: str |
         if popen_kwargs and log_file is not None:
             log_file.close()
     command = " ".join(cmd)
+    opened: list = []  # the app, once open (its summary froze when CMD ended)
     try:
         with StopSignals(child) as signals:
             if headless:
@@ -305,6 +306,7 @@ def _run(args: argparse.Namespace, cmd: list[str], headless: bool, record: str |
 
                 def ready(app) -> None:
                     signals.app = app
+                    opened.append(app)
 
                 run_app(
                     monitor,
@@ -336,7 +338,9 @@ def _run(args: argparse.Namespace, cmd: list[str], headless: bool, record: str |
             child.wait()
         monitor.sample_once()  # the child's last records and the OS after it exited
         monitor.stop()  # a recording gets the summary as its last line
-    summary = monitor.state().summary
+    summary = getattr(opened[0], "run_summary", None) if opened else None
+    if summary is None:
+        summary = monitor.state().summary
     if summary is not None:
         from collectors.summary import summary_lines  # noqa: PLC0415
 

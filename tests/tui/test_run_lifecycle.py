@@ -249,6 +249,12 @@ async def test_after_the_command_ends_the_live_screen_keeps_its_figures_greyed_w
         assert text.startswith("run summary: ")
         assert f"peak GiB: weights {state.summary.peak('weights').bytes / 2**30:.2f}" in text
         assert "peak reserved − allocated: " in text and "lowest headroom: " in text
+        # the view stays open after the run: later states do not move the run's summary
+        later = replace(state, t=state.t + 600, summary=replace(state.summary, end_t=state.t + 600))
+        app.monitor.current = later
+        app.refresh_data()
+        await pilot.pause()
+        assert app.run_summary is state.summary and str(summary.content) == text
 
 
 def test_a_run_keeps_its_agents_figures_after_the_command_exits(tmp_path):
