@@ -118,7 +118,7 @@ class LiveScreen(Screen):
             ("#gap-chart", "chart"),
             ("#top-processes", "processes"),
             ("#alerts", f"alerts ({alerts})" if alerts else "alerts"),
-            ("#child-log", "command output"),
+            ("#child-log", "output"),
         )
         below = []
         for selector, name in sections:
@@ -136,7 +136,7 @@ class LiveScreen(Screen):
             return
         below = self.sections_below()
         more = self.query_one("#live-more", Static)
-        text = f"↓ below: {', '.join(below)} (scroll, or PgDn / End)" if below else ""
+        text = f"↓ below: {', '.join(below)} (PgDn)" if below else ""
         if str(more.content) != text:
             more.update(text)
         if more.display != bool(text):
