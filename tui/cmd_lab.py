@@ -461,6 +461,7 @@ def run_edge(lab: Lab, pred: dict) -> dict:
             decode_steps=a.decode_steps,
             prefill_chunk=a.prefill_chunk,
             guess=max(a.lo, pred["predicted_edge"]),
+            guess_chunked=max(a.lo, pred["predicted_edge_chunked"] or 0),
         ),
         "edge",
     )
@@ -510,10 +511,17 @@ def compare_edge(lab: Lab, pred: dict, m: dict, out: Out) -> dict:
         out(f"  first failure: batch {f['batch']}: {f['error']}")
         out(f"  reserved − allocated at that failure (fragmentation): {gap}")
     if m.get("edge_chunked") is not None:
+        d = m["edge_chunked"] - pred["predicted_edge_chunked"]
         out(
             f"  edge with chunked prefill ({a.prefill_chunk} tokens/pass): measured {m['edge_chunked']}   "
-            f"predicted {pred['predicted_edge_chunked']}"
+            f"predicted {pred['predicted_edge_chunked']}   difference {d:+d}"
         )
+        if d < 0:
+            out(
+                "    likely cause: each chunk grows the DynamicCache with torch.cat, which holds a layer's "
+                "old and new keys/values at once (the lesson's brief double copy); the planner counts the "
+                "cache once"
+            )
     state = lab.monitor.state()
     if state.os is not None:
         where = "unified memory: this is the real headroom" if state.unified else "not unified memory"
@@ -536,6 +544,7 @@ def compare_edge(lab: Lab, pred: dict, m: dict, out: Out) -> dict:
         "predicted_edge": pred["predicted_edge"],
         "prefill_spike_bytes": spike,
         "trials": m["trials"],
+        "trials_chunked": m.get("trials_chunked"),
         "edge_chunked": m.get("edge_chunked"),
         "cause": cause,
     }
@@ -754,7 +763,13 @@ def run_fragment(lab: Lab, pred: dict) -> dict:
             f"({'PYTORCH_CUDA_ALLOC_CONF=' + env['PYTORCH_CUDA_ALLOC_CONF'] if env else cache + ' cache'})"
         )
         job = lab.job(
-            "fragment", variant=cache, batch=a.batch, prompt=a.prompt, tokens=a.tokens, every=a.every
+            "fragment",
+            variant=cache,
+            label=name,
+            batch=a.batch,
+            prompt=a.prompt,
+            tokens=a.tokens,
+            every=a.every,
         )
         results[name] = lab.run_child(job, name, env)
     return results

@@ -36,18 +36,6 @@ def mark(label: str) -> None:
     _agent().mark_step(label)
 
 
-def track_model(model: Any) -> None:
-    _agent().track_model(model)
-
-
-def track_kv(cache: Any) -> None:
-    _agent().track_kv(cache)
-
-
-def untrack(obj: Any) -> None:
-    _agent().untrack(obj)
-
-
 # ------------------------------------------------------------------------------------ model
 def torch_dtype(name: str):
     import torch  # noqa: PLC0415
@@ -142,7 +130,6 @@ def _trial(meter, fn) -> dict:
         del exc
         meter.cleanup()
     peak = meter.peak
-    meter.cleanup()
     return {
         "ok": ok,
         "error": error,
@@ -165,24 +152,20 @@ def edge(job: dict, model, meter) -> dict:
         mark(label)
 
         def run() -> dict:
-            cache = DynamicCache()
-            track_kv(cache)
-            try:
-                ids = torch.randint(0, vocab, (batch, ctx), device=job["device"])
-                step = chunk or ctx
-                with torch.inference_mode():
-                    out = None
-                    for start in range(0, ctx, step):
-                        out = forward(model, ids[:, start : start + step], cache, start)
-                    prefill_peak = meter.peak
-                    mark(label + " decode")
-                    for i in range(steps):
-                        nxt = out.logits[:, -1:].argmax(-1)
-                        out = forward(model, nxt, cache, ctx + i)
-                    kv = meter.allocated
-                return {"prefill_peak": prefill_peak, "allocated_with_cache": kv}
-            finally:
-                untrack(cache)
+            cache = DynamicCache()  # tracked as KV by the agent's autotrack (collectors/autotrack.py)
+            ids = torch.randint(0, vocab, (batch, ctx), device=job["device"])
+            step = chunk or ctx
+            with torch.inference_mode():
+                out = None
+                for start in range(0, ctx, step):
+                    out = forward(model, ids[:, start : start + step], cache, start)
+                prefill_peak = meter.peak
+                mark(label + " decode")
+                for i in range(steps):
+                    nxt = out.logits[:, -1:].argmax(-1)
+                    out = forward(model, nxt, cache, ctx + i)
+                kv = meter.allocated
+            return {"prefill_peak": prefill_peak, "allocated_with_cache": kv}
 
         result = _trial(meter, run)
         result["batch"] = batch
@@ -209,7 +192,8 @@ def edge(job: dict, model, meter) -> dict:
         if not ok(lo):
             return lo - 1, trials
         good, bad = lo, None
-        probe = max(lo + 1, min(hi, job.get("guess") or lo + 1))
+        guess = job.get("guess_chunked" if chunk else "guess") or lo + 1
+        probe = max(lo + 1, min(hi, guess))
         while bad is None and good < hi:
             if ok(probe):
                 good = probe
@@ -290,6 +274,7 @@ def fragment(job: dict, model, meter) -> dict:
 
     batch, prompt, tokens, every = job["batch"], job["prompt"], job["tokens"], job["every"]
     variant = job["variant"]
+    label = job.get("label", variant)
     device = job["device"]
     dtype = torch_dtype(job["model"]["dtype"])
     series: list[dict] = []
@@ -317,22 +302,18 @@ def fragment(job: dict, model, meter) -> dict:
             if variant == "static"
             else DynamicCache()
         )
-        track_kv(cache)
-        try:
-            with torch.inference_mode():
-                ids = torch.randint(0, model.config.vocab_size, (batch, prompt), device=device)
-                mark(f"{variant} prefill")
-                out = forward(model, ids, cache, 0)
-                point(0)
-                for i in range(1, tokens + 1):
-                    out = forward(model, out.logits[:, -1:].argmax(-1), cache, prompt + i - 1)
-                    if i % every == 0 or i == tokens:
-                        mark(f"{variant} token {i}")
-                        point(i)
-                        say(f"  {variant} token {i:>6}: {series[-1]}")
-            return {"cache_bytes": sum(t.nbytes for t in _cache_tensors(cache))}
-        finally:
-            untrack(cache)
+        with torch.inference_mode():
+            ids = torch.randint(0, model.config.vocab_size, (batch, prompt), device=device)
+            mark(f"{label} prefill")
+            out = forward(model, ids, cache, 0)
+            point(0)
+            for i in range(1, tokens + 1):
+                out = forward(model, out.logits[:, -1:].argmax(-1), cache, prompt + i - 1)
+                if i % every == 0 or i == tokens:
+                    mark(f"{label} token {i}")
+                    point(i)
+                    say(f"  {label} token {i:>6}: {series[-1]}")
+        return {"cache_bytes": sum(t.nbytes for t in _cache_tensors(cache))}
 
     result = _trial(meter, run)
     result.update(variant=variant, series=series, alloc_conf=os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""))
@@ -393,8 +374,7 @@ def run(job: dict) -> dict:
     t0 = time.perf_counter()
     mark("load model")
     attn = "sdpa" if job["experiment"] == "eager" else None
-    model = build_model(job, attn)
-    track_model(model)
+    model = build_model(job, attn)  # tracked as weights by the agent's autotrack
     meter = make_meter(job["device"], job.get("cap_bytes"))
     meter.track_model(model)
     weights = meter.allocated
