@@ -141,6 +141,13 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         metavar="X",
         help="alert when a new process holds more than X GiB (memsight's default 1)",
     )
+    p.add_argument(
+        "--growth-gib",
+        type=_gib_arg,
+        default=2.0,
+        metavar="X",
+        help="alert when a process grows more than X GiB in 30 s (memsight's default 2)",
+    )
 
 
 # ------------------------------------------------------------------------------------ the model
@@ -928,7 +935,10 @@ def compare_two(lab: Lab, pred: dict, m: dict, out: Out) -> dict:
     for a in alerts:
         out(f"  memsight alert: [{a.severity}] {a.kind}: {a.message}")
     if not alerts:
-        out(f"  memsight raised no alert (a new process alerts over {lab.args.new_process_gib:g} GiB)")
+        out(
+            f"  memsight raised no alert (a new process alerts over {lab.args.new_process_gib:g} GiB, "
+            f"a process growing over {lab.args.growth_gib:g} GiB in 30 s)"
+        )
     out(
         f"  the second {'fitted' if second_ok else 'failed'}; predicted: "
         f"{'fits' if pred['second_fits_predicted'] else 'does not fit'}"
@@ -1028,7 +1038,10 @@ def main(args: argparse.Namespace, name: str) -> int:
         return pred
     record = args.record or f"memsight-lab-{exp}-{os.getpid()}.jsonl"
     agent_dir = agent_format.ensure_private_dir(tempfile.mkdtemp(prefix="memsight-lab-agents-"))
-    alert_options = AlertOptions(new_process_bytes=int(getattr(args, "new_process_gib", 1.0) * GiB))
+    alert_options = AlertOptions(
+        new_process_bytes=int(getattr(args, "new_process_gib", 1.0) * GiB),
+        growth_bytes=int(getattr(args, "growth_gib", 2.0) * GiB),
+    )
     monitor = Monitor(
         hz=args.hz,
         agent_dir=agent_dir,

@@ -127,9 +127,14 @@ def _trial(meter, fn) -> dict:
         reserved = meter.reserved()
         gap = None if reserved is None else reserved - meter.allocated  # reserved − allocated at failure
         ok, error = False, str(exc).splitlines()[0][:300]
-        del exc
-        meter.cleanup()
     peak = meter.peak
+    if not ok:
+        # Out of the except block: the exception and its traceback (whose frames hold the failed trial's
+        # tensors) are gone, so collecting and emptying the cache frees them before the next trial.
+        meter.cleanup()
+        leaked = meter.allocated - base
+        if leaked > 0:
+            say(f"  after cleaning up the failed trial, {leaked:,} B are still allocated")
     return {
         "ok": ok,
         "error": error,

@@ -21,23 +21,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 GiB = 2**30
-# Llama-shaped, tiny, with a real vocabulary size so the logits dominate where they should.
-TINY = {
-    "model_type": "llama",
-    "architectures": ["LlamaForCausalLM"],
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "head_dim": 16,
-    "vocab_size": 32000,
-    "max_position_embeddings": 4096,
-    "rms_norm_eps": 1e-5,
-    "tie_word_embeddings": False,
-    "torch_dtype": "bfloat16",
-    "rope_theta": 10000.0,
-}
+# Llama-shaped, tiny, with a real vocabulary size so the logits dominate where they should (the same file
+# the README's lab outputs were made with)
+TINY_PATH = REPO_ROOT / "collectors" / "lab" / "tiny_llama.json"
+TINY = json.loads(TINY_PATH.read_text())
 
 # runs the CLI and then checks that the memsight process itself never imported torch
 RUNNER = (
@@ -47,10 +34,8 @@ RUNNER = (
 
 
 @pytest.fixture()
-def tiny(tmp_path):
-    path = tmp_path / "tiny.json"
-    path.write_text(json.dumps(TINY))
-    return path
+def tiny():
+    return TINY_PATH
 
 
 def lab(tmp_path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
@@ -158,17 +143,21 @@ def test_two_processes_and_the_second_process_alert_in_the_recording(tmp_path, t
     rec = tmp_path / "two.jsonl"
     r = lab_json(
         tmp_path, "two", "--model", str(tiny), "--device", "cpu", "--claim-gib", "0.25", "--hold", "3",
-        "--new-process-gib", "0.2", "--record", str(rec),
+        "--new-process-gib", "0.2", "--growth-gib", "0.2", "--record", str(rec),
     )  # fmt: skip
     second = r["processes"]["second"]["pid"]
     assert r["second_fitted"] is True and r["second_fits_predicted"] is True
-    assert any(a["kind"] == "new_process" and a["pid"] == second for a in r["alerts"])
-    # the same alert comes back when the recording is replayed with the same threshold
-    replay = ReplayMonitor(str(rec), alert_options=AlertOptions(new_process_bytes=int(0.2 * GiB)))
+    # memsight's "a second process is taking memory" alert: a new process over the threshold, or (when the
+    # process took longer than the 30 s "new" window to load, on a busy machine) its growth
+    stealing = {"new_process", "process_growth"}
+    assert any(a["kind"] in stealing and a["pid"] == second for a in r["alerts"]), r["alerts"]
+    # the same alert comes back when the recording is replayed with the same thresholds
+    options = AlertOptions(new_process_bytes=int(0.2 * GiB), growth_bytes=int(0.2 * GiB))
+    replay = ReplayMonitor(str(rec), alert_options=options)
     seen = set()
     while not replay.at_end:
         seen |= {(a.kind, a.pid) for a in replay.step().alerts}
-    assert ("new_process", second) in seen
+    assert any((kind, second) in seen for kind in stealing), seen
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA GPU")
