@@ -187,18 +187,26 @@ def test_ctrl_c_stops_the_children_and_keeps_the_recording(tmp_path, tiny):
          "--batch", "1", "--prompt", "8", "--tokens", "100000", "--every", "1000", "--record", str(rec)],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    deadline = time.monotonic() + 120
-    child = None
-    while time.monotonic() < deadline and child is None:
-        time.sleep(0.5)
-        try:
-            metas = [e for e in read_recording(rec).events if e["k"] == "agent_meta"]
-        except CollectorError:  # not created, or its header not flushed yet
-            continue
-        child = metas[0]["pid"] if metas else None
-    assert child is not None, "the workload's agent never appeared in the recording"
-    proc.send_signal(signal.SIGINT)
-    _out, err = proc.communicate(timeout=60)
+    try:
+        deadline = time.monotonic() + 120
+        child = None
+        while time.monotonic() < deadline and child is None:
+            time.sleep(0.5)
+            try:
+                metas = [e for e in read_recording(rec).events if e["k"] == "agent_meta"]
+            except CollectorError:  # not created, or its header not flushed yet
+                continue
+            child = metas[0]["pid"] if metas else None
+        assert child is not None, "the workload's agent never appeared in the recording"
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:  # a failed test must not leave memsight (and its workload) running
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
     assert proc.returncode == 130
     assert "interrupted" in err and str(rec) in err
     assert not os.path.exists(f"/proc/{child}") or open(f"/proc/{child}/stat").read().split()[2] == "Z"
