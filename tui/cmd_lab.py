@@ -43,34 +43,30 @@ HELP = {
 
 
 # ------------------------------------------------------------------------------------ arguments
-def _gib_arg(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of GiB, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number of GiB, got {text!r}")
-    return value
+def _size(what: str):
+    """A size, GiB unless written ('0.5', '512MiB', '24GB'): bytes, through tui/options.py's parser."""
+    from tui.options import argparse_type, parse_size  # noqa: PLC0415
+
+    return argparse_type(parse_size, what, strict=True)
+
+
+def _count(what: str):
+    """A whole positive count ('8192', '8,192', '32k'), through the shared parser (tui/options.py)."""
+    from tui.options import argparse_type, parse_count  # noqa: PLC0415
+
+    return argparse_type(parse_count, what, minimum=1)
 
 
 def _lengths_arg(text: str) -> list[int]:
+    from tui.options import InputError, parse_count  # noqa: PLC0415
+
     try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected lengths like 1024,2048,4096, got {text!r}") from None
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"expected positive lengths, got {text!r}")
+        values = [parse_count(x, "--lengths", minimum=1) for x in text.split(",") if x.strip()]
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} (lengths are written like 4096,8192,16k)") from None
+    if not values:
+        raise argparse.ArgumentTypeError(f"--lengths: expected lengths like 4096,8192,16k, got {text!r}")
     return sorted(set(values))
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -83,7 +79,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cuda (default) or cpu")
     p.add_argument(
         "--cap-gib",
-        type=_gib_arg,
+        dest="cap_bytes",
+        type=_size("--cap-gib"),
         metavar="X",
         help="what the experiment may use, GiB (GPU: set_per_process_memory_fraction; CPU: a checked "
         "budget on live tensor bytes); the prediction uses it as the capacity",
@@ -103,16 +100,34 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     sub = parser.add_subparsers(dest="experiment", metavar="EXPERIMENT")
     p = sub.add_parser("edge", help=HELP["edge"], description=HELP["edge"])
     _common(p)
-    p.add_argument("--ctx", type=_positive, required=True, help="prompt tokens per sequence")
-    p.add_argument("--lo", type=_positive, default=1, help="smallest batch to try (default 1)")
-    p.add_argument("--hi", type=_positive, default=4096, help="largest batch to try (default 4096)")
-    p.add_argument("--decode-steps", type=_positive, default=8, help="decode steps after the prefill (8)")
     p.add_argument(
-        "--prefill-chunk", type=_positive, help="also search with the prompt pushed in chunks of C"
+        "--ctx",
+        "--context",
+        dest="ctx",
+        type=_count("--ctx"),
+        required=True,
+        help="prompt tokens per sequence",
+    )
+    p.add_argument("--lo", type=_count("--lo"), default=1, help="smallest batch to try (default 1)")
+    p.add_argument("--hi", type=_count("--hi"), default=4096, help="largest batch to try (default 4096)")
+    p.add_argument(
+        "--decode-steps", type=_count("--decode-steps"), default=8, help="decode steps after the prefill (8)"
+    )
+    p.add_argument(
+        "--prefill-chunk",
+        type=_count("--prefill-chunk"),
+        help="also search with the prompt pushed in chunks of C",
     )
     p = sub.add_parser("logits", help=HELP["logits"], description=HELP["logits"])
     _common(p)
-    p.add_argument("--ctx", type=_positive, default=32768, help="prompt tokens (default 32768)")
+    p.add_argument(
+        "--ctx",
+        "--context",
+        dest="ctx",
+        type=_count("--ctx"),
+        default=32768,
+        help="prompt tokens (default 32768)",
+    )
     p = sub.add_parser("eager", help=HELP["eager"], description=HELP["eager"])
     _common(p)
     p.add_argument(
@@ -120,15 +135,18 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     )
     p = sub.add_parser("fragment", help=HELP["fragment"], description=HELP["fragment"])
     _common(p)
-    p.add_argument("--batch", type=_positive, default=8, help="sequences (default 8)")
-    p.add_argument("--prompt", type=_positive, default=64, help="prompt tokens (default 64)")
-    p.add_argument("--tokens", type=_positive, default=4000, help="tokens generated one at a time (4000)")
-    p.add_argument("--every", type=_positive, default=250, help="snap every K tokens (default 250)")
+    p.add_argument("--batch", type=_count("--batch"), default=8, help="sequences (default 8)")
+    p.add_argument("--prompt", type=_count("--prompt"), default=64, help="prompt tokens (default 64)")
+    p.add_argument(
+        "--tokens", type=_count("--tokens"), default=4000, help="tokens generated one at a time (4000)"
+    )
+    p.add_argument("--every", type=_count("--every"), default=250, help="snap every K tokens (default 250)")
     p = sub.add_parser("two", help=HELP["two"], description=HELP["two"])
     _common(p)
     p.add_argument(
         "--claim-gib",
-        type=_gib_arg,
+        dest="claim_bytes",
+        type=_size("--claim-gib"),
         metavar="X",
         help="what each process claims on top of its weights (GPU default: 0.9 of the device, vLLM's "
         "gpu_memory_utilization, minus the weights; required on the CPU)",
@@ -136,15 +154,17 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     p.add_argument("--hold", type=float, default=4.0, help="seconds each process holds its claim (4)")
     p.add_argument(
         "--new-process-gib",
-        type=_gib_arg,
-        default=1.0,
+        dest="new_process_bytes",
+        type=_size("--new-process-gib"),
+        default=GiB,
         metavar="X",
         help="alert when a new process holds more than X GiB (memsight's default 1)",
     )
     p.add_argument(
         "--growth-gib",
-        type=_gib_arg,
-        default=2.0,
+        dest="growth_bytes",
+        type=_size("--growth-gib"),
+        default=2 * GiB,
         metavar="X",
         help="alert when a process grows more than X GiB in 30 s (memsight's default 2)",
     )
@@ -236,7 +256,7 @@ class Lab:
         return {
             "experiment": experiment,
             "device": self.args.device,
-            "cap_bytes": None if self.args.cap_gib is None else int(self.args.cap_gib * GiB),
+            "cap_bytes": self.args.cap_bytes,
             "model": {"config": dict(m.spec.config), "weights_dir": m.weights_dir, "dtype": m.dtype},
             **params,
         }
@@ -340,8 +360,8 @@ def _tail(path: str, n: int) -> str:
 # ------------------------------------------------------------------------------------ predictions
 def capacity_bytes(args: argparse.Namespace, lab_model: LabModel) -> tuple[int, str]:
     """The capacity the prediction uses: the cap, else the device's total (NVML) or this machine's RAM."""
-    if args.cap_gib is not None:
-        return int(args.cap_gib * GiB), f"--cap-gib {args.cap_gib:g}"
+    if args.cap_bytes is not None:
+        return args.cap_bytes, "--cap-gib"
     if args.device == "cuda":
         from collectors.nvml_collector import NVMLCollector  # noqa: PLC0415
 
@@ -841,16 +861,16 @@ def predict_two(lab_model: LabModel, args, cap: int, out: Out) -> dict | int:
         dev = snap.devices[0] if snap.available and snap.devices else None
         if dev is None or dev.total is None:
             raise CollectorError("lab two on a GPU needs NVML's device total (nvidia-ml-py); none here")
-        claim = int(args.claim_gib * GiB) if args.claim_gib else max(0, int(0.9 * dev.total) - weights)
+        claim = args.claim_bytes if args.claim_bytes else max(0, int(0.9 * dev.total) - weights)
         available = dev.free if not dev.unified else None
         where = "GPU 0 free (NVML)"
     else:
-        if not args.claim_gib:
+        if not args.claim_bytes:
             raise CollectorError(
                 "lab two on the CPU needs --claim-gib X (the GPU default, 90% of the device, "
                 "would take this machine's memory from everyone on it)"
             )
-        claim = int(args.claim_gib * GiB)
+        claim = args.claim_bytes
         available = None
         where = ""
     if available is None:
@@ -936,8 +956,8 @@ def compare_two(lab: Lab, pred: dict, m: dict, out: Out) -> dict:
         out(f"  memsight alert: [{a.severity}] {a.kind}: {a.message}")
     if not alerts:
         out(
-            f"  memsight raised no alert (a new process alerts over {lab.args.new_process_gib:g} GiB, "
-            f"a process growing over {lab.args.growth_gib:g} GiB in 30 s)"
+            f"  memsight raised no alert (a new process alerts over {gib(lab.args.new_process_bytes)}, "
+            f"a process growing over {gib(lab.args.growth_bytes)} in 30 s)"
         )
     out(
         f"  the second {'fitted' if second_ok else 'failed'}; predicted: "
@@ -1039,8 +1059,8 @@ def main(args: argparse.Namespace, name: str) -> int:
     record = args.record or f"memsight-lab-{exp}-{os.getpid()}.jsonl"
     agent_dir = agent_format.ensure_private_dir(tempfile.mkdtemp(prefix="memsight-lab-agents-"))
     alert_options = AlertOptions(
-        new_process_bytes=int(getattr(args, "new_process_gib", 1.0) * GiB),
-        growth_bytes=int(getattr(args, "growth_gib", 2.0) * GiB),
+        new_process_bytes=getattr(args, "new_process_bytes", GiB),
+        growth_bytes=getattr(args, "growth_bytes", 2 * GiB),
     )
     monitor = Monitor(
         hz=args.hz,
