@@ -1112,7 +1112,7 @@ def main(args: argparse.Namespace, name: str) -> int:
         **result,
     }
     append_lab_event(record, result)
-    out(f"recording: {record} (memsight replay {record})")
+    out(f"recording: {record} (memsight replay {record} --model {lab_model.source}: the plan of this model)")
     if args.json:
         print(json.dumps(result, indent=1, default=str))
     return 0
