@@ -590,6 +590,9 @@ def live_status(state: MonitorState, source_label: str) -> str:
     parts.append(f"{len(state.agents)} agent(s)" if state.agents else "no agents")
     if state.os is None:
         parts.append("no OS sample")
+    for fault in ("recording", "threads"):  # a stopped recording, restarted sampling threads
+        if fault in state.source_status:
+            parts.append(state.source_status[fault])
     return " · ".join(parts)
 
 

@@ -318,6 +318,8 @@ def _run(args: argparse.Namespace, cmd: list[str], headless: bool, record: str |
             child.wait()
         monitor.sample_once()  # the child's last records and the OS after it exited
         monitor.stop()
+        if monitor.recording_failed is not None:  # disk full: said on exit too; CMD's status still counts
+            print(f"memsight: {monitor.recording_failed}", file=sys.stderr)
     if args.json:
         from collectors.recorder import read_recording, summarize  # noqa: PLC0415
 
