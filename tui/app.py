@@ -576,6 +576,9 @@ def plan_summary(plan) -> str:
 
 def live_status(state: MonitorState, source_label: str) -> str:
     parts = [source_label]
+    for fault in ("recording", "threads"):  # a stopped recording, restarted sampling threads: said first
+        if fault in state.source_status:
+            parts.append(state.source_status[fault])
     if state.nvml.available and state.nvml.devices:
         names = sorted({d.name for d in state.nvml.devices})
         parts.append(
@@ -586,9 +589,6 @@ def live_status(state: MonitorState, source_label: str) -> str:
     parts.append(f"{len(state.agents)} agent(s)" if state.agents else "no agents")
     if state.os is None:
         parts.append("no OS sample")
-    for fault in ("recording", "threads"):  # a stopped recording, restarted sampling threads
-        if fault in state.source_status:
-            parts.append(state.source_status[fault])
     return " · ".join(parts)
 
 

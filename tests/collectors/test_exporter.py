@@ -384,3 +384,22 @@ def test_reset_connections_are_counted_not_printed(capfd):
     err = capfd.readouterr().err
     assert "Traceback" not in err and err == ""
     assert _one(scrape, "memsight_exporter_connection_errors_total") >= 1
+
+
+def test_openmetrics_is_served_when_the_scraper_asks_for_it():
+    """prometheus_client's handler negotiates: Prometheus asks for OpenMetrics first, and gets it, whole."""
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+    state = StateBuilder().build(1.0)
+    with PrometheusExporter(lambda: state) as exporter:
+        request = urllib.request.Request(
+            exporter.url, headers={"Accept": "application/openmetrics-text; version=1.0.0; charset=utf-8"}
+        )
+        with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310 (loopback)
+            content_type = response.headers["Content-Type"]
+            body = response.read().decode()
+    assert content_type.startswith("application/openmetrics-text; version=1.0.0")
+    assert body.endswith("# EOF\n")
+    families = {f.name: f for f in text_string_to_metric_families(body)}
+    assert families["memsight_unified_memory"].samples[0].value == 0
+    assert families["memsight_exporter_connection_errors"].type == "counter"
