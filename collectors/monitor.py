@@ -93,6 +93,8 @@ class Monitor:
         self.exporter = None
         self.recorder = Recorder(record_to, hz=hz) if record_to is not None else None
         self._record_lock = threading.Lock()
+        if self.recorder is not None:
+            self.builder.on_alert = self._record_alert
         self._readers: dict[tuple[int, int], AgentReader] = {}
         self._dead_since: dict[tuple[int, int], float] = {}
         self._bad_files: dict[str, str] = {}
@@ -151,6 +153,9 @@ class Monitor:
         sweep_dead_files(self.agent_dir)
         if self.recorder is not None:
             with self._record_lock:
+                summary = self.builder.state.summary
+                if summary is not None:
+                    self.recorder.summary(summary)  # the run's peaks, lowest headroom and alerts, last
                 self.recorder.close()
         if self.nvml is not None and self._nvml_given is None:
             self.nvml.close()
@@ -197,6 +202,11 @@ class Monitor:
                 # a loop that dies at once is restarted ever more slowly (at most every 2 s), never spun
                 self._stop.wait(min(2.0, 0.05 * restarts[name]))
                 at_once = True
+
+    def _record_alert(self, alert) -> None:
+        with self._record_lock:
+            self.recorder.alert(alert)
+            self._recorded()
 
     def _loop(self, name: str, period: float, fn: Callable[[], None], at_once: bool = False) -> None:
         next_t = time.monotonic() + (0.0 if at_once else period)
