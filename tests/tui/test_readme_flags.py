@@ -3,6 +3,7 @@ command is one that command's parser knows, and the README's example config file
 
 from __future__ import annotations
 
+import argparse
 import re
 import tomllib
 
@@ -15,13 +16,25 @@ from tui.config import config_from_dict
 README = REPO_ROOT / "README.md"
 COMMON = ("watch", "run", "replay", "demo")  # "Options common to `watch`, `run`, `replay` and `demo`"
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
-MEMSIGHT = re.compile(r"(?:^|[\s`$(])memsight(?:\s+(\w+))?")
+# `memsight` as a command (not `memsight:` opening one of its messages), with its subcommand if one follows
+MEMSIGHT = re.compile(r"(?:^|[\s`$(])memsight(?=\s|$|`)(?:\s+(\w+))?")
 
 
 def command_flags(command: str) -> set[str]:
+    """Every option string of `memsight COMMAND`, and of its own subcommands (`memsight lab edge ...`)."""
     parser, _ = cli.build_parser([command])
-    sub = next(a for a in parser._actions if isinstance(a, type(parser._subparsers._group_actions[0])))
-    return {flag for action in sub.choices[command]._actions for flag in action.option_strings}
+    found: set[str] = set()
+
+    def walk(p) -> None:
+        for action in p._actions:
+            found.update(action.option_strings)
+            if isinstance(action, argparse._SubParsersAction):
+                for child in action.choices.values():
+                    walk(child)
+
+    top = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    walk(top.choices[command])
+    return found
 
 
 def readme_uses() -> list[tuple[str, str, str]]:
