@@ -12,7 +12,9 @@ import pathlib
 import threading
 import time
 
+from collectors.agent_info import parse_info
 from collectors.alerts import AlertOptions
+from collectors.errors import CollectorError
 from collectors.recorder import (
     Recording,
     nvml_snapshot_from,
@@ -99,6 +101,14 @@ class ReplayMonitor:
         elif k == "agent_meta":
             b.agent_track(e["pid"], e["start"], e.get("cmdline", ""), e.get("path", ""), e.get("hz", 0.0))
             return False
+        elif k == "agent_info":
+            key = (e["pid"], e["start"])
+            if key not in b.agents:
+                b.agent_track(e["pid"], e["start"], "", "", 0.0)
+            try:
+                b.update_agent_info(key, parse_info(e.get("info"), f"recorded agent info of pid {e['pid']}"))
+            except CollectorError:
+                return False  # a malformed entry: the last good one stays
         elif k == "agent":
             key = (e["pid"], e["start"])
             if key not in b.agents:

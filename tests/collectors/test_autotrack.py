@@ -159,3 +159,22 @@ def test_cache_of_unknown_structure_is_named_once_and_never_raises(tmp_path):
     assert agent.info()["untracked"] == ["MyCache, unknown structure"]
     assert MyCache_instance is not None
     agent.stop()
+
+
+def test_a_hook_that_cannot_install_disables_itself_and_says_which(tmp_path):
+    import types  # noqa: PLC0415
+
+    from collectors.autotrack import AutoTracker  # noqa: PLC0415
+
+    agent = Agent(hz=10, directory=str(tmp_path))
+    agent.open()
+    tracker = AutoTracker(agent)
+    # a transformers whose modules lack the classes this memsight patches (other internals)
+    tracker.patch("transformers.modeling_utils", types.ModuleType("transformers.modeling_utils"))
+    tracker.patch("transformers.cache_utils", types.ModuleType("transformers.cache_utils"))
+    assert tracker.status["models"].startswith("failed: AttributeError")
+    assert tracker.status["caches"].startswith("failed: AttributeError: transformers.cache_utils has no")
+    agent.autotrack = tracker
+    assert agent.info()["hooks"]["phases"].startswith("failed")
+    tracker.close()
+    agent.stop()
