@@ -14,7 +14,7 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from tui.config import GIB, Config, ConfigError, load_config
+from tui.config import GIB, Config, ConfigError, PlanDefaults, load_config
 
 ALL_PROCESSES = 10_000  # "every process" on any ordinary machine
 
@@ -98,7 +98,18 @@ def resolve_config(args: argparse.Namespace) -> Config:
         plan_updates["format"] = None if args.weight_format == "default" else args.weight_format
     if plan_updates:
         p = replace(p, **plan_updates)
-    return replace(config, refresh_hz=hz, thresholds=t, plan=p)
+    explicit = config.explicit_plan | frozenset(plan_updates) | plan_fields_from_file(config)
+    return replace(config, refresh_hz=hz, thresholds=t, plan=p, explicit_plan=explicit)
+
+
+def plan_fields_from_file(config: Config) -> frozenset[str]:
+    """Plan fields the config file sets to something other than the built-in default (a field the file sets
+    to exactly the default cannot be told apart: there an agent's loaded model still wins)."""
+    defaults = PlanDefaults()
+    return frozenset(
+        name for name in ("model", "format", "kv_dtype", "context", "users", "tp")
+        if getattr(config.plan, name) != getattr(defaults, name)
+    )
 
 
 def display_options(config: Config) -> dict[str, Any]:
@@ -113,6 +124,7 @@ def display_options(config: Config) -> dict[str, Any]:
             model=p.model, format=p.format, kv_dtype=p.kv_dtype, context=p.context, users=p.users, tp=p.tp
         ),
         "unified_os_reserve_bytes": p.unified_os_reserve_bytes,
+        "plan_explicit": config.explicit_plan,
     }
 
 
