@@ -34,9 +34,16 @@ def demo_recording_path() -> pathlib.Path:
     return pathlib.Path(__file__).resolve().parent / "data" / DEMO_RECORDING
 
 
-def bundled_recording() -> pathlib.Path:
-    """Alias of demo_recording_path() (the name tui/cmd_watch.py uses)."""
-    return demo_recording_path()
+# `memsight demo --recording NAME`: the bundled real recordings (collectors/data/README.md)
+DEMO_RECORDINGS = {
+    "manual": "demo_cpu_generate.jsonl",  # a torch script that calls agent.track_model / track_kv itself
+    "transformers": "demo_transformers_generate.jsonl",  # an unmodified transformers script: autotrack
+}
+
+
+def bundled_recording(name: str = "manual") -> pathlib.Path:
+    """The bundled recording called `name` (DEMO_RECORDINGS); "manual" is demo_recording_path()."""
+    return pathlib.Path(__file__).resolve().parent / "data" / DEMO_RECORDINGS[name]
 
 
 class ReplayMonitor:

@@ -187,6 +187,14 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         )
     elif name == "demo":
         parser.add_argument("--speed", type=float, default=1.0, help="replay speed (1 = as recorded)")
+        parser.add_argument(
+            "--recording",
+            choices=("manual", "transformers"),
+            default="manual",
+            help="which bundled recording: 'manual' (a torch script tracking its model and cache with "
+            "agent.track_model / track_kv) or 'transformers' (an unmodified transformers generate script, "
+            "tracked automatically)",
+        )
 
 
 def app_arguments(args: argparse.Namespace, name: str) -> tuple[Any, dict[str, Any]]:
@@ -198,7 +206,7 @@ def app_arguments(args: argparse.Namespace, name: str) -> tuple[Any, dict[str, A
 
         if args.speed <= 0:
             raise ConfigError(f"--speed must be positive, got {args.speed}")
-        recording = bundled_recording()
+        recording = bundled_recording(getattr(args, "recording", "manual"))
         monitor = ReplayMonitor(recording, speed=args.speed, alert_options=config.thresholds)
         about = recording_about(recording)
         options = demo_plan_options(about, recording, options, args)

@@ -27,6 +27,7 @@ CONFIG = REPO_ROOT / "collectors" / "data" / "demo_transformers_config.json"
 def agent_env(directory, **extra) -> dict:
     env = dict(os.environ)
     env.update(
+        OMP_NUM_THREADS="1",  # see test_autotrack_run.py
         MEMSIGHT_AGENT="1",
         MEMSIGHT_AGENT_DIR=str(directory),
         PYTHONPATH=os.pathsep.join([str(REPO_ROOT / "collectors" / "bootstrap"), str(REPO_ROOT)]),

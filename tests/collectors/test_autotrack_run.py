@@ -6,6 +6,7 @@ extra, torch on the CPU)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -22,18 +23,21 @@ transformers = pytest.importorskip("transformers")
 
 SCRIPT = REPO_ROOT / "collectors" / "data" / "demo_transformers_generate.py"
 CONFIG = json.loads((REPO_ROOT / "collectors" / "data" / "demo_transformers_config.json").read_text())
-BATCH, PROMPT, NEW = 8, 32, 480
+BATCH, PROMPT, NEW = 8, 32, 240
 
 
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("autotrack_run")
     path = tmp / "run.jsonl"
+    # one torch thread: on a shared 2-core CI machine, OpenMP threads spinning against other jobs made this
+    # generate() a hundred times slower
+    env = dict(os.environ, OMP_NUM_THREADS="1")
     done = subprocess.run(
         [sys.executable, "-m", "tui.cli", "run", "--headless", "--record", str(path), "--hz", "5",
          "--agent-dir", str(tmp / "agents"), "--", sys.executable, str(SCRIPT),
          "--batch", str(BATCH), "--prompt", str(PROMPT), "--new", str(NEW), "--hold", "1"],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, env=env,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "memsight" not in SCRIPT.read_text().split('"""', 2)[2]  # the script's code names no memsight

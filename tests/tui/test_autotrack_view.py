@@ -129,3 +129,26 @@ def test_weights_check_names_the_likely_cause(params, device, expected):
     info = parse_info(doc)
     line = weights_check(info, planned, int(device))
     assert expected in line
+
+
+def test_demo_transformers_recording_shows_the_automatic_buckets_and_the_plan_it_implies():
+    import argparse  # noqa: PLC0415
+
+    from tui import cmd_watch  # noqa: PLC0415
+
+    parser = argparse.ArgumentParser()
+    cmd_watch.add_arguments(parser, "demo")
+    monitor, options = cmd_watch.app_arguments(parser.parse_args(["--recording", "transformers"]), "demo")
+    assert "demo_transformers_generate.jsonl" in options["source_label"]
+    script = (REPO_ROOT / "collectors" / "data" / "demo_transformers_generate.py").read_text()
+    assert "collectors" not in script.split('"""', 2)[2]  # no memsight import in the recorded script
+    # in the middle of generation: weights, a growing cache, both phases seen
+    state = monitor.advance_to(monitor.duration_s * 0.6)
+    (view,) = [v for v in state.agents if v.info is not None]
+    (c,) = comparisons(state, base=options["plan_inputs"])
+    assert c.measured_bytes("weights") == planned_fp32() + 128
+    assert c.planned_bytes("weights") == planned_fp32()
+    assert any("planned 18.6 MiB: equal" in n for n in c.notes)
+    cache = view.info.caches[0]
+    assert c.plan_label.startswith(f"pid {view.pid}'s LlamaForCausalLM fp32, KV auto, {cache.tokens:,} ctx × 8 users")
+    assert any(n.startswith("activations: prefill peak") and "decode peak" in n for n in c.notes)
