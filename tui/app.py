@@ -17,7 +17,9 @@ from textual.app import App
 from textual.binding import Binding
 
 from collectors.alerts import AlertOptions
+from collectors.nvml_collector import gpu_bytes_by_pid
 from collectors.snapshots import MonitorState
+from collectors.vllm_log_follow import VLLMLogFollower, log_buckets
 from planner.budget import PlanInputs, make_plan
 from planner.catalog import catalog_names
 from planner.formats import weight_formats
@@ -40,6 +42,7 @@ from tui.screens.view_model import (
     pools,
     process_rows,
     vllm_line,
+    vllm_log_line,
 )
 from tui.widgets.data import MachineBar
 from tui.widgets.fmt import gib
@@ -208,6 +211,9 @@ class MemsightApp(App[int]):
         self.exit_with_child = exit_with_child
         self.child_status: int | None = None  # the child's exit status once it exited
         self._log_tail = LogTail(child.log_path) if child is not None and child.log_path else None
+        # vLLM's own numbers, read from the same log as it streams (collectors/vllm_log_follow.py)
+        self._vllm_follow = VLLMLogFollower(child.log_path) if child is not None and child.log_path else None
+        self._vllm_plan: tuple[tuple, int | None, str] | None = None  # (inputs key, pool bytes, note)
         self._child_key: tuple | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -331,7 +337,8 @@ class MemsightApp(App[int]):
             if self.child_status is not None and self.exit_with_child:
                 self.exit(None, self.child_status)
         lines = self._log_tail.read_new() if self._log_tail is not None else ()
-        key = (self.child_status, lines, self._log_tail.error if self._log_tail else "")
+        vllm_log = self._vllm_follow.poll() if self._vllm_follow is not None else None
+        key = (self.child_status, lines, self._log_tail.error if self._log_tail else "", vllm_log)
         if key == self._child_key:
             return False
         self._child_key = key
@@ -350,7 +357,40 @@ class MemsightApp(App[int]):
             if self._log_tail is not None and self._log_tail.error:
                 title = self._log_tail.error
         lines = self._log_tail.lines if self._log_tail is not None else ()
-        return {"banner": banner, "log_title": title, "log_lines": lines}
+        return {"banner": banner, "log_title": title, "log_lines": lines, "vllm_log": self._vllm_log_text()}
+
+    def _vllm_log_text(self) -> str:
+        """The vLLM line from the child's log, next to a plan for the same model/args (one per inputs)."""
+        if self._vllm_follow is None:
+            return ""
+        log = self._vllm_follow.poll()
+        if not log.is_vllm:
+            return ""
+        nvml = self.state.nvml if self.state is not None else None
+        totals = [d.total for d in nvml.devices if d.total] if nvml is not None and nvml.available else []
+        key = (log.model, log.version, tuple(sorted(log.args.items(), key=str)), tuple(log.config.items()),
+               totals[:1])  # fmt: skip
+        if self._vllm_plan is None or self._vllm_plan[0] != key:
+            pool, note = None, ""
+            if not totals:
+                note = "needs the device total (no NVML here)"
+            else:
+                try:
+                    from planner.vllm_explain import explain  # noqa: PLC0415
+
+                    pool = explain(log, total_bytes=totals[0]).pool.pool_bytes
+                except (ValueError, KeyError) as exc:  # PlannerError is a ValueError
+                    note = str(exc)[:100]
+            self._vllm_plan = (key, pool, note)
+        nvml_bytes = None
+        if nvml is not None and nvml.available and self.state is not None and self.state.os is not None:
+            by_pid = gpu_bytes_by_pid(nvml)
+            pids = {self.child.pid} | {
+                p.pid for p in self.state.os.processes if "vllm" in (p.name + " " + p.cmdline).lower()
+            }
+            held = [by_pid[pid] for pid in pids if pid in by_pid]
+            nvml_bytes = sum(held) if held else None
+        return vllm_log_line(log, log_buckets(log), self._vllm_plan[1], self._vllm_plan[2], nvml_bytes)
 
     def _push_to_screen(self) -> None:
         screen = self.screen
