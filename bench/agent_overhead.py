@@ -240,13 +240,22 @@ def transformers_main(args: argparse.Namespace) -> int:
         tracker.on_model(model)
         one = {"input_ids": ids[:, :1]}
         n = 20000
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         for _ in range(n):
             tracker._pre_forward(model, (), one)  # noqa: SLF001
             tracker._post_forward(model, (), one, None)  # noqa: SLF001
         per_forward = (time.perf_counter() - t0) / n
+        per_forward_cpu = (time.thread_time() - c0) / n
+        print(
+            f"autotrack hooks, timed directly over {n:,} calls: {per_forward_cpu * 1e6:.2f} us of CPU per "
+            f"forward call ({per_forward * 1e6:.2f} us wall, waiting for a busy CPU included), pre + post "
+            f"hook, CPU probe: getrusage + /proc/self/statm",
+            flush=True,
+        )
         tracker._unhook(model)  # noqa: SLF001
         agent.stop()
+        if args.rounds < 1:
+            return 0
         for _ in range(args.rounds):
             order = list(TF_SETTINGS)
             rng.shuffle(order)
@@ -283,8 +292,6 @@ def transformers_main(args: argparse.Namespace) -> int:
         low, high = bootstrap_ratio(p10, wall[setting], off, rng)
         med = statistics.median(wall[setting]) / statistics.median(off)
         print(f"  {setting:>30}: p10 ratio {r:.4f} (95% CI {low:.4f}-{high:.4f}); median ratio {med:.4f}")
-    print(f"  autotrack hooks, timed directly: {per_forward * 1e6:.2f} us per forward call (pre + post hook, "
-          f"CPU probe: getrusage + /proc/self/statm)")  # fmt: skip
     return 0
 
 

@@ -80,7 +80,7 @@ def test_plan_follows_the_loaded_model_and_its_cache_and_says_where_each_input_c
     assert (source.inputs.format, source.inputs.context, source.inputs.users) == ("fp32", 4096, 8)
     (c,) = comparisons(state)
     assert c.plan_label.startswith("pid 4121's LlamaForCausalLM fp32, KV auto, 4,096 ctx × 8 users")
-    assert "model: from pid 4121's loaded model (LlamaForCausalLM)" in c.notes[0]
+    assert c.notes[0].startswith("model: from pid 4121's loaded model · context: from its cache, 4,096 tokens")
     assert "context: from its cache, 4,096 tokens" in c.notes[0]
     # the plan's KV is the planner's per-token figure x tokens x batch for the loaded config
     assert c.planned_bytes("kv") == 2048 * 4096 * 8
@@ -114,7 +114,7 @@ def test_several_agents_each_get_their_own_plan():
 @pytest.mark.parametrize(
     ("params", "device", "expected"),
     [
-        ("planned", "-1", "equal"),
+        ("planned", "-1", "as planned"),
         ("double", "-1", "weights duplicated"),
         ("more", "-1", "a tensor upcast"),
         ("offload", "-1", "kept off this device"),
@@ -148,7 +148,7 @@ def test_demo_transformers_recording_shows_the_automatic_buckets_and_the_plan_it
     (c,) = comparisons(state, base=options["plan_inputs"])
     assert c.measured_bytes("weights") == planned_fp32() + 128
     assert c.planned_bytes("weights") == planned_fp32()
-    assert any("planned 18.6 MiB: equal" in n for n in c.notes)
+    assert "weights: measured = planned 18.6 MiB + buffers 128 B: as planned" in c.notes
     cache = view.info.caches[0]
     assert c.plan_label.startswith(f"pid {view.pid}'s LlamaForCausalLM fp32, KV auto, {cache.tokens:,} ctx × 8 users")
     assert any(n.startswith("activations: prefill peak") and "decode peak" in n for n in c.notes)

@@ -477,13 +477,7 @@ def plan_sources(state: MonitorState, base: PlanInputs, explicit: frozenset[str]
             else:
                 spec = replace(spec, name=f"pid {view.pid}'s {model.cls}")
                 fields["model"] = f"pid {view.pid}: {model.cls}"
-                notes.append(f"model: from pid {view.pid}'s loaded model ({model.cls})")
-        if "format" not in explicit and spec is not None:
-            quantized = model.config.get("quantization_config") is not None
-            fmt_name = spec.default_format if quantized else DTYPE_FORMATS.get(model.dtype or "")
-            if fmt_name is not None:
-                fields["format"] = fmt_name
-                notes.append(f"format: {fmt_name} as loaded")
+                notes.append(f"model: from pid {view.pid}'s loaded model")
         cache, where = _cache_for_plan(info)
         if cache is not None:
             if "context" not in explicit:
@@ -491,9 +485,15 @@ def plan_sources(state: MonitorState, base: PlanInputs, explicit: frozenset[str]
                 notes.append(f"context: from {where}, {cache.tokens:,} tokens")
             if "users" not in explicit:
                 fields["users"] = cache.batch
-                notes.append(f"users: batch {cache.batch}")
+                notes.append(f"batch {cache.batch}")
         elif "context" not in explicit:
             notes.append(f"context: no cache seen yet, {base.context:,} tokens (default)")
+        if "format" not in explicit and spec is not None:
+            quantized = model.config.get("quantization_config") is not None
+            fmt_name = spec.default_format if quantized else DTYPE_FORMATS.get(model.dtype or "")
+            if fmt_name is not None:
+                fields["format"] = fmt_name
+                notes.append(f"{fmt_name} as loaded")
         out.append(
             PlanSource(view.pid, replace(base, **fields), spec, key if spec else "", tuple(notes), error)
         )
@@ -513,7 +513,7 @@ def phase_line(info) -> str:
         when = time.strftime("%H:%M:%S", time.gmtime(p.peak_t)) if p.peak_t else "?"
         text = f"{name} peak {_bytes_short(p.peak_bytes)} at {when}"
         if p.unresolved_calls:
-            text += f" ({p.calls - p.unresolved_calls:,}/{p.calls:,} calls above an earlier high)"
+            text += f" ({p.calls - p.unresolved_calls:,}/{p.calls:,} calls seen)"
         parts.append(text)
     if not parts:
         return ""
@@ -541,9 +541,10 @@ def weights_check(info, planned_weight_bytes: int, device: int) -> str:
     measured = params + buffers
     elsewhere = sum(v for d, v in model.params_bytes.items() if d != device)
     diff = params - planned_weight_bytes
-    head = f"weights: measured {_exact(measured)} = params {_exact(params)} + buffers {_exact(buffers)}"
     if diff == 0:
-        return f"{head}; planned {_exact(planned_weight_bytes)}: equal (buffers are rotary tables etc.)"
+        planned = _exact(planned_weight_bytes)
+        return f"weights: measured = planned {planned} + buffers {_exact(buffers)}: as planned"
+    head = f"weights: measured {_exact(measured)} (params {_exact(params)} + buffers {_exact(buffers)})"
     cause = "cause unknown"
     config = model.config or {}
     embed = config.get("vocab_size", 0) * config.get("hidden_size", 0)
@@ -557,7 +558,7 @@ def weights_check(info, planned_weight_bytes: int, device: int) -> str:
         cause = "more than planned: a tensor upcast (e.g. kept in fp32), or a format other than planned"
     else:
         cause = "less than planned: part of the model elsewhere, or a format other than planned"
-    return f"{head}; planned {_exact(planned_weight_bytes)}: differs by {diff:+,} B: {cause}"
+    return f"{head} vs planned {_exact(planned_weight_bytes)}: {diff:+,} B, {cause}"
 
 
 def _exact(n: int) -> str:
