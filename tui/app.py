@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import pathlib
-import re
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -24,6 +23,7 @@ from planner.budget import PlanInputs, make_plan
 from planner.catalog import catalog_names
 from planner.formats import weight_formats
 from planner.machines import MACHINES, Machine
+from tui import options
 from tui.screens.help import HelpScreen
 from tui.screens.live import LiveScreen, LiveView
 from tui.screens.plan import FIELDS, PlanChoices, PlanScreen, PlanView
@@ -85,19 +85,15 @@ class ChildLike(Protocol):
 
 
 def default_plan_inputs() -> PlanInputs:
-    """The lesson's defaults: Llama 3.1 8B, BF16, 8K context, 8 users."""
-    return PlanInputs(model="llama-3.1-8b", format="bf16", kv_dtype="auto", context=8192, users=8)
-
-
-def parse_tokens(text: str, what: str) -> int:
-    """'8192', '8k' or '128K' (k = 1024 tokens) → int; a clear message otherwise."""
-    match = re.fullmatch(r"\s*(\d+)\s*([kK]?)\s*", text)
-    if not match:
-        raise ValueError(f"{what}: {text!r} is not a whole number (8192 or 8k)")
-    value = int(match.group(1)) * (1024 if match.group(2) else 1)
-    if value < 1:
-        raise ValueError(f"{what} must be at least 1, got {value}")
-    return value
+    """The defaults every command shares (tui/options.py): Llama 3.1 8B, its own weights, 8K, 8 users."""
+    return PlanInputs(
+        model=options.DEFAULT_MODEL,
+        format=options.DEFAULT_FORMAT,
+        kv_dtype=options.DEFAULT_KV_DTYPE,
+        context=options.DEFAULT_CONTEXT,
+        users=options.DEFAULT_USERS,
+        tp=options.DEFAULT_TP,
+    )
 
 
 def inputs_from_fields(base: PlanInputs, values: dict[str, str]) -> PlanInputs:
@@ -112,9 +108,9 @@ def inputs_from_fields(base: PlanInputs, values: dict[str, str]) -> PlanInputs:
         model=model,
         format=None if fmt in ("", "default") else fmt,
         kv_dtype=values.get("kv_dtype") or "auto",
-        context=parse_tokens(values.get("context", ""), "context"),
-        users=parse_tokens(values.get("users", ""), "users"),
-        tp=parse_tokens(values.get("tp", ""), "tp"),
+        context=options.parse_count(values.get("context", ""), "context", minimum=1),
+        users=options.parse_count(values.get("users", ""), "users", minimum=1),
+        tp=options.parse_count(values.get("tp", ""), "tp", minimum=1),
     )
 
 
