@@ -89,8 +89,9 @@ PLAN_FIELDS = ("model", "format", "kv_dtype", "context", "users", "tp")
 
 
 def plan_fields_given(plan: PlanDefaults) -> frozenset[str]:
-    """Plan fields the config file set to something other than the built-in default. A field set to exactly
-    the default cannot be told from no value: there an agent's loaded model still wins (a flag always wins)."""
+    """Plan fields the config file set to something other than the built-in default. A field set to
+    exactly the default cannot be told from no value: there an agent's loaded model still wins (a flag
+    always wins)."""
     defaults = PlanDefaults()
     return frozenset(name for name in PLAN_FIELDS if getattr(plan, name) != getattr(defaults, name))
 

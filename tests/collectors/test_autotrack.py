@@ -84,7 +84,10 @@ def test_unmodified_generate_script_is_tracked_without_any_memsight_call(tmp_pat
         # one prefill (2 x 16 prompt tokens), 63 decode steps (the last token is never fed back), labelled
         assert info["phases"]["prefill"]["calls"] == 1 and info["phases"]["prefill"]["last_tokens"] == 32
         assert info["phases"]["decode"]["calls"] == 63 and info["phases"]["decode"]["last_tokens"] == 2
-        assert info["phases"]["prefill"]["peak_bytes"] > 0
+        # a prefill this small (2 x 16 tokens) may stay under the RSS high that building the model set: then
+        # it is counted as unresolved, never given a made-up figure
+        prefill = info["phases"]["prefill"]
+        assert (prefill["peak_bytes"] or 0) > 0 or prefill["unresolved_calls"] == 1
         assert "ru_maxrss" in info["phase_counter"]
         # the ring: weights on the CPU (device -1) == parameters + buffers; the cache is gone after generate
         reader = AgentReader(ring)
