@@ -86,6 +86,8 @@ class Monitor:
         self.exporter = None
         self.recorder = Recorder(record_to, hz=hz) if record_to is not None else None
         self._record_lock = threading.Lock()
+        if self.recorder is not None:
+            self.builder.on_alert = self._record_alert
         self._readers: dict[tuple[int, int], AgentReader] = {}
         self._info_files: dict[tuple[int, int], InfoFile] = {}
         self._info_errors: dict[tuple[int, int], str] = {}
@@ -142,6 +144,9 @@ class Monitor:
         sweep_dead_files(self.agent_dir)
         if self.recorder is not None:
             with self._record_lock:
+                summary = self.builder.state.summary
+                if summary is not None:
+                    self.recorder.summary(summary)  # the run's peaks, lowest headroom and alerts, last
                 self.recorder.close()
         if self.nvml is not None and self._nvml_given is None:
             self.nvml.close()
@@ -157,6 +162,10 @@ class Monitor:
 
     def state(self) -> MonitorState:
         return self.builder.state
+
+    def _record_alert(self, alert) -> None:
+        with self._record_lock:
+            self.recorder.alert(alert)
 
     def _loop(self, name: str, period: float, fn: Callable[[], None], at_once: bool = False) -> None:
         next_t = time.monotonic() + (0.0 if at_once else period)

@@ -11,6 +11,8 @@ One JSON object per line, `"k"` saying which kind:
                tracked models' config, caches, phase peaks, hook status; collectors/agent_info.py)
   vllm        {"k":"vllm","t","url","status","available","num_gpu_blocks","block_size",
                "gpu_memory_utilization","samples","models":[{...VLLMModelStats...}]}   (--vllm-url only)
+  alert       {"k":"alert","t","kind","severity","message","pid","device","value"}  (raised during the run)
+  summary     {"k":"summary","t",...collectors.summary.summary_to_json...}         (last line, at the end)
 Numbers are bytes; null is unknown; the string "unsupported" never appears for a number (DeviceInfo keeps
 its `unsupported` list instead).
 
@@ -34,6 +36,7 @@ from collectors.errors import CollectorError
 from collectors.snapshots import (
     OS_FIELDS,
     AgentRecord,
+    Alert,
     DeviceInfo,
     GpuProcess,
     NVMLSnapshot,
@@ -42,8 +45,10 @@ from collectors.snapshots import (
     VLLMModelStats,
     VLLMSnapshot,
 )
+from collectors.summary import RunSummary, alert_to_json, summary_to_json
 
 FORMAT_VERSION = 1
+ALERT_KEYS = ("t", "kind", "severity", "message", "pid", "device", "value")
 
 
 def _num(x: float | int | None) -> float | int | None:
@@ -182,6 +187,12 @@ class Recorder:
             return  # unchanged: replay holds the previous one
         self._last_vllm = text
         self._write({"k": "vllm", "t": snap.t, **body})
+
+    def alert(self, alert: Alert) -> None:
+        self._write({"k": "alert", **alert_to_json(alert)})
+
+    def summary(self, summary: RunSummary) -> None:
+        self._write({"k": "summary", "t": summary.end_t, **summary_to_json(summary)})
 
     def agent(
         self,
@@ -379,6 +390,8 @@ class _Source:
         self.end: float | None = None
         self.fields: dict[str, _Stats] = {}
         self.status: str | None = None  # agents: the last cuda_state ("CUDA not initialized", "ok", ...)
+        self.name: str | None = None  # processes: /proc comm
+        self.cmdline: str | None = None  # processes and agents: the command line
 
     def add(self, t: float, values: dict[str, Any]) -> None:
         self.samples += 1
@@ -399,6 +412,10 @@ class _Source:
         }
         if self.status is not None:
             out["status"] = self.status
+        if self.name is not None:
+            out["name"] = self.name
+        if self.cmdline is not None:
+            out["cmdline"] = self.cmdline
         return out
 
 
@@ -411,16 +428,30 @@ def summarize(recording: Recording) -> dict:
             sources[sid] = _Source(sid, kind, pid)
         return sources[sid]
 
+    cmdlines: dict[tuple, str] = {}
+    agent_cmdlines: dict[tuple, str] = {}
+    alerts: list[dict] = []
+    recorded_summary = None
     for e in _events(recording):
         k, t = e["k"], e.get("t")
-        if k == "os":
+        if k == "proc":
+            cmdlines[(e.get("pid"), e.get("start"))] = e.get("cmdline", "")
+        elif k == "agent_meta":
+            agent_cmdlines[(e.get("pid"), e.get("start"))] = e.get("cmdline", "")
+        elif k == "alert":
+            alerts.append({key: e.get(key) for key in ALERT_KEYS})
+        elif k == "summary":
+            recorded_summary = {key: value for key, value in e.items() if key not in ("k", "t")}
+        elif k == "os":
             source("os", "os", None).add(
                 t,
                 {f: e.get(f) for f in OS_FIELDS} | {"system_used": e["mem_total"] - e["mem_available"]},
             )
             for row in e.get("procs", []):
                 pid, start, name, rss = row[:4]
-                source(f"process:{pid}:{start}", "process", pid).add(t, {"rss": rss, "growth": row[4]})
+                src = source(f"process:{pid}:{start}", "process", pid)
+                src.add(t, {"rss": rss, "growth": row[4]})
+                src.name, src.cmdline = name, cmdlines.get((pid, start), "")
         elif k == "nvml":
             for d in e.get("devices", []):
                 source(f"nvml:{d['index']}", "nvml", None).add(
@@ -465,6 +496,7 @@ def summarize(recording: Recording) -> dict:
                 values["gap"] = r.reserved - r.allocated
             src = source(f"agent:{e['pid']}:{e['start']}:{r.device}", "agent", e["pid"])
             src.add(r.t, values)
+            src.cmdline = agent_cmdlines.get((e["pid"], e["start"]), "")
             src.status = r.cuda_state
         elif k == "vllm":
             snap = vllm_snapshot_from(e)
@@ -494,6 +526,8 @@ def summarize(recording: Recording) -> dict:
         "host": recording.header.get("host"),
         "bad_lines": recording.bad_lines,
         "sources": [s.to_json() for s in sources.values()],
+        "alerts": alerts,  # as raised during the run (recordings made before alerts were recorded: [])
+        "summary": recorded_summary,  # collectors.summary.summary_to_json; None in older recordings
     }
 
 

@@ -114,8 +114,11 @@ async def test_live_screen_shows_measured_over_the_plan():
         # process table: chrome grew 2.54 GiB in 30 s (> 2 GiB): marked FAST; jupyter is NEW
         top = app.screen.query_one("#top-processes", ProcessSummary)
         flags = {cells[1]: cells[-1] for cells in top.shown}
-        assert flags["chrome"] == "FAST" and flags["jupyter-lab"] == "NEW" and flags["Xorg"] == ""
-        assert [cells[1] for cells in top.shown][:2] == ["python", "chrome"]  # largest resident first
+        # named by their command lines, paths cut to their last part
+        assert flags["chrome"] == "FAST" and flags["Xorg"] == ""
+        assert flags["jupyter-lab --no-browser"] == "NEW"
+        # largest resident first; the agent's process is the experiment's own: marked ●
+        assert [cells[1] for cells in top.shown][:2] == ["● python serve.py --model", "chrome"]
         assert "FAST" in text_of(top)
 
 
@@ -321,10 +324,10 @@ async def test_processes_screen_sorts_and_filters():
         await pilot.pause()
         table = app.screen.query_one(ProcessTable)
         assert table.row_count == len(gb10_state().os.processes)
-        assert table.get_row_at(0)[1].plain == "python"  # largest RSS first
+        assert table.get_row_at(0)[1].plain == "● python serve.py --model"  # largest RSS first
         await pilot.press("s")  # rss -> gpu
         assert table.sort_key == "gpu"
-        assert table.get_row_at(0)[1].plain == "python"
+        assert table.get_row_at(0)[1].plain == "● python serve.py --model"
         await pilot.press("s")  # gpu -> growth
         assert table.sort_key == "growth"
         assert table.get_row_at(0)[1].plain == "chrome"
@@ -397,8 +400,8 @@ async def test_two_ranks_one_row_each_busiest_marked_and_per_rank_plan():
         await pilot.pause()
         table = app.screen.query_one(AgentsTable)
         assert table.row_count == 2
-        marks = [table.get_row_at(i)[0].plain for i in range(2)]
-        assert marks == ["", "★"]  # rank 1 reserves 3 GiB more
+        marks = [table.get_row_at(i)[0].plain[0] for i in range(2)]
+        assert marks == [" ", "★"]  # rank 1 reserves 3 GiB more (the mark leads its pid cell)
         bars = list(app.screen.query(BucketBars))
         assert [b.data.title for b in bars] == [
             "GPU 0 · NVIDIA H100 80GB HBM3",

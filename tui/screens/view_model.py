@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from collectors.alerts import AlertOptions
-from collectors.snapshots import AgentView, DeviceInfo, MeasuredBuckets, MonitorState
+from collectors.snapshots import AgentView, DeviceInfo, MeasuredBuckets, MonitorState, short_command
 from planner.budget import PlanInputs
 from tui.widgets.data import (
     AgentRow,
@@ -264,7 +264,15 @@ def headroom(state: MonitorState, thresholds: AlertOptions) -> HeadroomData:
     )
 
 
-def process_rows(state: MonitorState, thresholds: AlertOptions) -> tuple[ProcessRow, ...]:
+def own_pids(state: MonitorState) -> frozenset[int]:
+    """The experiments' processes: every agent's (under `memsight run` the app keeps only the command's own,
+    tui/cmd_run.py RunChild.family)."""
+    return frozenset(a.pid for a in state.agents)
+
+
+def process_rows(
+    state: MonitorState, thresholds: AlertOptions, own: frozenset[int] = frozenset()
+) -> tuple[ProcessRow, ...]:
     if state.os is None:
         return ()
     return tuple(
@@ -278,6 +286,8 @@ def process_rows(state: MonitorState, thresholds: AlertOptions) -> tuple[Process
             is_new=p.is_new,
             fast_growing=p.growth_bytes is not None and p.growth_bytes > thresholds.growth_bytes,
             cmdline=p.cmdline,
+            command=p.label,
+            own=p.pid in own,
         )
         for p in state.os.processes
     )
@@ -291,23 +301,25 @@ def agent_rows(state: MonitorState) -> tuple[AgentRow, ...]:
         for rec in records:
             gap = None if rec.reserved is None or rec.allocated is None else rec.reserved - rec.allocated
             where = f"cuda:{rec.device}" if rec.device >= 0 else _short_state(rec.cuda_state)
+            if not agent.alive:
+                where = "exited"  # its last figures stay in the row
             rows.append(
                 AgentRow(
                     pid=agent.pid,
-                    label=f"{_short_cmd(agent)} · {where}{_held_rate(agent)}"
-                    + ("" if agent.alive else " (exited)"),
+                    label=f"{_short_cmd(agent)}{_held_rate(agent)}",
                     allocated=rec.allocated,
                     reserved=rec.reserved,
                     gap=gap,
                     retries=rec.alloc_retries,
                     ooms=rec.num_ooms,
                     busiest=False,
+                    where=where,
                 )
             )
     if len(rows) > 1:
         busiest = max(range(len(rows)), key=lambda i: (rows[i].reserved or 0, rows[i].allocated or 0))
         r = rows[busiest]
-        rows[busiest] = AgentRow(r.pid, r.label, r.allocated, r.reserved, r.gap, r.retries, r.ooms, True)
+        rows[busiest] = replace(r, busiest=True)
     return tuple(rows)
 
 
@@ -325,11 +337,7 @@ def _short_state(cuda_state: str) -> str:
 
 
 def _short_cmd(agent: AgentView) -> str:
-    words = agent.cmdline.split()
-    if not words:
-        return f"pid {agent.pid}"
-    short = " ".join(w.rsplit("/", 1)[-1] for w in words[:2])
-    return short[:24]
+    return short_command(agent.cmdline, max_words=2, width=28) or f"pid {agent.pid}"
 
 
 def alert_rows(state: MonitorState, origin_t: float) -> tuple[AlertRow, ...]:
