@@ -40,6 +40,7 @@ from tui.screens.view_model import (
     comparison_groups,
     headroom,
     machine_bar,
+    other_processes_bytes,
     own_pids,
     plan_sources,
     pools,
@@ -80,7 +81,8 @@ PLAN_MEMO_SIZE = 256
 # "this" machine's reserve is what is in use now; re-planning it at every tick would cost a make_plan per
 # tick for figures that move by megabytes.
 THIS_MACHINE_RESAMPLE_S = 5.0
-DEFAULT_UNIFIED_OS_RESERVE = 10 * GIB  # the lesson's assumption for a unified pool until measured
+# None: measure it (MemTotal - MemAvailable - what the experiment holds); the lesson assumes 10 GiB on a Spark
+DEFAULT_UNIFIED_OS_RESERVE: int | None = None
 
 
 class MonitorLike(Protocol):
@@ -183,7 +185,7 @@ class MemsightApp(App[int]):
         plan_inputs: PlanInputs | None = None,
         refresh_hz: float = 2.0,
         thresholds: AlertOptions | None = None,
-        unified_os_reserve_bytes: int = DEFAULT_UNIFIED_OS_RESERVE,
+        unified_os_reserve_bytes: int | None = DEFAULT_UNIFIED_OS_RESERVE,
         manage_monitor: bool = True,
         child: ChildLike | None = None,
         exit_with_child: bool = False,
@@ -569,7 +571,9 @@ class MemsightApp(App[int]):
                 if pool.capacity_bytes is None:
                     live_errors[key] = f"{pool.title}: capacity unknown, nothing to plan against"
                     continue
-                reserve = self.unified_os_reserve_bytes if pool.unified else 0
+                # One "this machine" for both screens: a unified pool (or host RAM) keeps the same OS reserve
+                # as the Plan screen's "this machine" row; a discrete GPU keeps none.
+                reserve = this.os_reserve_bytes if pool.unified and this is not None else 0
                 machine = sampled_machine(pool.title, pool.capacity_bytes, reserve, pool.unified)
                 source = by_pid.get(pid) if pid is not None else None
                 if source is not None and source.error:
@@ -626,6 +630,8 @@ class MemsightApp(App[int]):
 
     def _this_machine(self, state: MonitorState, *, force: bool) -> Machine | None:
         capacity, reserve = this_machine_capacity(state)
+        if self.unified_os_reserve_bytes is not None and this_unified(state):
+            reserve = self.unified_os_reserve_bytes  # the user's figure (--os-reserve-gib / config)
         if capacity is None:
             self._this = None
             return None
@@ -650,13 +656,15 @@ def ended_comparisons(comparisons: tuple, ended: str) -> tuple:
 
 def this_machine_capacity(state: MonitorState) -> tuple[int | None, int | None]:
     """(capacity, OS reserve) of the machine memsight runs on, from the sampled state (never /proc directly):
-    a discrete GPU's total with no reserve, else MemTotal with what is in use now as the reserve."""
+    a discrete GPU's total with no reserve, else MemTotal with what the OS and every other process hold now:
+    MemTotal - MemAvailable - what the memsight agents' processes hold (the Live screen's "other"; the
+    experiment itself is planned, so it is not counted twice)."""
     discrete = [d for d in state.nvml.devices if not d.unified and d.total]
     if state.nvml.available and discrete and not state.unified:
         return discrete[0].total, 0
     if state.os is None:
         return None, None
-    return state.os.mem_total, state.os.mem_total - state.os.mem_available
+    return state.os.mem_total, other_processes_bytes(state, pools(state)[0])
 
 
 def sampled_machine(label: str, capacity: int, reserve: int, unified: bool) -> Machine:
@@ -756,7 +764,7 @@ def run_app(
     plan_inputs: PlanInputs | None = None,
     refresh_hz: float = 2.0,
     thresholds: AlertOptions | None = None,
-    unified_os_reserve_bytes: int = DEFAULT_UNIFIED_OS_RESERVE,
+    unified_os_reserve_bytes: int | None = DEFAULT_UNIFIED_OS_RESERVE,
     manage_monitor: bool = True,
     child: ChildLike | None = None,
     exit_with_child: bool = False,

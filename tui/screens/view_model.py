@@ -123,7 +123,7 @@ def measured_segments(
             missing.append("no /proc/meminfo sample")
         else:
             free = os_snap.mem_available
-            other = max(0, os_snap.mem_total - os_snap.mem_available - held)
+            other = other_processes_bytes(state, pool)
     else:
         device = _device(state, pool.index)
         free = device.free if device else None
@@ -144,6 +144,16 @@ def measured_segments(
         Segment("free", free),
     )
     return segments, "; ".join(missing)
+
+
+def other_processes_bytes(state: MonitorState, pool: PoolCapacity) -> int | None:
+    """On a unified pool (or host RAM): what the OS and every process but the memsight agents' hold now,
+    MemTotal - MemAvailable - the agents' held bytes. The Live screen's "other" and the OS reserve of the
+    plan for "this machine" (tui/app.py) are this one figure."""
+    if state.os is None:
+        return None
+    held = _sum([_process_held(b) for b in _buckets_for(state, pool)]) or 0
+    return max(0, state.os.mem_total - state.os.mem_available - held)
 
 
 def _device(state: MonitorState, index: int) -> DeviceInfo | None:
@@ -181,6 +191,8 @@ def plan_label(plan) -> str:
     verdict = (
         f"fits, max {plan.max_users} users" if plan.fits else f"does NOT fit (max {plan.max_users} users)"
     )
+    if plan.warnings:  # a context past the model's max_position_embeddings (planner/budget.py)
+        verdict += f", past its {plan.spec.max_position_embeddings:,}-token limit"
     tp = f", tp={i.tp}" if i.tp > 1 else ""
     # a config path is the model's name to the planner; its file name is what fits on one line
     name = plan.spec.name
