@@ -102,13 +102,12 @@ def measured_segments(
     activations = _sum([b.activations_bytes for b in buckets])
     gap = _sum([b.allocator_gap_bytes for b in buckets])
     non_torch = _sum([b.non_torch_bytes for b in buckets])
-    held = _sum([_process_held(b) for b in buckets]) or 0
+    held = _held(state, pool, buckets)
     if pool.index < 0 and buckets:
         # a CPU-only program is shown as itself: its RSS is its total (weights + KV + the rest of the
-        # process, drawn as "untracked"), not part of "other processes / OS"
+        # process, drawn as "untracked"), not part of "other processes / OS" (other_processes_bytes)
         rss = _sum([_host_rss(state, pid) for pid in {b.pid for b in buckets}])
         if rss is not None:
-            held = rss
             untracked = max(0, rss - (weights or 0) - (kv or 0))
     if not buckets:
         missing.append("no memsight agent attached: weights/KV/activations/gap unknown (memsight run -- CMD)")
@@ -152,8 +151,18 @@ def other_processes_bytes(state: MonitorState, pool: PoolCapacity) -> int | None
     plan for "this machine" (tui/app.py) are this one figure."""
     if state.os is None:
         return None
-    held = _sum([_process_held(b) for b in _buckets_for(state, pool)]) or 0
+    held = _held(state, pool, _buckets_for(state, pool))
     return max(0, state.os.mem_total - state.os.mem_available - held)
+
+
+def _held(state: MonitorState, pool: PoolCapacity, buckets: list[MeasuredBuckets]) -> int:
+    """What the agents' processes hold in the pool: per device their driver-visible figure; in host RAM (a
+    CPU-only program) their RSS, its total."""
+    if pool.index < 0:
+        rss = _sum([_host_rss(state, pid) for pid in {b.pid for b in buckets}])
+        if rss is not None:
+            return rss
+    return _sum([_process_held(b) for b in buckets]) or 0
 
 
 def _device(state: MonitorState, index: int) -> DeviceInfo | None:
