@@ -95,6 +95,7 @@ class Recorder:
         self._last_nvml: str | None = None
         self._last_vllm: str | None = None
         self.lines = 0
+        self.failed: str | None = None  # why recording stopped (a write failed), once it has
         self._write(
             {
                 "k": "header",
@@ -108,21 +109,45 @@ class Recorder:
     def _write(self, obj: dict) -> None:
         if self._file is None:
             return
-        self._file.write(json.dumps(obj, separators=(",", ":")) + "\n")
-        self.lines += 1
-        now = time.monotonic()
-        if now - self._last_flush >= self.flush_interval_s:
-            self._file.flush()
-            self._last_flush = now
+        try:
+            self._file.write(json.dumps(obj, separators=(",", ":")) + "\n")
+            self.lines += 1
+            now = time.monotonic()
+            if now - self._last_flush >= self.flush_interval_s:
+                self._file.flush()
+                self._last_flush = now
+        except OSError as exc:
+            self._stop(exc)
+
+    def _stop(self, exc: OSError) -> None:
+        """A write failed (disk full, I/O error): stop recording, say why once, keep what is on disk.
+        What reached the file is a prefix of the stream, so it stays readable (a cut last line is skipped)."""
+        file, self._file = self._file, None
+        self.failed = (
+            f"recording stopped: cannot write {self.path}: {exc.strerror or exc} "
+            f"(kept the first {self.lines} record(s) that reached it)"
+        )
+        try:
+            file.close()  # closes the descriptor even when the flush inside fails again
+        except OSError:
+            pass
 
     def flush(self) -> None:
         if self._file is not None:
-            self._file.flush()
+            try:
+                self._file.flush()
+            except OSError as exc:
+                self._stop(exc)
+                return
             self._last_flush = time.monotonic()
 
     def close(self) -> None:
         if self._file is not None:
-            self._file.flush()
+            try:
+                self._file.flush()
+            except OSError as exc:
+                self._stop(exc)
+                return
             self._file.close()
             self._file = None
 

@@ -322,6 +322,7 @@ class MonitorState:
     unified_gap_bytes: int | None = None  # system used − GPU-held (CPU-side use, page cache pressure...)
     dropped: Mapping[str, int] = field(default_factory=lambda: _EMPTY)  # per source: samples lost
     source_status: Mapping[str, str] = field(default_factory=lambda: _EMPTY)  # "os"/"nvml"/"agents": ok|why
+    restarts: Mapping[str, int] = field(default_factory=lambda: _EMPTY)  # sampling thread: times restarted
     replay: bool = False  # True when the state comes from a recording (ReplayMonitor)
     vllm: VLLMSnapshot | None = None  # the latest scrape of --vllm-url; None when no URL was given
     # peaks, lowest headroom and alerts since the monitor started (collectors/summary.py); None before a build

@@ -88,6 +88,7 @@ class StateBuilder:
         self.alerts: deque[Alert] = deque(maxlen=max_alerts)
         self._alert_keys: dict[tuple, float] = {}
         self.dropped: dict[str, int] = {}
+        self.restarts: dict[str, int] = {}  # sampling thread name -> times the Monitor restarted it
         self.status: dict[str, str] = {"os": "not sampled yet", "nvml": "not sampled yet", "agents": "ok"}
         self.summary = SummaryAccumulator()  # peaks, lowest headroom, every alert: the end-of-run summary
         self.on_alert: Callable[[Alert], None] | None = None  # called (under the lock) for each new alert
@@ -308,6 +309,7 @@ class StateBuilder:
                 unified_gap_bytes=gap,
                 dropped=MappingProxyType(self._dropped_now()),
                 source_status=MappingProxyType(dict(self.status)),
+                restarts=MappingProxyType(dict(self.restarts)),
                 replay=self.replay,
             )
             self.recent.append(state)

@@ -734,6 +734,9 @@ def plan_summary(plan) -> str:
 
 def live_status(state: MonitorState, source_label: str) -> str:
     parts = [source_label]
+    for fault in ("recording", "threads"):  # a stopped recording, restarted sampling threads: said first
+        if fault in state.source_status:
+            parts.append(state.source_status[fault])
     if state.nvml.available and state.nvml.devices:
         names = sorted({d.name for d in state.nvml.devices})
         parts.append(

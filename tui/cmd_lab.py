@@ -545,9 +545,10 @@ def compare_edge(lab: Lab, pred: dict, m: dict, out: Out) -> dict:
         )
         if d < 0:
             out(
-                "    likely cause: each chunk grows the DynamicCache with torch.cat, which holds a layer's "
-                "old and new keys/values at once (the lesson's brief double copy); the planner counts the "
-                "cache once"
+                "    likely cause: each pass ends with the last position's logits of every sequence "
+                "(batch x vocab x 2 B; the planner counts one row per prefill chunk), and each chunk grows "
+                "the DynamicCache with torch.cat, which holds a layer's old and new keys/values at once (the "
+                "lesson's brief double copy)"
             )
     state = lab.monitor.state()
     if state.os is not None:

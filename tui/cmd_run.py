@@ -344,6 +344,8 @@ def _run(args: argparse.Namespace, cmd: list[str], headless: bool, record: str |
             child.wait()
         monitor.sample_once()  # the child's last records and the OS after it exited
         monitor.stop()  # a recording gets the summary as its last line
+        if monitor.recording_failed is not None:  # disk full: said on exit too; CMD's status still counts
+            print(f"memsight: {monitor.recording_failed}", file=sys.stderr)
     summary = monitor.state().summary
     if summary is not None:
         from collectors.summary import summary_lines  # noqa: PLC0415

@@ -163,11 +163,13 @@ def edge(job: dict, model, meter) -> dict:
             with torch.inference_mode():
                 out = None
                 for start in range(0, ctx, step):
+                    out = None  # the previous pass's logits must not stay alive through the next pass
                     out = forward(model, ids[:, start : start + step], cache, start)
                 prefill_peak = meter.peak
                 mark(label + " decode")
                 for i in range(steps):
                     nxt = out.logits[:, -1:].argmax(-1)
+                    out = None
                     out = forward(model, nxt, cache, ctx + i)
                 kv = meter.allocated
             return {"prefill_peak": prefill_peak, "allocated_with_cache": kv}
@@ -313,7 +315,9 @@ def fragment(job: dict, model, meter) -> dict:
             out = forward(model, ids, cache, 0)
             point(0)
             for i in range(1, tokens + 1):
-                out = forward(model, out.logits[:, -1:].argmax(-1), cache, prompt + i - 1)
+                nxt = out.logits[:, -1:].argmax(-1)
+                out = None  # the previous step's logits must not stay alive through the next step
+                out = forward(model, nxt, cache, prompt + i - 1)
                 if i % every == 0 or i == tokens:
                     mark(f"{label} token {i}")
                     point(i)

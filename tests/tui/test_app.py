@@ -524,3 +524,25 @@ async def test_live_and_plan_screens_agree_on_this_machine(state_of, reserve):
         assert f"max {live.max_users} users" in live_label
         if reserve is not None:
             assert live.os_reserve_bytes == reserve
+
+
+async def test_plan_screen_fields_take_counts_as_the_cli_does():
+    """Issue 11 item 6: the Plan screen reads what is typed with the CLI's parser (1.5k, 8,192, 1k users)."""
+    app, _ = make_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("2")
+        await pilot.pause()
+        for name, typed, value in (
+            ("context", "1.5k", 1536),
+            ("context", "8,192", 8192),
+            ("users", "1k", 1024),
+        ):
+            field = app.screen.query_one(f"#plan-{name}", Input)
+            field.focus()
+            field.value = ""
+            await pilot.press(*typed)
+            await pilot.press("enter")
+            await pilot.pause()
+            assert field.value == typed
+            assert getattr(app.plan_inputs, name) == value
+            assert app.screen.query_one("#plan-error").display is False
