@@ -25,6 +25,7 @@ counted and reported once on stderr), and removes its file at exit.
 from __future__ import annotations
 
 import atexit
+import json
 import math
 import mmap
 import os
@@ -58,18 +59,36 @@ def tensor_nbytes(tensor: Any) -> int:
     return int(tensor.nbytes)
 
 
-def model_bytes_by_device(model: Any) -> dict[int, int]:
-    """Parameters + buffers of a torch.nn.Module (each tensor once, tied weights once), bytes per device
-    (-1 = not on a CUDA device)."""
-    seen: set[int] = set()
-    out: dict[int, int] = {}
+def model_bytes_split(model: Any, seen: set[int] | None = None) -> tuple[dict[int, int], dict[int, int]]:
+    """(parameters, buffers) of a torch.nn.Module, bytes per device (-1 = not on a CUDA device). Each tensor
+    once (tied weights once; with a shared `seen`, once across several models). Tensors still on the meta
+    device (a model being loaded) hold no memory and are skipped."""
+    seen = set() if seen is None else seen
+    parts: list[dict[int, int]] = []
     for tensors in (model.parameters(), model.buffers()):
+        out: dict[int, int] = {}
         for t in tensors:
-            if id(t) in seen:
+            if id(t) in seen or getattr(t, "is_meta", False):
                 continue
             seen.add(id(t))
             d = _device_index(t)
             out[d] = out.get(d, 0) + tensor_nbytes(t)
+        parts.append(out)
+    return parts[0], parts[1]
+
+
+def model_bytes_by_device(model: Any, seen: set[int] | None = None) -> dict[int, int]:
+    """Parameters + buffers of a torch.nn.Module (each tensor once, tied weights once), bytes per device
+    (-1 = not on a CUDA device)."""
+    params, buffers = model_bytes_split(model, seen)
+    return _add(params, buffers)
+
+
+def _add(*parts: dict[int, int]) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for part in parts:
+        for device, size in part.items():
+            out[device] = out.get(device, 0) + size
     return out
 
 
@@ -107,18 +126,51 @@ def kv_tensors(cache: Any, tensor_type: type, depth: int = 0) -> Iterator[Any]:
                 yield from kv_tensors(value, tensor_type, depth + 1)
 
 
-def kv_bytes_by_device(cache: Any) -> dict[int, int]:
+def kv_bytes_by_device(cache: Any, seen: set[int] | None = None) -> dict[int, int]:
+    return cache_summary(cache, seen)["bytes"]
+
+
+def cache_summary(cache: Any, seen: set[int] | None = None) -> dict[str, Any]:
+    """A cache's bytes per device, and what it holds: batch, token slots per layer (the length of each layer's
+    key tensor: for a static cache its allocated length), read from the same tensor objects the bytes come
+    from, so bytes and tokens describe one moment per layer. "structure": "layers" (transformers >= 4.56),
+    "key_cache" (4.x lists), "tensors" (anything else: its tensors found by walking attributes)."""
+    out: dict[str, Any] = {"bytes": {}, "batch": None, "layer_tokens": [], "structure": "tensors"}
     tensor_type = _tensor_type()
-    out: dict[int, int] = {}
     if tensor_type is None:
         return out
-    seen: set[int] = set()
-    for t in kv_tensors(cache, tensor_type):
+    seen = set() if seen is None else seen
+    sizes: dict[int, int] = out["bytes"]
+
+    def add(t: Any) -> None:
         if id(t) in seen:
-            continue
+            return
         seen.add(id(t))
         d = _device_index(t)
-        out[d] = out.get(d, 0) + tensor_nbytes(t)
+        sizes[d] = sizes.get(d, 0) + tensor_nbytes(t)
+
+    layers = getattr(cache, "layers", None)
+    if isinstance(layers, (list, tuple)):
+        out["structure"] = "layers"
+        pairs = [(getattr(layer, "keys", None), getattr(layer, "values", None)) for layer in layers]
+    elif hasattr(cache, "key_cache") and hasattr(cache, "value_cache"):
+        out["structure"] = "key_cache"
+        pairs = list(zip(list(cache.key_cache), list(cache.value_cache), strict=False))
+    else:
+        for t in kv_tensors(cache, tensor_type):
+            add(t)
+        return out
+    for keys, values in pairs:
+        if isinstance(keys, tensor_type) and keys.dim() >= 3 and keys.numel() > 0:
+            out["layer_tokens"].append(int(keys.shape[-2]))
+            if out["batch"] is None:
+                out["batch"] = int(keys.shape[0])
+        for part in (keys, values):
+            for t in kv_tensors(part, tensor_type):
+                add(t)
+    # anything else the cache holds (quantized residuals, offload buffers...), each tensor once
+    for t in kv_tensors(cache, tensor_type):
+        add(t)
     return out
 
 
@@ -189,9 +241,14 @@ def sweep_dead_files(directory: str) -> int:
         key = fmt.parse_ring_file_name(name)
         if key is None or fmt.process_start_ticks(key[0]) == key[1]:
             continue
+        path = os.path.join(directory, name)
         try:
-            os.unlink(os.path.join(directory, name))
+            os.unlink(path)
             removed += 1
+        except OSError:
+            pass
+        try:
+            os.unlink(fmt.info_file_path(path))
         except OSError:
             pass
     return removed
@@ -276,6 +333,19 @@ class Agent:
         self._rss = _SelfRss()
         self._models: list[weakref.ref] = []
         self._caches: list[Any] = []  # weakrefs where possible, else the object (lists of tensors)
+        # ids of objects tracked automatically (collectors/autotrack.py), and models found nested in another
+        self._auto: set[int] = set()
+        self._nested: set[int] = set()
+        self.autotrack: Any = None  # collectors.autotrack.AutoTracker once enable_autotrack() ran
+        self.autotrack_note = "off"
+        self._model_info: dict[int, dict] = {}  # per tracked model: its config etc. (read once)
+        self._model_sizes: list[tuple[Any, dict[int, int], dict[int, int]]] = []
+        self._cache_info: list[dict] = []
+        self._untracked: list[str] = []
+        self.info_path: str | None = None
+        self.info_interval_s = 0.2
+        self._info_t = -math.inf
+        self._info_text = ""
         self._weights: dict[int, int] | None = None
         self._weights_t = -math.inf
         self._mem_info: dict[int, tuple[int, int]] = {}
@@ -316,7 +386,17 @@ class Agent:
         )
         self._mm = mm
         self.path = path
+        self.info_path = fmt.info_file_path(path)
         return path
+
+    def enable_autotrack(self, note: str = "on") -> None:
+        """Hook transformers when (if) the program imports it (collectors/autotrack.py)."""
+        from collectors.autotrack import AutoTracker  # noqa: PLC0415
+
+        if self.autotrack is None:
+            self.autotrack = AutoTracker(self)
+            self.autotrack.install()
+        self.autotrack_note = note
 
     def start(self) -> Agent:
         if self._thread is not None:
@@ -349,10 +429,14 @@ class Agent:
         except (BufferError, ValueError):
             pass
         if remove and path:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+            for name in (path, self.info_path):
+                try:
+                    if name:
+                        os.unlink(name)
+                except OSError:
+                    pass
+        if self.autotrack is not None:
+            self.autotrack.close()
         self._rss.close()
 
     def _run(self) -> None:
@@ -397,13 +481,34 @@ class Agent:
                 pass
 
     # ---- tracking
-    def track_model(self, model: Any) -> None:
+    # The same object tracked twice (automatically and by an explicit call, or twice by hand) is held once;
+    # tensors shared between tracked objects (a model inside another, a cache inside another) are counted
+    # once per refresh (one `seen` set across all of them).
+    def track_model(self, model: Any, auto: bool = False) -> None:
+        if any(r() is model for r in list(self._models)):
+            if not auto:
+                self._auto.discard(id(model))
+                self._nested.discard(id(model))
+            return
         self._models.append(_ref(model))
+        if auto:
+            self._auto.add(id(model))
         self._weights_t = -math.inf
 
-    def track_kv(self, cache: Any) -> None:
+    def track_kv(self, cache: Any, auto: bool = False) -> None:
+        if any(r() is cache for r in list(self._caches)):
+            return
         self._caches.append(_ref(cache))
+        if auto:
+            self._auto.add(id(cache))
         self._kv_t = -math.inf
+
+    def mark_nested(self, model: Any) -> None:
+        """An automatically tracked model turned out to be part of another tracked one: not listed on its own
+        (its tensors are the parent's)."""
+        if id(model) in self._auto:
+            self._nested.add(id(model))
+            self._weights_t = -math.inf
 
     def untrack(self, obj: Any) -> None:
         self._models = [r for r in self._models if r() is not obj]
@@ -423,14 +528,105 @@ class Agent:
     # ---- sampling
     def _tracked(self, now: float) -> tuple[dict[int, int] | None, dict[int, int] | None]:
         if self._models and (self._weights is None or now - self._weights_t >= self.weights_refresh_s):
-            self._weights, self._weights_t = _sum_by_device(self._models, model_bytes_by_device), now
+            _prune(self._models)
+            seen: set[int] = set()
+            sizes = []
+            # outermost models first, so a nested model's tensors are counted under its parent
+            for ref in sorted(self._models, key=lambda r: id(r()) in self._nested):
+                model = ref()
+                if model is not None:
+                    sizes.append((ref, *model_bytes_split(model, seen)))
+            self._model_sizes = sizes
+            self._weights = _add(*(p for _, p, _ in sizes), *(b for _, _, b in sizes))
+            self._weights_t = now
         weights_out = self._weights if self._models else None
         kv: dict[int, int] | None = None
-        if self._caches:
+        if self._caches or self._kv is not None:  # a cache once tracked and now gone holds 0 bytes
             if self._kv is None or now - self._kv_t >= self.kv_refresh_s:
-                self._kv, self._kv_t = _sum_by_device(self._caches, kv_bytes_by_device), now
+                _prune(self._caches)
+                seen = set()
+                infos = []
+                for ref in list(self._caches):
+                    cache = ref()
+                    if cache is not None:
+                        summary = cache_summary(cache, seen)
+                        summary["class"] = type(cache).__name__
+                        summary["auto"] = id(cache) in self._auto
+                        infos.append(summary)
+                        self._note_structure(cache, summary)
+                self._cache_info = infos
+                self._kv, self._kv_t = _add(*(i["bytes"] for i in infos)), now
             kv = self._kv
         return weights_out, kv
+
+    def _note_structure(self, cache: Any, summary: dict) -> None:
+        """A cache of a class whose structure memsight does not know, holding no tensor it finds: named
+        once."""
+        if summary["structure"] != "tensors" or summary["bytes"]:
+            return
+        name = f"{type(cache).__name__}, unknown structure"
+        if name not in self._untracked:
+            self._untracked.append(name)
+
+    # ---- the info file: what a monitor needs besides the numbers (plan inputs, phases, hook status)
+    def info(self) -> dict[str, Any]:
+        """The JSON document published beside the ring file (collectors/agent_info.py reads it)."""
+        models = []
+        for ref, params, buffers in self._model_sizes:
+            model = ref()
+            if model is None or id(model) in self._nested:
+                continue
+            described = self._model_info.get(id(model))
+            if described is None:
+                described = self._model_info[id(model)] = describe_model(model)
+            models.append(
+                dict(
+                    described,
+                    auto=id(model) in self._auto,
+                    params_bytes={str(d): v for d, v in params.items()},
+                    buffers_bytes={str(d): v for d, v in buffers.items()},
+                )
+            )
+        caches = [
+            {
+                "class": i["class"],
+                "auto": i["auto"],
+                "structure": i["structure"],
+                "batch": i["batch"],
+                "tokens": max(i["layer_tokens"]) if i["layer_tokens"] else None,
+                "layer_tokens": i["layer_tokens"],
+                "bytes": {str(d): v for d, v in i["bytes"].items()},
+            }
+            for i in self._cache_info
+        ]
+        tracker = self.autotrack
+        return {
+            "version": fmt.INFO_VERSION,
+            "pid": self.pid,
+            "autotrack": self.autotrack_note,
+            "hooks": dict(tracker.status) if tracker is not None else {},
+            "versions": dict(tracker.versions) if tracker is not None else {},
+            "hook_errors": tracker.errors if tracker is not None else 0,
+            "hook_last_error": tracker.last_error if tracker is not None else "",
+            "models": models,
+            "caches": caches,
+            "phases": tracker.phases.as_json() if tracker is not None else {},
+            "phase_counter": tracker.phases.counter if tracker is not None else "",
+            "untracked": list(self._untracked),
+        }
+
+    def _publish(self, now: float) -> None:
+        if self.info_path is None or now - self._info_t < self.info_interval_s:
+            return
+        self._info_t = now
+        if self.autotrack is None and not self._models and not self._caches:
+            return
+        body = self.info()
+        text = json.dumps(body, separators=(",", ":"), default=str, sort_keys=True)
+        if text == self._info_text:
+            return
+        fmt.write_info_file(self.info_path, json.dumps(dict(body, t=now), separators=(",", ":"), default=str))
+        self._info_text = text
 
     def collect(self) -> list[dict[str, float]]:
         """One tick's records (not written). Device -1 carries process-level data when no CUDA device does."""
@@ -488,6 +684,7 @@ class Agent:
                     kv_bytes=_NAN if kv is None else float(kv.get(-1, 0)),
                 ),
             )
+        self._publish(now)
         self._last_tick_cost = time.perf_counter() - t0
         return records
 
@@ -580,15 +777,37 @@ def _current_device(cuda: CudaSource) -> int:
     return 0
 
 
-def _sum_by_device(refs: list, bytes_by_device) -> dict[int, int]:
-    """Bytes per device of the tracked objects still alive, summed over them."""
-    total: dict[int, int] = {}
-    for ref in refs:
-        obj = ref()
-        if obj is not None:
-            for device, size in bytes_by_device(obj).items():
-                total[device] = total.get(device, 0) + size
-    return total
+def _prune(refs: list) -> None:
+    """Drop references to objects that are gone (in place: the program's thread may append meanwhile)."""
+    for ref in [r for r in refs if r() is None]:
+        try:
+            refs.remove(ref)
+        except ValueError:
+            pass
+
+
+def describe_model(model: Any) -> dict[str, Any]:
+    """Class, name, dtype and the config.json content of a (transformers) model; plain modules get the first
+    three. Read once per model, in the agent's thread."""
+    config = getattr(model, "config", None)
+    as_dict = None
+    to_dict = getattr(config, "to_dict", None)
+    if callable(to_dict):
+        try:
+            as_dict = json.loads(json.dumps(to_dict(), default=str))
+        except Exception:
+            as_dict = None
+    dtype = getattr(model, "dtype", None)
+    if dtype is None:
+        first = next(iter(model.parameters()), None)
+        dtype = getattr(first, "dtype", None)
+    name = getattr(model, "name_or_path", None) or getattr(config, "_name_or_path", None) or ""
+    return {
+        "class": type(model).__name__,
+        "name": str(name),
+        "dtype": str(dtype).replace("torch.", "") if dtype is not None else None,
+        "config": as_dict,
+    }
 
 
 def _PAYLOAD_T(payload: bytes) -> float:  # noqa: N802  (sort key: the record's time)
@@ -652,15 +871,31 @@ def _safe(fn):
 
 
 @_safe
-def start(hz: float | None = None, directory: str | None = None) -> Agent:
+def start(hz: float | None = None, directory: str | None = None, autotrack: bool | None = None) -> Agent:
     """Start (or return) this process's agent. hz defaults to $MEMSIGHT_AGENT_HZ or 10; the agent's CPU
-    budget (share of one core, default 0.005) to $MEMSIGHT_AGENT_CPU_BUDGET."""
+    budget (share of one core, default 0.005) to $MEMSIGHT_AGENT_CPU_BUDGET. autotrack (default: on unless
+    $MEMSIGHT_AUTOTRACK=0) tracks the models and caches transformers builds, without any other call."""
     agent = _PROCESS.agent
     if agent is not None and agent.pid == os.getpid():
         return agent
     rate = hz if hz is not None else float(os.environ.get("MEMSIGHT_AGENT_HZ", "10"))
     budget = float(os.environ.get("MEMSIGHT_AGENT_CPU_BUDGET", DEFAULT_CPU_BUDGET))
     agent = Agent(hz=rate, directory=directory, cpu_budget=budget)
+    agent.open()
+    from collectors.autotrack import enabled_by_env  # noqa: PLC0415
+
+    if autotrack is None:
+        autotrack = enabled_by_env()
+        note = "on" if autotrack else "off (MEMSIGHT_AUTOTRACK=0)"
+    else:
+        note = "on" if autotrack else "off (agent.start(autotrack=False))"
+    if autotrack:
+        try:
+            agent.enable_autotrack(note)
+        except Exception as exc:  # the hooks are optional; the agent is not
+            agent.autotrack_note = f"failed: {type(exc).__name__}: {exc}"
+    else:
+        agent.autotrack_note = note
     agent.start()
     _PROCESS.agent = agent
     atexit.register(_at_exit)
@@ -683,8 +918,15 @@ def _after_fork_in_child() -> None:
     _PROCESS.agent = None
     if inherited is not None:
         inherited._mm = None  # noqa: SLF001  (the child must not touch the parent's ring)
+        inherited.info_path = None
+        tracker = inherited.autotrack
         try:
-            start(hz=inherited.hz, directory=inherited.directory)
+            agent = start(hz=inherited.hz, directory=inherited.directory, autotrack=False)
+            if tracker is not None and agent is not None:  # the patched classes call this tracker: rebind it
+                tracker.rebind(agent)
+                agent.autotrack, agent.autotrack_note = tracker, inherited.autotrack_note
+                for model in tracker.top_models():
+                    agent.track_model(model, auto=True)
         except Exception:
             pass
 

@@ -241,6 +241,33 @@ def ensure_private_dir(path: str) -> str:
     return path
 
 
+# ------------------------------------------------------------------------------------------ info file
+# Beside each ring file, `agent-<pid>-<start>.info.json` (0600): one JSON document the agent rewrites
+# atomically (a temporary file renamed over it) when its content changed, at most every 0.2 s: the tracked
+# models' config / dtype / bytes, the caches' batch and tokens, the prefill/decode phase peaks and the
+# automatic-tracking hooks' status (collectors/agent.py Agent.info; read by collectors/agent_info.py). The
+# ring keeps its fixed-size records; this file carries what does not fit a fixed record.
+INFO_VERSION = 1
+INFO_SUFFIX = ".info.json"
+INFO_MAX_BYTES = 1 << 20
+
+
+def info_file_path(ring_path: str) -> str:
+    base = ring_path[: -len(".ring")] if ring_path.endswith(".ring") else ring_path
+    return base + INFO_SUFFIX
+
+
+def write_info_file(path: str, text: str) -> None:
+    """Write `text` to path atomically, 0600 (a reader sees the old or the new document, never half)."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        os.write(fd, text.encode("utf-8", "replace"))
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
 def ring_file_name(pid: int, start_ticks: int) -> str:
     return f"agent-{pid}-{start_ticks}.ring"
 
