@@ -56,11 +56,24 @@ class ReplayMonitor:
         self.end_t = max(times) if times else 0.0
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self.bad_events = 0  # events the readers refused while playing (counted, skipped, shown on screen)
+        self.first_bad_event = ""
         self._reset()
 
     def _reset(self) -> None:
         self.builder = StateBuilder(replay=True, alert_options=self.alert_options)
         self.builder.status["agents"] = "replay"
+        self._show_bad()
+
+    def _show_bad(self) -> None:
+        """The counted warning on screen: lines skipped on reading, events refused while playing."""
+        parts = []
+        if self.recording.bad_lines:
+            parts.append(f"skipped {self.recording.bad_lines} bad line(s) ({self.recording.first_bad})")
+        if self.bad_events:
+            parts.append(f"skipped {self.bad_events} bad event(s) ({self.first_bad_event})")
+        if parts:
+            self.builder.input_warnings["replay"] = "recording: " + "; ".join(parts)
         self._cursor = 0
         self._cmdlines: dict[tuple[int, int], str] = {}
         self.position_t = self.start_t
@@ -84,7 +97,17 @@ class ReplayMonitor:
         return self.builder.state
 
     def _apply(self, e: dict) -> bool:
-        """Feed one event; True if it changes what the UI shows."""
+        """Feed one event; True if it changes what the UI shows. An event the builder cannot use is counted
+        and skipped (shown on screen), so one bad event never stops the replay thread."""
+        try:
+            return self._apply_one(e)
+        except Exception as exc:  # read_recording checked the fields; this is the last line of defence
+            self.bad_events += 1
+            self.first_bad_event = self.first_bad_event or f"{e.get('k')!s:.20} event: {type(exc).__name__}"
+            self._show_bad()
+            return True
+
+    def _apply_one(self, e: dict) -> bool:
         k = e["k"]
         b = self.builder
         if k == "proc":
@@ -163,7 +186,13 @@ class ReplayMonitor:
         base = self.position_t - self.start_t
         while not self._stop.wait(0.1):
             offset = base + (time.monotonic() - began) * self.speed
-            self.advance_to(min(offset, self.duration_s))
+            try:
+                self.advance_to(min(offset, self.duration_s))
+            except Exception as exc:  # never let the view freeze silently: count it, skip the event, go on
+                self.bad_events += 1
+                self.first_bad_event = self.first_bad_event or f"{type(exc).__name__}: {exc}"[:120]
+                self._show_bad()
+                self._cursor += 1
             if self.at_end:
                 if not self.loop:
                     return

@@ -299,4 +299,7 @@ class MonitorState:
     dropped: Mapping[str, int] = field(default_factory=lambda: _EMPTY)  # per source: samples lost
     source_status: Mapping[str, str] = field(default_factory=lambda: _EMPTY)  # "os"/"nvml"/"agents": ok|why
     replay: bool = False  # True when the state comes from a recording (ReplayMonitor)
+    # bad input skipped while everything else goes on, per source, one line with its count ("agents":
+    # "skipped 3 bad record(s) ...", "replay": "skipped 2 bad event(s) ..."); shown on screen
+    input_warnings: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     vllm: VLLMSnapshot | None = None  # the latest scrape of --vllm-url; None when no URL was given

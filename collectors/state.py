@@ -86,6 +86,7 @@ class StateBuilder:
         self._alert_keys: dict[tuple, float] = {}
         self.dropped: dict[str, int] = {}
         self.status: dict[str, str] = {"os": "not sampled yet", "nvml": "not sampled yet", "agents": "ok"}
+        self.input_warnings: dict[str, str] = {}  # source -> one counted line about bad input it skipped
         self.state: MonitorState = self._empty()
 
     def _empty(self) -> MonitorState:
@@ -297,6 +298,7 @@ class StateBuilder:
                 dropped=MappingProxyType(self._dropped_now()),
                 source_status=MappingProxyType(dict(self.status)),
                 replay=self.replay,
+                input_warnings=MappingProxyType(dict(self.input_warnings)),
             )
             self.recent.append(state)
             while self.recent and t - self.recent[0].t > self.alert_window_s:

@@ -52,6 +52,11 @@ MAX_CONFIG_INT = 1 << 48  # any other integer field of a config (windows, ranks,
 MAX_MEASURED = 2**63  # a byte count, counter or pid: int64 range (anything above is not a measurement)
 MAX_TIMESTAMP = 2**33  # seconds since the epoch (year 2242): a "created" or "t" above is not a time
 
+# ---- memsight's own settings (config.toml and the matching command-line options)
+MIN_REFRESH_HZ = 0.001  # refresh_hz / --hz: once in 1000 s at the slowest
+MAX_REFRESH_HZ = 100  # ... and 100 times a second at the fastest (the screen cannot show more)
+MAX_SETTING = 2**40  # any threshold in its unit (GiB, seconds, fraction): 2**40 GiB is 2**70 bytes
+
 # ---- agent ring files
 MAX_RING_CAPACITY = 1 << 16  # slots in one ring (the agent writes 512)
 MAX_RING_FILES = 1024  # ring files looked at per scan of the agent directory

@@ -14,7 +14,7 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from tui.config import GIB, Config, ConfigError, load_config
+from tui.config import GIB, Config, ConfigError, check_number, check_refresh_hz, load_config
 
 ALL_PROCESSES = 10_000  # "every process" on any ordinary machine
 
@@ -54,17 +54,13 @@ def add_display_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _positive(value: float | None, what: str) -> float | None:
-    if value is not None and value < 0:
-        raise ConfigError(f"{what} must not be negative, got {value}")
-    return value
+    return None if value is None else check_number(what, value)
 
 
 def resolve_config(args: argparse.Namespace) -> Config:
     """The config file, then command-line options over it."""
     config = load_config(args.config, required=args.config is not None)
-    hz = config.refresh_hz if args.hz is None else args.hz
-    if hz <= 0:
-        raise ConfigError(f"--hz must be positive, got {hz}")
+    hz = config.refresh_hz if args.hz is None else check_refresh_hz("--hz", args.hz)
     t = config.thresholds
     updates: dict[str, Any] = {}
     for option, name, unit in (

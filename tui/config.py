@@ -25,6 +25,7 @@ error naming the key, never ignored.
 
 from __future__ import annotations
 
+import math
 import os
 import pathlib
 import tomllib
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from collectors.alerts import AlertOptions
+from planner import limits
 
 GIB = 2**30
 
@@ -90,25 +92,51 @@ def default_path(env: dict[str, str] | None = None) -> pathlib.Path:
 def load_config(path: str | os.PathLike[str] | None = None, *, required: bool = False) -> Config:
     """Read the config; a missing file gives the defaults unless `required` (an explicit --config)."""
     file = pathlib.Path(path) if path is not None else default_path()
-    try:
-        raw = tomllib.loads(file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    if not os.path.lexists(file):
         if required:
-            raise ConfigError(f"config file {file} does not exist") from None
+            raise ConfigError(f"config file {file} does not exist")
         return Config()
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {file}: {exc.strerror}") from None
+    # A regular file within MAX_TOML_BYTES (--config /dev/zero, a FIFO: refused without reading), UTF-8.
+    data = limits.read_regular(file, "MAX_TOML_BYTES", ConfigError, "memsight config file")
+    try:
+        raw = tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"config file {file} is not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {file} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"config file {file} nests too deep to be a memsight config") from None
     return config_from_dict(raw, str(file))
 
 
-def _number(where: str, value: Any) -> float:
+def check_number(where: str, value: Any, *, positive: bool = False) -> float:
+    """A setting: a finite number, not negative (positive if asked), at most MAX_SETTING; ConfigError naming
+    `where` otherwise. Shared by the config file and the command-line options."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigError(f"{where} must be a number, got {value!r}")
-    if value < 0:
-        raise ConfigError(f"{where} must not be negative, got {value!r}")
+        raise ConfigError(f"{where} must be a number, got {value!r}"[:200])
+    if not math.isfinite(value):
+        raise ConfigError(f"{where} must be a finite number, got {value!r}")
+    if value < 0 or (positive and value == 0):
+        raise ConfigError(f"{where} must {'be positive' if positive else 'not be negative'}, got {value!r}")
+    if value > limits.MAX_SETTING:
+        raise ConfigError(f"{where} is {value:.4g}, over {limits.bound('MAX_SETTING')}")
     return float(value)
+
+
+def check_refresh_hz(where: str, value: Any) -> float:
+    """A refresh rate within [MIN_REFRESH_HZ, MAX_REFRESH_HZ] (inf once killed the sampling thread)."""
+    hz = check_number(where, value, positive=True)
+    if not limits.MIN_REFRESH_HZ <= hz <= limits.MAX_REFRESH_HZ:
+        raise ConfigError(
+            f"{where} is {hz:g}, outside {limits.bound('MIN_REFRESH_HZ')} .. {limits.bound('MAX_REFRESH_HZ')}"
+        )
+    return hz
+
+
+def _number(where: str, value: Any) -> float:
+    return check_number(where, value)
 
 
 def config_from_dict(raw: dict[str, Any], where: str = "config") -> Config:
@@ -116,9 +144,7 @@ def config_from_dict(raw: dict[str, Any], where: str = "config") -> Config:
     for key in raw:
         if key not in known:
             raise ConfigError(f"{where}: unknown key {key!r} (known: {', '.join(sorted(known))})")
-    refresh_hz = _number(f"{where}: refresh_hz", raw.get("refresh_hz", 2.0))
-    if refresh_hz <= 0:
-        raise ConfigError(f"{where}: refresh_hz must be positive, got {refresh_hz}")
+    refresh_hz = check_refresh_hz(f"{where}: refresh_hz", raw.get("refresh_hz", 2.0))
     thresholds = AlertOptions()
     section = raw.get("thresholds", {})
     if not isinstance(section, dict):

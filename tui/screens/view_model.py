@@ -112,6 +112,7 @@ def measured_segments(state: MonitorState, pool: PoolCapacity) -> tuple[tuple[Se
             missing.append(f"NVML: not supported: {', '.join(device.unsupported)}")
     if not state.nvml.available:
         missing.append(f"no GPU data: {state.nvml.status}")
+    missing.extend(state.input_warnings.values())  # bad input skipped (counted), the rest goes on
     segments = (
         Segment("other", other),
         Segment("weights", weights),
