@@ -136,6 +136,20 @@ _FORMATS: tuple[WeightFormat, ...] = (
         "embeddings/lm_head/routers (and quantization_config.modules_to_not_convert) kept bf16",
     ),
     WeightFormat(
+        "bnb_nf4",
+        "bitsandbytes 4-bit NF4 as vLLM loads it: packed 4-bit + one fp32 absmax per 64 weights (4.5 bits); "
+        "rest bf16",
+        "vllm/model_executor/model_loader/bitsandbytes_loader.py: the weight as packed uint8 "
+        "[rows*cols/2], the "
+        "double-quantized absmax dequantized to fp32 at load (_dequantize_dq, 'at the cost of increased "
+        "memory'); bnb_4bit_blocksize (64); embeddings/lm_head/norms and llm_int8_skip_modules kept 16-bit",
+    ),
+    WeightFormat(
+        "bnb_fp4",
+        "bitsandbytes 4-bit FP4: the same layout as bnb_nf4 (only the 16 code values differ)",
+        "bitsandbytes Params4bit quant_type 'fp4'; sizes as bnb_nf4 (vLLM bitsandbytes_loader.py)",
+    ),
+    WeightFormat(
         "nvfp4",
         "NVFP4: 16-element blocks of e2m1 with an fp8 e4m3 scale (4.5 bits) + fp32 per-tensor scales",
         "NVIDIA modelopt NVFP4 checkpoints: weight uint8 packed, weight_scale fp8 [out, in/16], "
@@ -253,6 +267,13 @@ def _sizer(spec: ModelSpec, fmt: str, quant: QuantSpec | None) -> Callable[[Tens
 
         def matrix(rows: int, cols: int) -> int:
             return rows * _ceil_div(cols, 2) + rows * _ceil_div(cols, 32)  # e2m1 pairs + one e8m0 per 32
+
+    elif fmt in ("bnb_nf4", "bnb_fp4"):
+        block = quant.group_size if quant and quant.group_size else 64
+
+        def matrix(rows: int, cols: int) -> int:
+            n = rows * cols
+            return _ceil_div(n, 2) + 4 * _ceil_div(n, block)  # packed pairs + fp32 absmax per block
 
     elif fmt == "nvfp4":
 

@@ -925,9 +925,26 @@ def _quantization(config: Mapping[str, Any], decoder: Mapping[str, Any], name: s
         raise PlannerError(f"{name}: quantization_config.quant_algo {algo!r} (modelopt) is not modelled")
     if method == "compressed-tensors":
         return _compressed_tensors(qc, skip, name)
+    if method == "bitsandbytes" and qc.get("load_in_4bit"):
+        # llm_int8_skip_modules: the layers a checkpoint keeps in 16 bit (Unsloth's dynamic 4-bit lists some)
+        kept = qc.get("llm_int8_skip_modules") or ()
+        if not isinstance(kept, Sequence) or isinstance(kept, str):
+            raise PlannerError(f"{name}: quantization_config.llm_int8_skip_modules must be a list of names")
+        quant_type = str(qc.get("bnb_4bit_quant_type", "fp4")).lower()  # bitsandbytes' own default is fp4
+        if quant_type not in ("nf4", "fp4"):
+            raise PlannerError(
+                f"{name}: quantization_config.bnb_4bit_quant_type {quant_type!r} is not nf4/fp4"
+            )
+        block = qc.get("bnb_4bit_blocksize", 64)
+        if isinstance(block, bool) or not isinstance(block, int) or block <= 0:
+            raise PlannerError(f"{name}: quantization_config.bnb_4bit_blocksize must be a positive integer")
+        return QuantSpec(f"bnb_{quant_type}", 4, group_size=block,
+                         modules_to_not_convert=(*skip, *(str(k) for k in kept)))  # fmt: skip
     raise PlannerError(
         f"{name}: quantization_config.quant_method {method or None!r} is not modelled; "
-        "known: fp8, mxfp4, awq, gptq, modelopt (FP8/NVFP4), compressed-tensors (fp8/int8/nvfp4/int4 groups)"
+        "known: fp8, mxfp4, awq, gptq, modelopt (FP8/NVFP4), compressed-tensors (fp8/int8/nvfp4/int4 "
+        "groups), "
+        "bitsandbytes 4-bit"
     )
 
 

@@ -1270,3 +1270,159 @@ def vllm_pool(
         max_num_seqs=max_num_seqs,
         activation_profile=profile,
     )
+
+
+# ----------------------------------------------------------------------------------------------------
+# The pool from the model config, the GPU and the engine arguments alone: what vLLM measures at startup,
+# PREDICTED. Each term says where it comes from: "given" (a flag), "log" (read from a vLLM log) or PREDICTED.
+
+# The device total as vLLM reads it (torch.cuda.mem_get_info()[1], a little under the marketing size), seen in
+# real startup logs. Keys are lower-case device names as torch.cuda.get_device_name() prints them, shortened.
+DEVICE_TOTALS: dict[str, tuple[float, str, tuple[int, int], str]] = {
+    # key: (total GiB, torch.cuda.get_device_name(), compute capability, where the total was seen)
+    "h100-80gb": (79.22, "NVIDIA H100 80GB HBM3", (9, 0),
+                  "total_gpu_memory (79.22GiB) in vllm PR #10511 and PR #12126 (H100 80GB)"),
+    "a100-80gb": (79.15, "NVIDIA A100-SXM4-80GB", (8, 0),
+                  "'Free memory on device (59.32/79.15 GiB)' in ovg-project/kvcached issue #29 (A100 80GB)"),
+    "a100-40gb": (39.50, "NVIDIA A100-SXM4-40GB", (8, 0),
+                  "total_gpu_memory (39.50GiB) in vllm issue #12330 (A100 40GB)"),
+    "rtx3090": (23.58, "NVIDIA GeForce RTX 3090", (8, 6),
+                "total_gpu_memory (23.58GiB) in vllm PR #14447 (24 GB cards, RTX 3090 class)"),
+    "rtx5090": (31.37, "NVIDIA GeForce RTX 5090", (12, 0),
+                "total_gpu_memory (31.37GiB) in vllm issue #14452 (RTX 5090)"),
+    "t4": (14.56, "Tesla T4", (7, 5),
+           "total_gpu_memory (14.56GiB) in Colab T4 logs (tests/planner/test_vllm.py)"),
+    "v100-32gb": (31.74, "Tesla V100-SXM2-32GB", (7, 0),
+                  "total_gpu_memory (31.74GiB) in a V100 blog log (tests/planner/test_vllm.py)"),
+    "gb10": (119.7, "NVIDIA GB10", (12, 1),
+             "GB10 (DGX Spark) unified memory: mem_get_info's total is the whole machine's MemTotal, about "
+             "119.6-121.7 GiB by driver/kernel (shared/fixtures top_gb10: 122502.8 MiB total)"),
+}  # fmt: skip
+
+# Non-torch memory as vLLM counts it, by era (a.2 of ../shared/reference/vllm-kv-formulas.md):
+# - V0 <= 0.6.4 (v0.6.4.post1:vllm/worker/worker.py:177-248): (total - free) - torch allocated after the
+# profile:
+#   everything not from torch, the CUDA context and cuBLAS/NCCL included.
+# - V0 0.6.5 - 0.10 and V1 0.9.1 - 0.26 (memory_profiling(), v0.8.5.post1:vllm/utils.py:~2180-2249,
+#   v0.11.0:vllm/utils/__init__.py:2783-2859): only what GREW after the baseline snapshot taken when the
+# worker
+#   initialised its device, so the CUDA context is before the baseline and not counted.
+# - V1 0.8.0 - 0.9.0 (v0.8.5.post1:vllm/v1/worker/gpu_worker.py:165-212): max(0, cuda used - torch allocated):
+#   the context again, plus other processes' memory on the device.
+# - V1 >= 0.27 (v0.33.0:vllm/utils/mem_utils.py:230-321): free before the instance - free after the profile;
+#   the weights are in it, the non-torch part is again the growth after the baseline.
+# The sizes below are PREDICTED as the typical logged value of that era (logs in tests/data/vllm_logs):
+# growth after the baseline: 0.04 (8 GiB card), 0.10 (A100 40GB), 0.16 (H100) GiB with one GPU; 0.20 (TP=4),
+# 0.33 (PP=2) GiB with several (NCCL and custom all-reduce buffers are allocated outside torch).
+NON_TORCH_GROWTH_ONE_GPU = round(0.10 * GiB)
+NON_TORCH_GROWTH_DISTRIBUTED = round(0.25 * GiB)
+NON_TORCH_WITH_CONTEXT = round(0.35 * GiB)  # vllm issue #10517 (0.6.4, RTX 3090): non_torch_memory=0.35GiB
+NON_TORCH_SOURCE_GROWTH = (
+    "v0.8.5.post1:vllm/utils.py:~2180-2249 memory_profiling (non_torch_increase after the baseline; the CUDA "
+    "context is before it); size PREDICTED from logged values 0.04-0.16 GiB (1 GPU), 0.20-0.33 GiB (TP/PP)"
+)
+NON_TORCH_SOURCE_CONTEXT = (
+    "v0.6.4.post1:vllm/worker/worker.py:177-248 and v0.8.5.post1:vllm/v1/worker/gpu_worker.py:165-212 "
+    "(cuda used - "
+    "torch allocated: the CUDA context counts); size PREDICTED from vllm issue #10517's logged 0.35 GiB"
+)
+# CUDA graphs, deducted before the pool by V1 from 0.20 (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS default "1",
+# v0.20.0:vllm/envs.py:1724; v0.26.0:vllm/v1/worker/gpu_worker.py:508-544). The estimate captures two
+# graphs per
+# mode and extrapolates the second one's cost to every capture size (vllm issue #45178); logged estimates:
+# 0.17 GiB
+# for 7 PIECEWISE graphs (club-3090 #127), 0.36 GiB for 16 (gpustack/runner #251): about 24 MiB per graph, the
+# figure vllm issue #50780 measured for one FULL graph. PREDICTED: 24 MiB x the graphs captured.
+CUDAGRAPH_BYTES_PER_GRAPH = 24 * 2**20
+CUDAGRAPH_SOURCE = (
+    "v0.26.0:vllm/v1/worker/gpu_worker.py:508-544 (estimate deducted, default on from 0.20, "
+    "v0.20.0:vllm/envs.py:"
+    "1724); size PREDICTED as 24 MiB per captured graph (logged 0.17 GiB / 7 graphs, 0.36 GiB / 16; vllm "
+    "#50780)"
+)
+
+
+def cudagraph_capture_sizes(version: str, max_num_seqs: int) -> tuple[int, ...]:
+    """vLLM's default cudagraph_capture_sizes: 1, 2, 4, then multiples of 8 up to 256, then of 16 up to 512,
+    kept up to max_cudagraph_capture_size = min(2 * max_num_seqs, 512) (v0.11.0:vllm/config/compilation.py
+    `_set_cudagraph_sizes`; 0.6 - 0.10: V0 _BATCH_SIZES_TO_CAPTURE [1, 2, 4] + range(8, 256+1, 8) up to
+    max_num_seqs)."""
+    ver = parse_version(version)
+    sizes = [1, 2, 4, *range(8, 257, 8)]
+    if ver >= (0, 11, 0):
+        sizes += list(range(272, 513, 16))
+        limit = min(2 * max_num_seqs, 512)
+    else:
+        limit = max_num_seqs
+    kept = [s for s in sizes if s <= limit]
+    return tuple(kept) or (1,)
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    """One term of the pool arithmetic: its bytes, how it is known and where it comes from."""
+
+    name: str
+    bytes: int
+    how: str  # "given" (a flag) | "log" (read from a vLLM log) | "PREDICTED" | "default" (vLLM's default)
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    key: str
+    total_bytes: int  # as torch.cuda.mem_get_info() reports it
+    name: str  # torch.cuda.get_device_name()
+    capability: tuple[int, int]
+    source: str
+
+
+def device_total(gpu: str) -> Device:
+    """A GPU's total as vLLM reads it, with the name and capability vLLM keys its defaults on."""
+    key = gpu.strip().lower().replace("nvidia ", "").replace(" ", "-")
+    aliases = {"h100": "h100-80gb", "h100-80gb-hbm3": "h100-80gb", "a100": "a100-80gb",
+               "a100-sxm4-80gb": "a100-80gb", "a100-sxm4-40gb": "a100-40gb", "geforce-rtx-3090": "rtx3090",
+               "geforce-rtx-5090": "rtx5090", "tesla-t4": "t4", "spark": "gb10", "dgx-spark": "gb10",
+               "tesla-v100-sxm2-32gb": "v100-32gb"}  # fmt: skip
+    key = aliases.get(key, key)
+    if key not in DEVICE_TOTALS:
+        raise PlannerError(
+            f"no recorded mem_get_info total for GPU {gpu!r}; known: {', '.join(DEVICE_TOTALS)}; "
+            "or give the total as --total-gib"
+        )
+    gib_value, name, capability, source = DEVICE_TOTALS[key]
+    return Device(key, round(gib_value * GiB), name, capability, source)
+
+
+def predicted_non_torch(version: str, engine: str, world_size: int) -> Term:
+    """vLLM's non-torch memory for a version/engine, PREDICTED (see the era table above)."""
+    ver = parse_version(version)
+    # V1 0.7.x (not read) is taken to use the rule read in 0.8.0 - 0.9.0 ("cuda used - torch allocated")
+    with_context = (engine == "V0" and ver <= (0, 6, 4)) or (engine == "V1" and ver < (0, 9, 1))
+    if with_context:
+        return Term("non-torch", NON_TORCH_WITH_CONTEXT, "PREDICTED", NON_TORCH_SOURCE_CONTEXT)
+    size = NON_TORCH_GROWTH_ONE_GPU if world_size == 1 else NON_TORCH_GROWTH_DISTRIBUTED
+    return Term("non-torch", size, "PREDICTED", NON_TORCH_SOURCE_GROWTH)
+
+
+def predicted_cudagraphs(
+    version: str, engine: str, max_num_seqs: int, *, enforce_eager: bool = False, estimate: bool | None = None
+) -> Term:
+    """The CUDA-graph estimate vLLM deducts before the pool (0 where it does not)."""
+    ver = parse_version(version)
+    if estimate is None:
+        estimate = engine == "V1" and ver >= (0, 20, 0)
+    if enforce_eager or not (engine == "V1" and ver >= (0, 18, 0) and estimate):
+        why = (
+            "enforce_eager: no graphs"
+            if enforce_eager
+            else f"vLLM {version} does not deduct graphs before the pool"
+        )
+        return Term("CUDA graphs", 0, "PREDICTED", why)
+    graphs = len(cudagraph_capture_sizes(version, max_num_seqs))
+    return Term(
+        "CUDA graphs",
+        graphs * CUDAGRAPH_BYTES_PER_GRAPH,
+        "PREDICTED",
+        f"{graphs} capture sizes; {CUDAGRAPH_SOURCE}",
+    )

@@ -75,6 +75,7 @@ class ChildLike(Protocol):
     log_path: pathlib.Path | None  # where its stdout/stderr go (None: the terminal's, headless only)
 
     def poll(self) -> int | None: ...  # None while it runs, then its exit status (128+N for signal N)
+    def stop(self) -> None: ...  # stop it as a Ctrl-C sent to memsight would (forwarded, grace, then kill)
 
 
 def default_plan_inputs() -> PlanInputs:
@@ -147,6 +148,8 @@ class MemsightApp(App[int]):
         Binding("question_mark,f1", "help", "Help", key_display="?"),
         Binding("escape", "leave_field", "Leave a field", show=False),
         Binding("q", "quit", "Quit"),
+        # Textual's own ctrl+c only says "press ctrl+q"; here it stops what memsight run started, then quits
+        Binding("ctrl+c", "interrupt", "Stop the command and quit", show=False, priority=True),
     ]
 
     def __init__(
@@ -247,6 +250,34 @@ class MemsightApp(App[int]):
             ("Processes (4)", [*ProcessesScreen.BINDINGS, ("click a header", "sort by that column")]),
         ]
         self.push_screen(HelpScreen(sections))
+
+    def child_running(self) -> bool:
+        return self.child is not None and self.child_status is None and self.child.poll() is None
+
+    def action_interrupt(self) -> None:
+        """Ctrl-C: stop the command (forwarded as SIGINT, killed after the grace; memsight run then exits with
+        its status); with no command running, quit."""
+        if self.child_running():
+            self.child.stop()
+            self.exit(None, 130)  # 128 + SIGINT; memsight run itself exits with the command's own status
+        else:
+            self.exit()
+
+    async def action_quit(self) -> None:
+        """`q`: while the command still runs, ask first (stop it / let it run / stay)."""
+        if not self.child_running():
+            self.exit()
+            return
+        from tui.screens.quit import QuitScreen  # noqa: PLC0415
+
+        def chosen(choice: str | None) -> None:
+            if choice == "stop":
+                self.action_interrupt()
+            elif choice == "leave":
+                self.exit()
+
+        if not isinstance(self.screen, QuitScreen):
+            self.push_screen(QuitScreen(self.child.command, self.child.pid), chosen)
 
     def action_leave_field(self) -> None:
         self.screen.set_focus(None)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from collectors.errors import CollectorError
@@ -20,6 +21,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run": ("tui.cmd_run", "run a command with the in-process agent injected, and watch it"),
     "replay": ("tui.cmd_replay", "open a recording made with `memsight run --headless --record FILE`"),
     "demo": ("tui.cmd_watch", "the live view fed by a bundled real recording"),
+    "explain": ("tui.cmd_explain", "a vLLM startup log: each logged memory figure next to the prediction"),
 }
 
 
@@ -52,12 +54,25 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     module = modules[args.command]
     try:
-        return int(module.main(args, args.command) or 0)
+        status = int(module.main(args, args.command) or 0)
+        sys.stdout.flush()  # a reader gone (`| head`) shows here, inside the try, not at interpreter exit
+        return status
+    except BrokenPipeError:
+        return quiet_broken_pipe()
     except KeyboardInterrupt:
         return 130
     except (PlannerError, CollectorError) as exc:  # a message the user can act on, not a traceback
         print(f"memsight: {exc}", file=sys.stderr)
         return 2
+
+
+def quiet_broken_pipe() -> int:
+    """The reader of our stdout went away (`memsight replay FILE --json | head`): stop quietly, as `cat` does.
+    stdout is pointed at /dev/null so the interpreter's own flush at exit cannot raise again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 141  # 128 + SIGPIPE, what a shell reports for a command ended by a closed pipe
 
 
 if __name__ == "__main__":

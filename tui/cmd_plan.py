@@ -407,11 +407,7 @@ def render(plan: Plan, pool: Any) -> str:
 def main(args: argparse.Namespace, name: str) -> int:
     plan, pool = compute(args)
     text = json.dumps(plan_to_json(plan, pool), indent=1) if args.json else render(plan, pool)
-    try:
-        print(text)
-        sys.stdout.flush()
-    except BrokenPipeError:  # `memsight plan ... | head`: the reader left, which is not an error
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    print(text)  # a reader gone (`| head`) is handled once for every command, in tui/cli.py
     return 0
 
 

@@ -4,7 +4,8 @@ The agent gets in through a bootstrap `sitecustomize.py` (collectors/bootstrap) 
 with MEMSIGHT_AGENT=1; children inherit both, so `memsight run -- vllm serve ...` needs no code change.
 memsight forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT to CMD and exits with CMD's status (128+N if a signal N
 killed it); such a signal always ends memsight: if CMD outlives it by STOP_GRACE_S, CMD is killed.
-With --headless it only records (--record FILE) until CMD exits, CMD keeping the terminal's stdout/stderr.
+With --headless it only records (--record FILE) until CMD exits, CMD keeping the terminal's stdout/stderr;
+with --json stdout is memsight's alone (the summary), so CMD's stdout goes to stderr, or to --log FILE.
 Otherwise it opens the app, and CMD's stdout/stderr go to a log file (--log, default
 ./memsight-run-<memsight's pid>.log) whose last lines the Live screen shows; when CMD exits the app stays open
 on the final state with a banner (or closes, with --exit-with-child).
@@ -13,12 +14,14 @@ on the final state with a banner (or closes, with --exit-with-child).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import pathlib
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 FORWARDED_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
@@ -33,13 +36,14 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     parser.add_argument(
         "--json",
         action="store_true",
-        help="after CMD exits, print the recording's summary (as `memsight replay --json`)",
+        help="after CMD exits, print the recording's summary (as `memsight replay --json`) on stdout, "
+        "alone: CMD's own stdout then goes to stderr (or to --log FILE); implies --headless",
     )
     parser.add_argument(
         "--log",
         metavar="FILE",
-        help="with the UI: where CMD's stdout and stderr go (default ./memsight-run-<pid>.log); "
-        "the Live screen shows its last lines",
+        help="where CMD's stdout and stderr go (with the UI: default ./memsight-run-<pid>.log, whose last "
+        "lines the Live screen shows; headless: default the terminal)",
     )
     parser.add_argument(
         "--exit-with-child",
@@ -99,11 +103,26 @@ def exit_status(returncode: int) -> int:
 class RunChild:
     """CMD as the app sees it (tui.app.ChildLike): its command line, pid, log file and exit status."""
 
-    def __init__(self, process: subprocess.Popen, command: str, log_path: pathlib.Path | None) -> None:
+    def __init__(
+        self,
+        process: subprocess.Popen,
+        command: str,
+        log_path: pathlib.Path | None,
+        signals: StopSignals | None = None,
+    ) -> None:
         self.process = process
         self.command = command
         self.pid = process.pid
         self.log_path = log_path
+        self.signals = signals
+
+    def stop(self) -> None:
+        """Ctrl-C in the app: the same path as a SIGINT sent to memsight (forwarded, remembered for the
+        grace, the app closed)."""
+        if self.signals is not None:
+            self.signals.interrupt()
+        elif self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
 
     def poll(self) -> int | None:
         code = self.process.poll()
@@ -144,6 +163,10 @@ class StopSignals:
         if self.app is not None:
             self.app.exit_soon(128 + signum)
 
+    def interrupt(self) -> None:
+        """Ctrl-C typed in the app (which reads the terminal raw, so no SIGINT is raised): handled as one."""
+        self._handle(signal.SIGINT, None)
+
     def wait(self, grace_s: float = STOP_GRACE_S) -> int:
         """CMD's exit status; once a stop signal came, CMD gets grace_s to exit, then it is killed."""
         while True:
@@ -165,11 +188,7 @@ def default_log_path() -> pathlib.Path:
 
 
 def main(args: argparse.Namespace, name: str) -> int:
-    from collectors import agent_format  # noqa: PLC0415
     from collectors.errors import CollectorError  # noqa: PLC0415
-    from collectors.monitor import Monitor  # noqa: PLC0415
-    from tui.cmd_watch import display_options, resolve_config  # noqa: PLC0415
-    from tui.config import ConfigError  # noqa: PLC0415
 
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
@@ -178,11 +197,29 @@ def main(args: argparse.Namespace, name: str) -> int:
         raise CollectorError(
             "memsight run needs a command: memsight run [--headless --record FILE] -- CMD ..."
         )
-    if args.json and not args.record:
-        raise CollectorError("--json summarizes the recording: give --record FILE too")
     headless = args.headless or args.json
-    if headless and args.log:
-        raise CollectorError("--log is for the UI: with --headless CMD writes to this terminal")
+    record = args.record
+    if args.json and not record:  # the summary is read from a recording: a temporary one, removed after
+        fd, record = tempfile.mkstemp(prefix="memsight-run-", suffix=".jsonl")
+        os.close(fd)
+        temporary_record = record
+    else:
+        temporary_record = None
+    try:
+        return _run(args, cmd, headless, record)
+    finally:
+        if temporary_record is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary_record)
+
+
+def _run(args: argparse.Namespace, cmd: list[str], headless: bool, record: str | None) -> int:
+    from collectors import agent_format  # noqa: PLC0415
+    from collectors.errors import CollectorError  # noqa: PLC0415
+    from collectors.monitor import Monitor  # noqa: PLC0415
+    from tui.cmd_watch import display_options, resolve_config  # noqa: PLC0415
+    from tui.config import ConfigError  # noqa: PLC0415
+
     try:
         config = resolve_config(args)
     except ConfigError as exc:
@@ -192,7 +229,7 @@ def main(args: argparse.Namespace, name: str) -> int:
     monitor = Monitor(
         hz=config.refresh_hz,
         agent_dir=agent_dir,
-        record_to=args.record,
+        record_to=record,
         discover_interval_s=0.5,
         vllm_url=args.vllm_url,
         prometheus=args.prometheus,
@@ -203,7 +240,19 @@ def main(args: argparse.Namespace, name: str) -> int:
         print(f"memsight: serving {monitor.exporter.url}", file=sys.stderr)
     env = child_environment(dict(os.environ), agent_dir, args.agent_hz)
     log_path = None
+    log_file = None
     popen_kwargs: dict = {}
+    if headless and (args.log or args.json):
+        # --json: stdout carries the summary alone, so CMD's stdout joins its stderr (or the --log file)
+        try:
+            log_file = open(args.log, "wb") if args.log else None  # noqa: SIM115  (closed after Popen)
+        except OSError as exc:
+            monitor.stop()
+            raise CollectorError(f"cannot write the log file {args.log}: {exc}") from exc
+        popen_kwargs = {
+            "stdout": log_file if log_file is not None else sys.stderr.fileno(),
+            "stderr": subprocess.STDOUT if log_file is not None else None,
+        }
     if not headless:
         # The app owns the terminal: CMD's output goes to a file (the Live screen tails it), its stdin is
         # closed, and it gets its own session so terminal-generated signals reach it only through memsight.
@@ -226,7 +275,7 @@ def main(args: argparse.Namespace, name: str) -> int:
         monitor.stop()
         raise CollectorError(f"cannot start {cmd[0]!r}: {exc}") from exc
     finally:
-        if popen_kwargs:
+        if popen_kwargs and log_file is not None:
             log_file.close()
     command = " ".join(cmd)
     try:
@@ -244,13 +293,19 @@ def main(args: argparse.Namespace, name: str) -> int:
                     title=f"memsight run: {command[:60]}",
                     source_label=f"pid {child.pid}",
                     manage_monitor=False,
-                    child=RunChild(child, command, log_path),
+                    child=RunChild(child, command, log_path, signals),
                     exit_with_child=args.exit_with_child,
                     app_ready=ready,
                     **display_options(config),
                 )
                 signals.app = None
                 print(f"memsight: the output of {cmd[0]} is in {log_path}", file=sys.stderr)
+                if child.poll() is None and signals.received is not None:
+                    print(
+                        f"memsight: {signal.Signals(signals.received).name} passed to {cmd[0]} "
+                        f"(pid {child.pid}); it is killed if still running in {STOP_GRACE_S:g} s",
+                        file=sys.stderr,
+                    )
                 if child.poll() is None and signals.received is None:
                     print(
                         f"memsight: monitor closed; waiting for {cmd[0]} (pid {child.pid}); Ctrl-C stops it",
@@ -266,5 +321,5 @@ def main(args: argparse.Namespace, name: str) -> int:
     if args.json:
         from collectors.recorder import read_recording, summarize  # noqa: PLC0415
 
-        print(json.dumps(summarize(read_recording(args.record)), indent=1))
+        print(json.dumps(summarize(read_recording(record)), indent=1))
     return returncode

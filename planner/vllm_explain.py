@@ -1,0 +1,551 @@
+"""A vLLM startup log next to the planner's prediction for the same model, GPU and engine arguments.
+
+explain() takes a parsed log (planner.vllm_log.VLLMLog) and predicts the pool from the config alone: the
+weights from the checkpoint's shapes and format, the activation peak from vLLM's profile run
+(planner.vllm.profile_activation), non-torch memory and CUDA graphs from the version's rules
+(predicted_non_torch / predicted_cudagraphs), and the device total as vLLM reads it. No figure the log
+measured is fed into the prediction; the device total and the settings (model, max_model_len, TP, dtype,
+gpu_memory_utilization, ...) are inputs, read from the log where it states them, else from flags.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from planner.errors import PlannerError
+from planner.units import GiB
+from planner.vllm import (
+    DEFAULT_VLLM_VERSION,
+    Term,
+    VLLMPool,
+    device_total,
+    parse_version,
+    predicted_cudagraphs,
+    predicted_non_torch,
+    vllm_pool,
+)
+from planner.vllm_log import STAGE_WORDS, Figure, VLLMLog
+
+# stable keys of the rows, in the order they are printed
+ROW_KEYS = (
+    "device_total", "requested", "weights", "activation", "non_torch", "cudagraphs", "kv_pool", "num_blocks",
+    "kv_tokens", "max_concurrency",
+)  # fmt: skip
+ROW_LABELS = {
+    "device_total": "device total (GiB)",
+    "requested": "requested budget (GiB)",
+    "weights": "weights (GiB)",
+    "activation": "activation peak (GiB)",
+    "non_torch": "non-torch (GiB)",
+    "cudagraphs": "CUDA graphs (GiB)",
+    "kv_pool": "KV pool (GiB)",
+    "num_blocks": "KV blocks",
+    "kv_tokens": "KV tokens",
+    "max_concurrency": "max concurrency (x)",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    key: str
+    logged: float | None  # in the row's unit (GiB, blocks, tokens, x)
+    logged_line: int | None
+    predicted: float | None
+    how: str  # how the predicted value is known: PREDICTED / given / log / default
+    cause: str  # the difference in words ("" when there is no logged figure)
+
+    @property
+    def difference(self) -> float | None:
+        if self.logged is None or self.predicted is None:
+            return None
+        return self.predicted - self.logged
+
+    @property
+    def relative(self) -> float | None:
+        if self.logged in (None, 0) or self.predicted is None:
+            return None
+        return self.predicted / self.logged - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    model: str
+    version: str
+    engine: str
+    inputs: tuple[tuple[str, str, str], ...]  # (name, value, where from)
+    terms: tuple[Term, ...]
+    rows: tuple[Row, ...]
+    pool: VLLMPool
+    worksheet: str
+    notes: tuple[str, ...]
+    stage: str
+
+
+def _gib(figure: Figure | None) -> float | None:
+    return None if figure is None else figure.value
+
+
+def _number(text: str | None) -> float | None:
+    if text is None:
+        return None
+    m = re.search(r"-?\d+(?:\.\d+)?", str(text))
+    return float(m.group(0)) if m else None
+
+
+def _weight_format(log: VLLMLog, names: str, spec_format: str, quant: str) -> tuple[str | None, str]:
+    """The weight format vLLM loads, from --quantization / the config line / the model's name."""
+    load_format = (log.setting("load_format") or "").lower()
+    quant = quant.lower()
+    name = names.lower()
+    if "bitsandbytes" in (quant + load_format) or "bnb-4bit" in name or "bnb_4bit" in name:
+        return "bnb_nf4", "bitsandbytes 4-bit (quantization/load_format or the *-bnb-4bit name)"
+    if quant == "modelopt" and "fp4" in name:
+        return "nvfp4", "quantization=modelopt and an NVFP4 name"
+    for key, fmt in (("awq", "awq"), ("gptq", "gptq"), ("fp8", "fp8"), ("mxfp4", "mxfp4"), ("fp4", "nvfp4")):
+        if key in quant:
+            return fmt, f"quantization={quant} in the log"
+    if "compressed-tensors" in quant and "w8a8" in name:
+        return "int8", "compressed-tensors W8A8 (int8) by the model's name"
+    for key, fmt in (
+        ("-awq", "awq"),
+        ("-gptq", "gptq"),
+        ("-fp8", "fp8_block"),
+        ("w8a8", "int8"),
+        ("nvfp4", "nvfp4"),
+    ):
+        if key in name:
+            return fmt, f"the model name says {fmt}"
+    return None, f"the checkpoint's own format ({spec_format})"
+
+
+def explain(
+    log: VLLMLog,
+    *,
+    model: str | None = None,
+    version: str | None = None,
+    gpu: str | None = None,
+    total_bytes: int | None = None,
+    given: dict[str, str] | None = None,
+    allow_download: bool = False,
+) -> Explanation:
+    """given: engine settings passed as flags (max_model_len, tensor_parallel_size, pipeline_parallel_size,
+    gpu_memory_utilization, max_num_seqs, ...); they win over the log and are labelled "given"."""
+    from planner.spec import load_spec  # noqa: PLC0415  (reads configs; only needed here)
+
+    inputs: list[tuple[str, str, str]] = []
+    notes: list[str] = []
+    given = dict(given or {})
+
+    def setting(*names: str) -> tuple[str | None, str]:
+        for name in names:
+            if given.get(name) is not None:
+                return str(given[name]), "given"
+        value = log.setting(*names)
+        return value, ("log" if value is not None else "default")
+
+    model_id = model or log.model
+    if not model_id:
+        raise PlannerError(
+            "the log does not name the model (no 'Initializing ... with config: model=...' line, no "
+            "'non-default args' and no `vllm serve MODEL` line): give --model CONFIG"
+        )
+    try:
+        spec = load_spec(model_id, allow_download=allow_download)
+    except PlannerError as exc:
+        raise PlannerError(
+            f"the log's model {model_id!r} is not in the local cache or the catalog ({exc}); give --model "
+            f"CONFIG"
+        ) from exc
+    inputs.append(("model", model_id, "--model" if model else "log"))
+
+    ver_text = version or log.version
+    if ver_text is None:
+        raise PlannerError(
+            "the log does not say which vLLM version wrote it: give --vllm-version (e.g. 0.10.1)"
+        )
+    try:
+        parse_version(ver_text)
+    except PlannerError:
+        raise
+    inputs.append(("vLLM version", ver_text, "--vllm-version" if version else "log"))
+    ver = parse_version(ver_text)
+    engine = log.engine or ("V0" if ver < (0, 8, 0) else "V1")
+    inputs.append(("engine", engine, "log" if log.engine else "default for the version"))
+
+    # The device total: a flag, the log, or the recorded mem_get_info total of the named GPU.
+    logged_total = _gib(log.first("total"))
+    total_how = "given"
+    total_source = "--total-gib"
+    device = device_total(gpu) if gpu is not None else None
+    if device is not None:
+        inputs.append(("GPU", f"{device.name} (sm {device.capability[0]}.{device.capability[1]})", "--gpu"))
+    if total_bytes is None and device is not None:
+        total_bytes = device.total_bytes
+        total_source = f"--gpu {gpu}: {device.source}"
+    if total_bytes is None and logged_total is not None:
+        total_bytes = round(logged_total * GiB)
+        total_how, total_source = "log", f"total_gpu_memory on line {log.first('total').line}"
+    if total_bytes is None:
+        raise PlannerError(
+            "the log does not state the device's total memory: give --gpu NAME (a recorded mem_get_info "
+            "total) "
+            "or --total-gib"
+        )
+
+    util_text, util_from = setting("gpu_memory_utilization")
+    util_fig = log.first("utilization")
+    if util_text is not None and util_from == "given":
+        util, util_how = float(util_text), "given"
+    elif util_fig is not None:
+        util, util_how = util_fig.value, "log"
+    elif util_text is not None:
+        util, util_how = float(util_text), "log"
+    else:
+        util, util_how = 0.9, "default"
+    inputs.append(("gpu_memory_utilization", f"{util:g}", util_how))
+
+    mml_fig = log.first("max_model_len")
+    mml_text, mml_from = setting("max_seq_len", "max_model_len")
+    if mml_text is not None and mml_from == "given":
+        mml, mml_how = int(float(mml_text)), "given"
+    elif mml_fig is not None:
+        mml, mml_how = int(mml_fig.value), "log"
+    elif mml_text is not None:
+        mml, mml_how = int(float(mml_text)), "log"
+    else:
+        mml = int(spec.config.get("max_position_embeddings") or 0) or 4096
+        mml_how = "default (the config's max_position_embeddings)"
+    inputs.append(("max_model_len", str(mml), mml_how))
+
+    tp_text, tp_from = setting("tensor_parallel_size")
+    pp_text, pp_from = setting("pipeline_parallel_size")
+    tp = int(_number(tp_text) or 1)
+    pp = int(_number(pp_text) or 1)
+    inputs.append(("tensor/pipeline parallel", f"{tp}/{pp}", f"{tp_from}/{pp_from}"))
+    kv_dtype = (setting("kv_cache_dtype")[0] or "auto").strip()
+    enforce_eager = (setting("enforce_eager")[0] or "False").strip() in ("True", "true", "1")
+    epc_text = setting("enable_prefix_caching")[0]
+    prefix_caching = None if epc_text in (None, "None") else epc_text.strip() in ("True", "true", "1")
+    mns = setting("max_num_seqs")[0]
+    mnbt = setting("max_num_batched_tokens")[0]
+    quant_text, _ = setting("quantization")
+    names = f"{model_id} {log.model or ''}"
+    fmt, fmt_why = _weight_format(log, names, spec.default_format, quant_text or "")
+    if spec.quantization is not None:  # the checkpoint's own quantization_config says what it is
+        fmt, fmt_why = None, f"the checkpoint's quantization_config ({spec.default_format})"
+    inputs.append(("weights format", fmt or spec.default_format, fmt_why))
+
+    world = tp * pp
+    non_torch = predicted_non_torch(ver_text, engine, world)
+    max_num_seqs = int(float(mns)) if mns else None
+    pool = vllm_pool(
+        spec,
+        max_model_len=mml,
+        version=ver_text,
+        engine=engine,
+        total_bytes=total_bytes,
+        gpu_memory_utilization=util,
+        weight_format=fmt,
+        non_torch_bytes=non_torch.bytes,
+        kv_dtype="auto" if kv_dtype in ("auto", "None") else kv_dtype,
+        tp=tp,
+        pp=pp,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=int(float(mnbt)) if mnbt else None,
+        enable_prefix_caching=prefix_caching,
+        cudagraph_bytes=0,
+        device_name=device.name if device else None,
+        cuda_capability=device.capability if device else None,
+    )
+    graphs = predicted_cudagraphs(ver_text, engine, pool.max_num_seqs, enforce_eager=enforce_eager)
+    if graphs.bytes:
+        pool = vllm_pool(
+            spec,
+            max_model_len=mml,
+            version=ver_text,
+            engine=engine,
+            total_bytes=total_bytes,
+            gpu_memory_utilization=util,
+            weight_format=fmt,
+            non_torch_bytes=non_torch.bytes,
+            kv_dtype="auto" if kv_dtype in ("auto", "None") else kv_dtype,
+            tp=tp,
+            pp=pp,
+            max_num_seqs=pool.max_num_seqs,
+            max_num_batched_tokens=pool.max_num_batched_tokens,
+            enable_prefix_caching=prefix_caching,
+            cudagraph_bytes=graphs.bytes,
+            device_name=device.name if device else None,
+            cuda_capability=device.capability if device else None,
+        )
+    terms = (
+        Term("device total", total_bytes, total_how, total_source),
+        Term("requested", pool.requested_bytes or 0, "PREDICTED", f"device total x {util:g} (a.1)"),
+        Term("weights", pool.weights_bytes, "PREDICTED",
+             f"planner.formats.weight_bytes: {fmt or spec.default_format}"),
+        Term("activation peak", pool.activation_bytes, "PREDICTED",
+             "planner.vllm.profile_activation (vLLM's profile run)"),
+        non_torch,
+        graphs,
+        Term("KV pool", pool.pool_bytes, "PREDICTED",
+             "requested - weights - activation - non-torch - graphs"),
+    )  # fmt: skip
+
+    rows = _rows(log, pool, terms, total_how, ver, engine, tp, fmt or spec.default_format)
+    worksheet = _worksheet(log, pool)
+    return Explanation(
+        model=model_id,
+        version=ver_text,
+        engine=engine,
+        inputs=tuple(inputs),
+        terms=terms,
+        rows=rows,
+        pool=pool,
+        worksheet=worksheet,
+        notes=(*notes, *spec.assumptions),
+        stage=log.stage,
+    )
+
+
+def _rows(
+    log: VLLMLog,
+    pool: VLLMPool,
+    terms: tuple[Term, ...],
+    total_how: str,
+    ver: tuple[int, int, int],
+    engine: str,
+    tp: int,
+    fmt: str | None,
+) -> tuple[Row, ...]:
+    g = GiB
+    # The weights: V0 <= 0.6.4 "Loading model weights took X GB" and V1 "Model loading took X GiB" are both
+    # 2**30-based; "model weights take" is the breakdown's figure.
+    kv_fig = log.smallest("kv_pool")
+
+    def same_rank(name: str) -> Figure | None:
+        """The figure logged by the rank whose pool is the smallest (the one every rank then uses)."""
+        found = log.figures.get(name, ())
+        if kv_fig is not None:
+            for fig in found:
+                if fig.rank == kv_fig.rank:
+                    return fig
+        return found[0] if found else None
+
+    logged = {
+        "device_total": same_rank("total"),
+        "requested": same_rank("requested"),
+        "weights": same_rank("weights"),
+        "activation": same_rank("activation"),
+        "non_torch": same_rank("non_torch"),
+        "cudagraphs": log.first("cudagraph_estimate"),
+        "kv_pool": kv_fig,
+        "num_blocks": log.smallest("num_blocks"),
+        "kv_tokens": log.smallest("kv_tokens"),
+        "max_concurrency": log.smallest("max_concurrency"),
+    }
+    predicted = {
+        "device_total": terms[0].bytes / g,
+        "requested": (pool.requested_bytes or 0) / g,
+        "weights": pool.weights_bytes / g,
+        "activation": pool.activation_bytes / g,
+        "non_torch": pool.non_torch_bytes / g,
+        "cudagraphs": pool.cudagraph_bytes / g,
+        "kv_pool": pool.pool_bytes / g,
+        "num_blocks": float(pool.num_blocks),
+        "kv_tokens": float(pool.kv_cache_tokens),
+        "max_concurrency": pool.max_concurrency,
+    }
+    hows = {
+        "device_total": total_how,
+        "non_torch": "PREDICTED",
+        "cudagraphs": "PREDICTED",
+    }
+    rows: list[Row] = []
+    for key in ROW_KEYS:
+        fig = logged[key]
+        value = predicted[key]
+        cause = _cause(key, fig, value, pool, ver, engine, tp, fmt) if fig is not None else ""
+        rows.append(
+            Row(
+                key=key,
+                logged=None if fig is None else fig.value,
+                logged_line=None if fig is None else fig.line,
+                predicted=value,
+                how=hows.get(key, "PREDICTED"),
+                cause=cause,
+            )
+        )
+    return tuple(_pool_cause(r, rows) if r.key == "kv_pool" and r.cause else r for r in rows)
+
+
+def _pool_cause(pool_row: Row, rows: list[Row]) -> Row:
+    """The pool's difference in words: which terms the log measured differently, and which it did not show."""
+    from dataclasses import replace  # noqa: PLC0415
+
+    if pool_row.cause.startswith("same"):
+        return pool_row
+    terms = {
+        "requested": "budget", "weights": "weights", "activation": "activation", "non_torch": "non-torch",
+        "cudagraphs": "graphs",
+    }  # fmt: skip
+    measured = []
+    unseen = []
+    for r in rows:
+        if r.key not in terms:
+            continue
+        if r.logged is None:
+            if r.predicted and r.key != "requested":
+                unseen.append(terms[r.key])
+            continue
+        diff = r.predicted - r.logged
+        if abs(diff) > 0.005:
+            # a term predicted larger takes from the pool; the budget gives to it
+            effect = diff if r.key == "requested" else -diff
+            measured.append((abs(diff), f"{terms[r.key]} {diff:+.2f} GiB (pool {effect:+.2f})"))
+    parts = [text for _, text in sorted(measured, reverse=True)]
+    text = "; ".join(parts) if parts else "no measured term differs"
+    if unseen:
+        text += f"; not in the log: {', '.join(unseen)}"
+    return replace(pool_row, cause=text)
+
+
+def _cause(key: str, fig: Figure, value: float, pool: VLLMPool, ver, engine: str, tp: int, fmt) -> str:
+    diff = value - fig.value
+    half_step = 0.005 if fig.unit in ("GiB", "GB", "") else 0.0
+    if abs(diff) <= half_step + 1e-9:
+        return "same (within the log's rounding)"
+    if key == "device_total":
+        return "the total came from a flag/table, not from this device's mem_get_info"
+    if key == "requested":
+        return "follows the device total"
+    if key == "weights":
+        if fmt in ("awq", "gptq"):
+            return "quantized weights: vLLM repacks them for its kernels (Marlin), sizes differ"
+        if fmt in ("bnb_nf4", "bnb_fp4") and diff < 0:
+            return (
+                "bitsandbytes: the checkpoint keeps more layers in 16 bit than the config shows "
+                "(Unsloth's dynamic 4-bit llm_int8_skip_modules)"
+            )
+        if fmt == "mxfp4":
+            return "MXFP4 experts: vLLM's kernel for this GPU pads/repacks them (and keeps attention in bf16)"
+        if tp > 1:
+            return (
+                "per rank: the planner splits vocab/replicated tensors as vLLM's parallel layers do, rounding"
+            )
+        return "the tensors as vLLM loads them differ from the config's shapes (tied/padded embeddings)"
+    if key == "activation":
+        return (
+            "the profile run's peak depends on the batch (max_num_batched_tokens x max_num_seqs) and the "
+            "sampler; "
+            f"predicted with {pool.max_num_batched_tokens} tokens, {pool.max_num_seqs} sequences"
+        )
+    if key == "non_torch":
+        if engine == "V0" and ver <= (0, 6, 5):
+            return "this build counted the CUDA context/NCCL as non-torch; predicted with the growth rule"
+        return "non-torch growth after vLLM's baseline (NCCL, cuBLAS handles) is PREDICTED from typical logs"
+    if key == "cudagraphs":
+        return "graph estimate: PREDICTED as 24 MiB per captured size; vLLM measures two and extrapolates"
+    if key == "kv_pool":
+        return "the terms above (pool = requested - weights - activation - non-torch - graphs)"
+    if key in ("num_blocks", "kv_tokens", "max_concurrency"):
+        parts = ["follows the pool"]
+        if key == "num_blocks" and tp > 1:
+            parts.append("KV heads per rank (replicated when fewer than TP)")
+        if pool.num_groups > 1:
+            parts.append(f"{pool.num_groups} KV-cache groups (sliding-window/hybrid layers)")
+        return "; ".join(parts)
+    return ""
+
+
+def _worksheet(log: VLLMLog, pool: VLLMPool) -> str:
+    tokens = log.smallest("kv_tokens")
+    blocks = log.smallest("num_blocks")
+    if tokens is not None:
+        logged_tokens = f"logged {int(tokens.value):,} tokens"
+    elif blocks is not None:
+        logged_tokens = (
+            f"logged {int(blocks.value) * pool.block_size:,} ({int(blocks.value):,} blocks) tokens"
+        )
+    else:
+        logged_tokens = "logged tokens: not in the log"
+    conc = log.smallest("max_concurrency")
+    return (
+        f"vLLM: predicted KV pool {pool.pool_bytes / GiB:.2f} GiB / {pool.kv_cache_tokens:,} tokens; "
+        f"{logged_tokens}; max concurrency predicted {pool.max_concurrency_text}, "
+        f"logged {conc.text + 'x' if conc else 'not in the log'}"
+    )
+
+
+def stage_problem(log: VLLMLog) -> str | None:
+    """One line when the log is not a vLLM log or stops before the KV cache was sized; None when complete."""
+    if not log.is_vllm:
+        if log.error:
+            return (
+                f"not a complete vLLM startup log: the only vLLM line is an error (line {log.error_line}): "
+                f"{log.error}"
+            )
+        return (
+            "not a vLLM startup log: no vLLM log line with a memory figure, engine configuration or version"
+        )
+    if log.finished or log.first("kv_pool") is not None:
+        return None
+    where = STAGE_WORDS[log.stage]
+    if log.error:
+        return f"vLLM died {where} (line {log.error_line}): {log.error}"
+    return f"the log stops {where}: no KV cache figure to explain (the server died there, or the log was cut)"
+
+
+def explanation_json(ex: Explanation, log: VLLMLog) -> dict[str, Any]:
+    """The stable --json object."""
+
+    def num(x: float | None, digits: int = 4) -> float | None:
+        return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(x, digits)
+
+    return {
+        "worksheet": ex.worksheet,
+        "model": ex.model,
+        "vllm_version": ex.version,
+        "engine": ex.engine,
+        "stage": ex.stage,
+        "inputs": [{"name": n, "value": v, "from": w} for n, v, w in ex.inputs],
+        "terms": [
+            {"name": t.name, "gib": num(t.bytes / GiB), "bytes": t.bytes, "how": t.how, "source": t.source}
+            for t in ex.terms
+        ],
+        "rows": {
+            r.key: {
+                "label": ROW_LABELS[r.key],
+                "logged": num(r.logged),
+                "logged_line": r.logged_line,
+                "predicted": num(r.predicted),
+                "difference": num(r.difference),
+                "relative": num(r.relative),
+                "how": r.how,
+                "cause": r.cause,
+            }
+            for r in ex.rows
+        },
+        "notes": list(ex.notes),
+    }
+
+
+def median_and_worst(errors: list[float]) -> tuple[float, float]:
+    """Median and worst absolute relative error (fractions)."""
+    absolute = [abs(e) for e in errors]
+    return statistics.median(absolute), max(absolute)
+
+
+__all__ = [
+    "DEFAULT_VLLM_VERSION",
+    "ROW_KEYS",
+    "Explanation",
+    "Row",
+    "explain",
+    "explanation_json",
+    "median_and_worst",
+    "stage_problem",
+]

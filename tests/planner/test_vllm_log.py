@@ -1,0 +1,158 @@
+"""planner.vllm_log on real vLLM startup logs (tests/data/vllm_logs, sources in its SOURCES.md): every figure
+parsed exactly, with its line; versions, engines, models and engine arguments found in the wordings of 0.6 to
+0.27; partial logs reported with the stage they reached; streaming (line by line, chunk by chunk) gives the
+same result as reading the whole text."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from planner.vllm_log import LogReader, parse_log, strip_line
+
+LOGS = pathlib.Path(__file__).resolve().parent.parent / "data" / "vllm_logs"
+
+
+def read(name: str):
+    return parse_log((LOGS / name).read_text(encoding="utf-8"))
+
+
+def values(log, name):
+    return [(f.text, f.line, f.rank) for f in log.figures.get(name, ())]
+
+
+def test_every_log_file_is_cited_in_sources():
+    sources = (LOGS / "SOURCES.md").read_text(encoding="utf-8")
+    logs = sorted(p.name for p in LOGS.glob("*.log"))
+    assert len(logs) >= 15
+    for name in logs:
+        assert f"`{name}`" in sources, name
+
+
+def test_v065_dev_table_form_and_command_line():
+    log = read("pr10511_v0.6.5dev_llama3-8b_h100_tp1.log")
+    assert log.is_vllm and log.model == "meta-llama/Meta-Llama-3-8B" and log.engine == "V0"
+    assert values(log, "total") == [("79.22", 4, "")]
+    assert values(log, "utilization") == [("0.90", 5, "")]
+    assert values(log, "requested") == [("71.29", 6, "")]
+    assert values(log, "weights") == [("14.96", 7, "")]
+    assert values(log, "non_torch") == [("1.79", 8, "")]
+    assert values(log, "activation") == [("1.26", 9, "")]
+    assert values(log, "kv_pool") == [("53.29", 10, "")]
+    cut = read("pr10511_v0.6.5dev_llama3-8b_h100_tp2_cut.log")
+    assert cut.args["tensor_parallel_size"] == "2" and "kv_pool" not in cut.figures
+    assert cut.stage == "profiling" and not cut.finished
+
+
+def test_v0_one_line_breakdown_and_blocks():
+    log = read("pr12126_v0_llama32-11b-vision_h100.log")
+    assert values(log, "requested") == [("71.29", 1, "")]
+    assert [f.text for f in log.figures["activation"]] == ["36.63"]
+    assert values(log, "kv_pool") == [("14.65", 2, "")]
+    assert values(log, "num_blocks") == [("6001", 3, "")]
+    assert log.stage == "pool" and log.engine == "V0"
+
+
+def test_v0_worker_ranks_interleaved():
+    log = read("pr14447_v0.8_tp4_workers_24gb.log")
+    ranks = [f.rank for f in log.figures["kv_pool"]]
+    assert ranks == ["VllmWorkerProcess pid=521", "VllmWorkerProcess pid=507", "VllmWorkerProcess pid=577"]
+    assert {f.value for f in log.figures["total"]} == {23.58}
+    assert log.first("utilization").value == 0.99
+
+
+def test_pipeline_stages_and_lowercase_cuda_blocks():
+    log = read("issue14452_v0.8.5dev_qwq32b-bnb_pp2_rtx5090.log")
+    assert values(log, "weights") == [("10.80", 1, ""), ("10.30", 4, "VllmWorkerProcess pid=12897")]
+    assert log.smallest("kv_pool").text == "14.26"
+    assert values(log, "num_blocks") == [("7299", 5, "")]
+    assert values(log, "max_model_len") == [("50000", 6, "")]
+    assert log.first("max_concurrency").text == "2.34"
+
+
+def test_v1_07_blocks_and_command_line_flags():
+    log = read("pr12569_v1_0.7_llama31-70b-w8a8.log")
+    assert log.model == "neuralmagic/Meta-Llama-3.1-70B-Instruct-quantized.w8a8"
+    assert log.args["max_model_len"] == "2048" and log.args["gpu_memory_utilization"] == "0.98"
+    assert values(log, "weights") == [("67.7229", 3, "")] and log.first("weights").unit == "GB"
+    assert values(log, "num_blocks") == [("1381", 9, "")]
+    assert log.engine == "V1"
+
+
+def test_v1_tokens_and_concurrency_with_thousands_separators():
+    log = read("pr17122_v1_0.8_llama31-8b_l40s.log")
+    assert log.first("weights").value == 14.9889 and log.first("weights").unit == "GiB"
+    assert log.first("kv_tokens").value == 158_656
+    assert log.first("max_model_len").value == 32_768
+    assert log.first("max_concurrency").text == "4.84"
+
+
+def test_v1_graph_estimate_and_tp_workers():
+    log = read("gpustack251_v0.27.1_tp2.log")
+    assert values(log, "cudagraph_estimate") == [("0.36", 2, "Worker_TP1"), ("0.36", 4, "Worker_TP0")]
+    assert values(log, "kv_pool") == [("6.87", 5, "Worker_TP0")]
+    four = read("club3090_127_v0.21plus_tp4.log")
+    assert values(four, "kv_pool") == [("15.72", 3, "Worker_TP0")]
+    hybrid = read("pr30515_v0.17_hybrid_graphs_estimate.log")
+    assert hybrid.first("cudagraph_estimate").text == "0.26" and hybrid.first("kv_tokens").value == 188_640
+    assert hybrid.first("kv_pool").rank == "EngineCore"
+
+
+def test_journald_and_compose_prefixes_banner_and_args():
+    log = read("onecat237_journald_v100x4.log")
+    assert values(log, "kv_pool") == [("5.35", 1, "Worker_TP0")]
+    assert log.first("kv_tokens").value == 215_401 and log.first("max_concurrency").text == "26.29"
+    cut = read("gguf101_v0.18.0_compose_cut.log")
+    assert cut.version == "0.18.0" and cut.engine == "V1"
+    assert cut.model == "/models/unsloth/Qwen3-8B-GGUF/Qwen3-8B-Q4_K_M.gguf"
+    assert cut.args["max_model_len"] == 16384 and cut.args["kv_cache_dtype"] == "fp8"
+    assert cut.stage == "config" and not cut.figures
+
+
+def test_config_line_with_nested_values():
+    log = read("kserve4470_v0.8.5.post1_qwen3-14b_config.log")
+    assert log.version == "0.8.5.post1" and log.engine == "V0" and log.model == "Qwen/Qwen3-14B"
+    assert log.config["max_seq_len"] == "4096" and log.config["tensor_parallel_size"] == "1"
+    assert log.config["decoding_config"].startswith("DecodingConfig(guided_decoding_backend='xgrammar'")
+    assert log.setting("kv_cache_dtype") == "auto" and log.setting("quantization") is None
+
+
+def test_startup_refusal_and_zero_blocks():
+    refused = read("kvcached29_v0.9.2_free_memory_error.log")
+    assert refused.is_vllm and refused.stage == "start" and refused.error_line == 3
+    assert refused.error.startswith("ValueError: Free memory on device (59.32/79.15 GiB)")
+    zero = read("issue12095_v0_whisper_8gb_no_kv.log")
+    assert zero.first("kv_pool").text == "-0.00" and zero.first("num_blocks").value == 0
+    assert zero.first("max_concurrency").text == "0.00"
+
+
+def test_bare_lines_and_multiline_command():
+    log = read("issue21348_qwen3-235b-fp8_tp4_h100.log")
+    assert log.model == "/path/to/Qwen3-235B-A22B-FP8" and log.args["tensor_parallel_size"] == "4"
+    assert values(log, "kv_pool") == [("8.11", 4, "")] and log.first("kv_tokens").value == 178_880
+
+
+def test_not_vllm():
+    assert not parse_log("hello\nworld\n").is_vllm
+    assert not parse_log("").is_vllm
+    assert not parse_log("INFO 01-01 00:00:00 [x.py:1] nothing about memory\n").is_vllm
+
+
+def test_ansi_colours_and_header_are_stripped():
+    raw = (
+        "\x1b[1;36m(EngineCore_DP0 pid=5)\x1b[0;0m INFO 07-01 10:00:00 [gpu_worker.py:276] "
+        "Available KV cache memory: 18.38 GiB"
+    )
+    assert strip_line(raw) == ("Available KV cache memory: 18.38 GiB", "EngineCore")
+    assert parse_log(raw).first("kv_pool").value == 18.38
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in LOGS.glob("*.log")))
+def test_streaming_chunks_give_the_same_result(name):
+    text = (LOGS / name).read_text(encoding="utf-8")
+    reader = LogReader()
+    for i in range(0, len(text), 7):  # chunks that cut lines (and multi-byte characters' neighbours) anywhere
+        reader.feed_text(text[i : i + 7])
+    reader.flush()
+    assert reader.result() == parse_log(text)

@@ -1,0 +1,235 @@
+"""`memsight explain LOG|-` end to end (real `python -m tui.cli explain` processes) on real vLLM startup logs
+(tests/data/vllm_logs, sources in its SOURCES.md).
+
+The prediction uses none of the figures the log measured (weights, activation, non-torch, graphs, pool): only
+the model, the GPU (its recorded mem_get_info total) and the engine settings. CASES records, per log, the
+relative error of the predicted pool (or block count, where the log gives no pool) against the logged one;
+the test asserts each error to +-0.5 percentage points of the recorded figure, so a change in the model shows
+up, and test_print_config_alone_table prints the table (median and worst) that README quotes.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import statistics
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+LOGS = REPO_ROOT / "tests" / "data" / "vllm_logs"
+WORKSHEET = "vLLM: predicted KV pool "
+ROW_KEYS = {
+    "device_total", "requested", "weights", "activation", "non_torch", "cudagraphs", "kv_pool", "num_blocks",
+    "kv_tokens", "max_concurrency",
+}  # fmt: skip
+
+
+def explain(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tui.cli", "explain", *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        input=stdin,
+    )
+
+
+def explain_json(*args: str) -> dict:
+    done = explain(*args, "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@dataclass(frozen=True)
+class Case:
+    log: str
+    args: tuple[str, ...]  # what the log does not say, given as flags
+    version: str
+    row: str  # "kv_pool" or "num_blocks" (when the log has no pool figure)
+    error: float  # relative error of the prediction reached (fraction)
+    why: str  # the cause of the difference, in words
+
+
+CASES = (
+    Case("myoceane_v0.19.0_gpt-oss-20b_a100.log", ("--gpu", "a100-80gb"), "0.19.0", "kv_pool", 0.0036,
+         "meets the 3% target; the weights miss by -6.6% (MXFP4 experts as vLLM's A100 kernel holds them) "
+         "and "
+         "the activation/non-torch terms happen to balance it"),
+    Case("pr10511_v0.6.5dev_llama3-8b_h100_tp1.log",
+         ("--model", "tests/data/vllm_logs/configs/Meta-Llama-3-8B.json", "--vllm-version", "0.6.5"),
+         "0.6.5", "kv_pool", 0.0323,
+         "this 0.6.5 development build logged 1.79 GiB of non-torch memory (the growth rule predicts 0.10; "
+         "released 0.6.6 logged 0.10 in vllm #12330)"),
+    Case("issue14452_v0.8.5dev_qwq32b-bnb_pp2_rtx5090.log",
+         ("--model", "qwen2.5-32b", "--vllm-version", "0.8.5", "-pp", "2", "-q", "bitsandbytes"),
+         "0.8.5", "kv_pool", 0.0785,
+         "Unsloth's dynamic 4-bit keeps layers in 16 bit that its config lists (not in the log): weights "
+         "10.80/10.30 GiB logged vs 9.63 predicted"),
+    Case("pr12569_v1_0.7_llama31-70b-w8a8.log",
+         ("--model", "llama-3.1-70b", "--vllm-version", "0.7.1", "--gpu", "h100"),
+         "0.7.1", "num_blocks", -0.2723,
+         "the V1 0.7 profile run is not derived (the rules of 0.7.0 V0 are used) and the GPU is assumed "
+         "(H100); "
+         "the weights match to 0.1%"),
+    Case("issue21348_qwen3-235b-fp8_tp4_h100.log",
+         ("--model", "qwen3-235b-a22b", "--vllm-version", "0.10.0", "--gpu", "h100"),
+         "0.10.0", "kv_pool", 0.2845,
+         "the version is not in the log (0.10.0 assumed from the thread) and the MoE profile run's fused-MoE "
+         "workspaces are not derived; an LMCache connector was on"),
+    Case("club3090_612_v0.24.0_qwen36-35b-a3b-nvfp4_rtx5090.log",
+         ("--model", "qwen3.5-35b-a3b", "--gpu", "rtx5090"),
+         "0.24.0", "kv_pool", 0.3662,
+         "a vision-language checkpoint (encoder weights and its profile run are not in the text model) whose "
+         "NVFP4 recipe keeps more layers in bf16 than the catalog's config says"),
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.log for c in CASES])
+def test_config_alone_prediction_against_real_logs(case):
+    out = explain_json(str(LOGS / case.log), *case.args)
+    assert out["vllm_version"] == case.version
+    row = out["rows"][case.row]
+    assert row["logged"] is not None and row["predicted"] is not None
+    error = row["predicted"] / row["logged"] - 1
+    assert abs(error - case.error) <= 0.005, (case.log, error, out["terms"])
+    # nothing the log measured went into the prediction: every term is PREDICTED or a stated input
+    hows = {t["name"]: t["how"] for t in out["terms"]}
+    assert all(
+        hows[name] == "PREDICTED" for name in ("weights", "activation peak", "non-torch", "CUDA graphs")
+    )
+    assert hows["device total"] in ("given", "log")
+
+
+def test_print_config_alone_table(capsys):
+    rows = [f"{'log':<58}{'vLLM':>8}{'row':>11}{'logged':>10}{'PREDICTED':>11}{'error':>9}"]
+    errors = []
+    for case in CASES:
+        out = explain_json(str(LOGS / case.log), *case.args)
+        row = out["rows"][case.row]
+        error = row["predicted"] / row["logged"] - 1
+        errors.append(abs(error))
+        rows.append(
+            f"{case.log:<58}{case.version:>8}{case.row:>11}{row['logged']:>10,.2f}{row['predicted']:>11,.2f}"
+            f"{error:>+9.1%}"
+        )
+    rows.append(
+        f"median |error| {statistics.median(errors):.1%}, worst {max(errors):.1%}, {len(errors)} logs"
+    )
+    with capsys.disabled():
+        print("\n" + "\n".join(rows))
+    assert len(errors) == len(CASES)
+
+
+def test_text_output_starts_with_the_worksheet_and_lists_every_row():
+    done = explain(str(LOGS / "myoceane_v0.19.0_gpt-oss-20b_a100.log"), "--gpu", "a100-80gb")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith(WORKSHEET)
+    assert "logged not in the log tokens" not in lines[0]
+    assert " GiB / " in lines[0] and "max concurrency predicted" in lines[0]
+    for label in ("device total (GiB)", "requested budget (GiB)", "weights (GiB)", "activation peak (GiB)",
+                  "non-torch (GiB)", "CUDA graphs (GiB)", "KV pool (GiB)", "KV blocks", "KV tokens",
+                  "max concurrency (x)"):  # fmt: skip
+        assert any(line.strip().startswith(label) for line in lines), label
+    pool = next(line for line in lines if line.strip().startswith("KV pool (GiB)"))
+    assert "36.56" in pool and "(line 3)" in pool
+    assert "PREDICTED" in done.stdout and "from log" in done.stdout
+
+
+def test_worksheet_with_logged_tokens_and_concurrency():
+    out = explain_json(
+        str(LOGS / "issue14452_v0.8.5dev_qwq32b-bnb_pp2_rtx5090.log"),
+        "--model", "qwen2.5-32b", "--vllm-version", "0.8.5", "-pp", "2", "-q", "bitsandbytes",
+    )  # fmt: skip
+    assert out["worksheet"].startswith(WORKSHEET)
+    # V0 logs blocks, not tokens: logged tokens = 7299 blocks x 16
+    assert "logged 116,784 (7,299 blocks) tokens" in out["worksheet"]
+    assert out["worksheet"].endswith("logged 2.34x")
+    assert out["rows"]["num_blocks"]["logged"] == 7299 and out["rows"]["num_blocks"]["logged_line"] == 5
+    assert out["rows"]["device_total"]["logged"] == 31.37
+    assert {i["name"]: i["from"] for i in out["inputs"]}["weights format"].startswith("bitsandbytes")
+
+
+def test_json_keys_are_stable():
+    out = explain_json(str(LOGS / "myoceane_v0.19.0_gpt-oss-20b_a100.log"), "--gpu", "a100-80gb")
+    assert set(out) == {
+        "worksheet",
+        "model",
+        "vllm_version",
+        "engine",
+        "stage",
+        "inputs",
+        "terms",
+        "rows",
+        "notes",
+    }
+    assert set(out["rows"]) == ROW_KEYS
+    for row in out["rows"].values():
+        assert set(row) == {
+            "label",
+            "logged",
+            "logged_line",
+            "predicted",
+            "difference",
+            "relative",
+            "how",
+            "cause",
+        }
+    assert [t["name"] for t in out["terms"]] == [
+        "device total", "requested", "weights", "activation peak", "non-torch", "CUDA graphs", "KV pool",
+    ]  # fmt: skip
+    assert out["rows"]["kv_pool"]["logged"] == 36.56 and out["rows"]["weights"]["logged"] == 13.72
+
+
+def test_stdin():
+    text = (LOGS / "myoceane_v0.19.0_gpt-oss-20b_a100.log").read_text(encoding="utf-8")
+    done = explain("-", "--gpu", "a100-80gb", stdin=text)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(WORKSHEET)
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "message"),
+    [
+        (("-",), "hello\nworld\n", "memsight: not a vLLM startup log"),
+        ((str(LOGS / "kvcached29_v0.9.2_free_memory_error.log"),), None,
+         "memsight: vLLM died at start-up, before it printed its engine configuration (line 3): "
+         "ValueError: Free"),
+        ((str(LOGS / "gguf101_v0.18.0_compose_cut.log"),), None,
+         "memsight: the log stops after the engine configuration, before the weights finished loading"),
+        ((str(LOGS / "pr10511_v0.6.5dev_llama3-8b_h100_tp2_cut.log"),), None,
+         "memsight: the log stops after the memory profile, before the KV cache was sized"),
+        (("/nonexistent/vllm.log",), None, "memsight: cannot read /nonexistent/vllm.log"),
+        ((str(LOGS / "pr17122_v1_0.8_llama31-8b_l40s.log"),), None,
+         "memsight: the log does not name the model"),
+        ((str(LOGS / "myoceane_v0.19.0_gpt-oss-20b_a100.log"),), None,
+         "memsight: the log does not state the device's total memory"),
+        ((str(LOGS / "myoceane_v0.19.0_gpt-oss-20b_a100.log"), "--gpu", "tpu-v9"), None,
+         "memsight: no recorded mem_get_info total for GPU 'tpu-v9'"),
+        ((str(LOGS / "pr12569_v1_0.7_llama31-70b-w8a8.log"), "--model", "llama-3.1-70b", "--gpu", "h100"),
+         None,
+         "memsight: the log does not say which vLLM version wrote it"),
+        ((str(LOGS / "myoceane_v0.19.0_gpt-oss-20b_a100.log"), "--gpu", "a100",
+          "--gpu-memory-utilization", "2"),
+         None, "memsight: --gpu-memory-utilization out of range: 2.0"),
+    ],
+)  # fmt: skip
+def test_bad_input_is_one_line_and_exit_2(args, stdin, message):
+    done = explain(*args, stdin=stdin)
+    assert done.returncode == 2, done.stdout
+    assert done.stdout == ""
+    assert done.stderr.startswith(message), done.stderr
+    assert done.stderr.count("\n") == 1
+
+
+def test_binary_input_is_refused(tmp_path: pathlib.Path):
+    blob = tmp_path / "core"
+    blob.write_bytes(b"\x7fELF\x00\x00\x01" * 100)
+    done = explain(str(blob))
+    assert done.returncode == 2 and done.stderr == f"memsight: {blob}: binary data, not a text log\n"
