@@ -286,15 +286,16 @@ def read_recording(path: str | os.PathLike) -> Recording:
 
 
 # ------------------------------------------------------------------------------------------ event checks
-# What each event kind must hold for the readers (os_snapshot_from, summarize, ReplayMonitor...) to use it.
+# What each event kind must hold for the readers (os_snapshot_from, summarize, ReplayMonitor...) to use it,
+# with the types of the snapshot fields they become (collectors/snapshots.py: `int | None` is "num?").
 # Kinds: "num" a finite number within MAX_MEASURED (not a bool), "time" one within [0, MAX_TIMESTAMP],
 # "int" an integer within MAX_MEASURED, "str", "bool"; a trailing "?" allows null; a missing "?" field is
 # null. Fields not listed are not read, so not checked (newer recordings may add some).
 _HEADER_FIELDS = {"created": "time?", "host": "str?", "hz": "num?"}
 _OS_FIELDS = {
-    "t": "time", "mem_total": "num", "mem_available": "num", "cached": "num", "shmem": "num",
+    "t": "time", "mem_total": "num", "mem_available": "num", "cached": "num?", "shmem": "num?",
     "swap_total": "num", "swap_free": "num", "psi_some_avg10": "num?", "psi_full_avg10": "num?",
-    "oom_kill": "num", "skipped": "int?", "source": "str?", "procs": "list?",
+    "oom_kill": "num?", "skipped": "int?", "source": "str?", "procs": "list?",
 }  # fmt: skip
 _PROC_ROW = ("int", "int", "str", "num", "num?", "any", "str")  # pid, start, name, rss, growth, is_new, user
 _PROC_FIELDS = {"pid": "int", "start": "int", "cmdline": "str?"}
