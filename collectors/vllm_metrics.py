@@ -1,10 +1,10 @@
 """A vLLM server's Prometheus `/metrics`, scraped from a URL the user gives, and the text format parser.
 
-The parser (`parse_prometheus_text`) reads the Prometheus text exposition format 0.0.4 (and the OpenMetrics
-subset prometheus_client writes): `# HELP` / `# TYPE` lines, label sets with escaped quotes, backslashes and
-newlines, optional timestamps, `NaN` / `+Inf` / `-Inf`, counters (`_total`, `_created`), histograms and
-summaries (`_bucket`, `_sum`, `_count`). It is the same parser the exporter's tests read memsight's own
-`/metrics` back with.
+The parser (`parse_prometheus_text`) is prometheus_client's (`text_fd_to_metric_families`), wrapped to name
+the bad line in one CollectorError, to refuse a line over MAX_LINE_CHARS, an unknown TYPE and a non-finite
+timestamp, and to keep families under the names the text gives (a counter's `_total` name). It reads the
+text exposition format 0.0.4: HELP / TYPE lines, escaped label values, optional timestamps, `NaN` / `+Inf`,
+histograms and summaries. Linear in the body. The exporter's tests read memsight's own /metrics back with it.
 
 `VLLMMetrics(url).sample()` never raises: a refused connection, a timeout, an HTTP error, a body that is not
 the text format, or a body with HELP/TYPE lines but no samples each become a `VLLMSnapshot` whose `status`
@@ -31,24 +31,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from prometheus_client.metrics_core import METRIC_TYPES
+from prometheus_client.parser import text_fd_to_metric_families
+
 from collectors.errors import CollectorError
 from collectors.snapshots import VLLMModelStats, VLLMSnapshot
 
 # A /metrics body bigger than this is not a vLLM server (vLLM's is tens of KiB); never read more.
 MAX_BODY_BYTES = 8 * 2**20
 
-# Family suffixes that belong to a TYPE'd base name (prometheus_client's and OpenMetrics' conventions).
-_SUFFIXES = {
-    "counter": ("_total", "_created"),
-    "gauge": (),
-    "histogram": ("_bucket", "_sum", "_count", "_created"),
-    "gaugehistogram": ("_bucket", "_gsum", "_gcount"),
-    "summary": ("_sum", "_count", "_created"),
-    "info": ("_info",),
-    "stateset": (),
-    "untyped": (),
-    "unknown": (),
-}
+# A line longer than this is not from a vLLM server (its longest, cache_config_info, is under 1 KiB). The
+# bound keeps the parse linear in the body: prometheus_client's label parser re-scans a line per quote.
+MAX_LINE_CHARS = 64 * 2**10
+
+# The types a TYPE line may name (the text format's, OpenMetrics' and the legacy "untyped").
+_TYPES = frozenset(METRIC_TYPES) | {"untyped"}
 
 
 # --------------------------------------------------------------------------------------- text format
@@ -68,7 +65,7 @@ class PromSample:
 
 @dataclass(frozen=True, slots=True)
 class PromFamily:
-    name: str
+    name: str  # as the TYPE line names it (counters: the `_total` name their samples carry)
     type: str  # "counter" | "gauge" | "histogram" | "summary" | ... | "untyped"
     help: str
     samples: tuple[PromSample, ...]
@@ -88,151 +85,80 @@ class PromScrape:
         return tuple(s for s in self.samples if s.name == sample_name)
 
 
-def parse_value(text: str, line_no: int) -> float:
-    lowered = text.lower()
-    if lowered in ("nan",):
-        return math.nan
-    if lowered in ("+inf", "inf"):
-        return math.inf
-    if lowered == "-inf":
-        return -math.inf
+def _as_float(value: int | float) -> float:
+    """prometheus_client gives ints for integral text; a huge one becomes ±inf, as float(text) would."""
     try:
-        return float(text)
-    except ValueError:
-        raise CollectorError(f"line {line_no}: {text!r} is not a number") from None
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
-def _parse_labels(text: str, start: int, line_no: int) -> tuple[tuple[tuple[str, str], ...], int]:
-    """Parse `{k="v",...}` from text[start] == '{'; returns the labels and the index after '}'."""
-    labels: list[tuple[str, str]] = []
-    i = start + 1
-    n = len(text)
-    while True:
-        while i < n and text[i] in " \t":
-            i += 1
-        if i >= n:
-            raise CollectorError(f"line {line_no}: unterminated label set")
-        if text[i] == "}":
-            return tuple(labels), i + 1
-        j = i
-        while j < n and (text[j].isalnum() or text[j] in "_:"):
-            j += 1
-        key = text[i:j]
-        if not key:
-            raise CollectorError(f"line {line_no}: expected a label name at column {i + 1}")
-        while j < n and text[j] in " \t":
-            j += 1
-        if j >= n or text[j] != "=":
-            raise CollectorError(f"line {line_no}: expected '=' after label {key!r}")
-        j += 1
-        while j < n and text[j] in " \t":
-            j += 1
-        if j >= n or text[j] != '"':
-            raise CollectorError(f"line {line_no}: label {key!r} has no quoted value")
-        j += 1
-        chars: list[str] = []
-        while True:
-            if j >= n:
-                raise CollectorError(f"line {line_no}: unterminated value of label {key!r}")
-            c = text[j]
-            if c == "\\" and j + 1 < n:
-                nxt = text[j + 1]
-                chars.append({"n": "\n", '"': '"', "\\": "\\"}.get(nxt, "\\" + nxt))
-                j += 2
-                continue
-            if c == '"':
-                j += 1
-                break
-            chars.append(c)
-            j += 1
-        labels.append((key, "".join(chars)))
-        while j < n and text[j] in " \t":
-            j += 1
-        if j < n and text[j] == ",":
-            j += 1
-        elif j < n and text[j] != "}":
-            raise CollectorError(f"line {line_no}: expected ',' or '}}' after label {key!r}")
-        i = j
+class _Lines:
+    """The body's lines for prometheus_client's parser, counting them so an error can name its line, and
+    refusing what the library would accept but no server writes (an over-long line, an unknown TYPE)."""
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self.line_no = 0
+        self.line = ""
+        self.comments = 0
+
+    def __iter__(self):
+        for raw in self._text.split("\n"):
+            self.line_no += 1
+            self.line = raw
+            if len(raw) > MAX_LINE_CHARS:
+                raise CollectorError(
+                    f"line {self.line_no}: {len(raw)} characters, over the {MAX_LINE_CHARS} a line may have"
+                )
+            stripped = raw.strip()
+            if stripped.startswith("#"):
+                self.comments += 1
+                parts = stripped[1:].split(None, 2)
+                if len(parts) >= 2 and parts[0] == "TYPE":
+                    kind = parts[2].strip() if len(parts) > 2 else ""
+                    if kind not in _TYPES:
+                        raise CollectorError(
+                            f"line {self.line_no}: unknown metric type {kind!r} for {parts[1]!r}"
+                        )
+            yield raw
 
 
-def _parse_sample(line: str, line_no: int) -> PromSample:
-    i = 0
-    n = len(line)
-    while i < n and (line[i].isalnum() or line[i] in "_:"):
-        i += 1
-    name = line[:i]
-    if not name or name[0].isdigit():
-        raise CollectorError(f"line {line_no}: {line[:60]!r} does not start with a metric name")
-    labels: tuple[tuple[str, str], ...] = ()
-    if i < n and line[i] == "{":
-        labels, i = _parse_labels(line, i, line_no)
-    rest = line[i:].split()
-    if not rest:
-        raise CollectorError(f"line {line_no}: sample {name!r} has no value")
-    if len(rest) > 2 and rest[2] != "#":  # OpenMetrics exemplars follow a '#'
-        raise CollectorError(f"line {line_no}: unexpected text after the value of {name!r}: {rest[2]!r}")
-    value = parse_value(rest[0], line_no)
-    timestamp = None
-    if len(rest) >= 2 and rest[1] != "#":
-        try:
-            timestamp = int(float(rest[1]))
-        except ValueError:
-            raise CollectorError(
-                f"line {line_no}: timestamp {rest[1]!r} of {name!r} is not a number"
-            ) from None
-    return PromSample(name, labels, value, timestamp)
-
-
-def _unescape_help(text: str) -> str:
-    return text.replace("\\n", "\n").replace("\\\\", "\\")
+def _sample(name: str, labels: Mapping[str, str], value, timestamp) -> PromSample:
+    timestamp_ms = None
+    if timestamp is not None:
+        ms = _as_float(timestamp) * 1000
+        if not math.isfinite(ms):
+            raise CollectorError(f"sample {name!r} has timestamp {ms / 1000!r}: not a finite time")
+        timestamp_ms = round(ms)
+    return PromSample(name, tuple(labels.items()), _as_float(value), timestamp_ms)
 
 
 def parse_prometheus_text(text: str) -> PromScrape:
-    """Prometheus text format -> families of samples. Raises CollectorError naming the bad line."""
-    helps: dict[str, str] = {}
-    types: dict[str, str] = {}
-    order: list[str] = []
-    samples: dict[str, list[PromSample]] = {}
-    comments = 0
-
-    def family_of(sample_name: str) -> str:
-        if sample_name in types:
-            return sample_name
-        for base, kind in types.items():
-            for suffix in _SUFFIXES.get(kind, ()):
-                if sample_name == base + suffix:
-                    return base
-        return sample_name
-
-    for line_no, raw in enumerate(text.split("\n"), start=1):
-        line = raw.strip()
-        if not line:
-            continue
-        if line.startswith("#"):
-            comments += 1
-            parts = line[1:].strip().split(None, 2)
-            if len(parts) >= 2 and parts[0] in ("HELP", "TYPE"):
-                name = parts[1]
-                if name not in order:
-                    order.append(name)
-                if parts[0] == "HELP":
-                    helps[name] = _unescape_help(parts[2] if len(parts) > 2 else "")
-                else:
-                    kind = (parts[2] if len(parts) > 2 else "").strip().lower()
-                    if kind not in _SUFFIXES:
-                        raise CollectorError(f"line {line_no}: unknown metric type {kind!r} for {name!r}")
-                    types[name] = kind
-            continue  # other comments (and OpenMetrics' "# EOF") carry no data
-        sample = _parse_sample(line, line_no)
-        family = family_of(sample.name)
-        if family not in order:
-            order.append(family)
-        samples.setdefault(family, []).append(sample)
+    """Prometheus text format -> families of samples, read by prometheus_client's parser. Raises
+    CollectorError naming the bad line. Linear in the text (lines are at most MAX_LINE_CHARS)."""
+    lines = _Lines(text)
+    found: dict[str, tuple[str, str, list[PromSample]]] = {}
+    try:
+        for metric in text_fd_to_metric_families(lines):
+            # the library files a counter under its name less `_total` (OpenMetrics); keep the written name
+            name = metric.name + "_total" if metric.type == "counter" else metric.name
+            kind = "untyped" if metric.type == "unknown" else metric.type
+            # the same family written in two places is one family, its samples in order
+            _, _, samples = found.setdefault(name, (kind, metric.documentation, []))
+            samples.extend(_sample(s.name, s.labels, s.value, s.timestamp) for s in metric.samples)
+    except CollectorError:
+        raise
+    except (ValueError, IndexError, KeyError, TypeError) as exc:  # how prometheus_client refuses a line
+        detail = str(exc)[:120]
+        raise CollectorError(
+            f"line {lines.line_no}: cannot parse {lines.line[:80]!r}" + (f" ({detail})" if detail else "")
+        ) from None
     families = {
-        name: PromFamily(name, types.get(name, "untyped"), helps.get(name, ""), tuple(samples.get(name, ())))
-        for name in order
+        name: PromFamily(name, kind, help_text, tuple(samples))
+        for name, (kind, help_text, samples) in found.items()
     }
-    return PromScrape(MappingProxyType(families), comments)
+    return PromScrape(MappingProxyType(families), lines.comments)
 
 
 # --------------------------------------------------------------------------------------- vLLM metrics
@@ -303,14 +229,13 @@ def vllm_snapshot_from_scrape(
             status=f"no vLLM metrics: {where} served {len(all_samples)} sample(s), none named vllm:*",
         )
     # one row per (model_name, engine) label pair seen on any vllm:* sample except the config info
-    keys: list[tuple[str, str | None]] = []
+    keys: dict[tuple[str, str | None], None] = {}  # in the order first seen (a dict: linear in the samples)
     by_name: dict[str, dict[tuple[str, str | None], float]] = {}
     for s in vllm_samples:
         if s.name == "vllm:cache_config_info":
             continue
         key = (s.label("model_name") or "", s.label("engine"))
-        if key not in keys:
-            keys.append(key)
+        keys.setdefault(key, None)
         # series of one name that differ only in other labels (none of the names read below has any) add up
         by_name.setdefault(s.name, {})[key] = by_name.get(s.name, {}).get(key, 0.0) + s.value
 

@@ -55,7 +55,6 @@ MAX_TIMESTAMP = 2**33  # seconds since the epoch (year 2242): a "created" or "t"
 # ---- memsight's own settings (config.toml and the matching command-line options)
 MIN_REFRESH_HZ = 0.001  # refresh_hz / --hz: once in 1000 s at the slowest
 MAX_REFRESH_HZ = 100  # ... and 100 times a second at the fastest (the screen cannot show more)
-MAX_SETTING = 2**40  # any threshold in its unit (GiB, seconds, fraction): 2**40 GiB is 2**70 bytes
 
 # ---- agent ring files
 MAX_RING_CAPACITY = 1 << 16  # slots in one ring (the agent writes 512)

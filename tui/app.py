@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import pathlib
-import re
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -17,11 +16,14 @@ from textual.app import App
 from textual.binding import Binding
 
 from collectors.alerts import AlertOptions
+from collectors.nvml_collector import gpu_bytes_by_pid
 from collectors.snapshots import MonitorState
+from collectors.vllm_log_follow import VLLMLogFollower, log_buckets
 from planner.budget import PlanInputs, make_plan
 from planner.catalog import catalog_names
 from planner.formats import weight_formats
 from planner.machines import MACHINES, Machine
+from tui import options
 from tui.screens.help import HelpScreen
 from tui.screens.live import LiveScreen, LiveView
 from tui.screens.plan import FIELDS, PlanChoices, PlanScreen, PlanView
@@ -37,6 +39,7 @@ from tui.screens.view_model import (
     pools,
     process_rows,
     vllm_line,
+    vllm_log_line,
 )
 from tui.widgets.data import MachineBar
 from tui.widgets.fmt import gib
@@ -79,19 +82,15 @@ class ChildLike(Protocol):
 
 
 def default_plan_inputs() -> PlanInputs:
-    """The lesson's defaults: Llama 3.1 8B, BF16, 8K context, 8 users."""
-    return PlanInputs(model="llama-3.1-8b", format="bf16", kv_dtype="auto", context=8192, users=8)
-
-
-def parse_tokens(text: str, what: str) -> int:
-    """'8192', '8k' or '128K' (k = 1024 tokens) → int; a clear message otherwise."""
-    match = re.fullmatch(r"\s*(\d+)\s*([kK]?)\s*", text)
-    if not match:
-        raise ValueError(f"{what}: {text!r} is not a whole number (8192 or 8k)")
-    value = int(match.group(1)) * (1024 if match.group(2) else 1)
-    if value < 1:
-        raise ValueError(f"{what} must be at least 1, got {value}")
-    return value
+    """The defaults every command shares (tui/options.py): Llama 3.1 8B, its own weights, 8K, 8 users."""
+    return PlanInputs(
+        model=options.DEFAULT_MODEL,
+        format=options.DEFAULT_FORMAT,
+        kv_dtype=options.DEFAULT_KV_DTYPE,
+        context=options.DEFAULT_CONTEXT,
+        users=options.DEFAULT_USERS,
+        tp=options.DEFAULT_TP,
+    )
 
 
 def inputs_from_fields(base: PlanInputs, values: dict[str, str]) -> PlanInputs:
@@ -106,9 +105,9 @@ def inputs_from_fields(base: PlanInputs, values: dict[str, str]) -> PlanInputs:
         model=model,
         format=None if fmt in ("", "default") else fmt,
         kv_dtype=values.get("kv_dtype") or "auto",
-        context=parse_tokens(values.get("context", ""), "context"),
-        users=parse_tokens(values.get("users", ""), "users"),
-        tp=parse_tokens(values.get("tp", ""), "tp"),
+        context=options.parse_count(values.get("context", ""), "context", minimum=1),
+        users=options.parse_count(values.get("users", ""), "users", minimum=1),
+        tp=options.parse_count(values.get("tp", ""), "tp", minimum=1),
     )
 
 
@@ -201,6 +200,9 @@ class MemsightApp(App[int]):
         self.exit_with_child = exit_with_child
         self.child_status: int | None = None  # the child's exit status once it exited
         self._log_tail = LogTail(child.log_path) if child is not None and child.log_path else None
+        # vLLM's own numbers, read from the same log as it streams (collectors/vllm_log_follow.py)
+        self._vllm_follow = VLLMLogFollower(child.log_path) if child is not None and child.log_path else None
+        self._vllm_plan: tuple[tuple, int | None, str] | None = None  # (inputs key, pool bytes, note)
         self._child_key: tuple | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -324,7 +326,8 @@ class MemsightApp(App[int]):
             if self.child_status is not None and self.exit_with_child:
                 self.exit(None, self.child_status)
         lines = self._log_tail.read_new() if self._log_tail is not None else ()
-        key = (self.child_status, lines, self._log_tail.error if self._log_tail else "")
+        vllm_log = self._vllm_follow.poll() if self._vllm_follow is not None else None
+        key = (self.child_status, lines, self._log_tail.error if self._log_tail else "", vllm_log)
         if key == self._child_key:
             return False
         self._child_key = key
@@ -343,7 +346,40 @@ class MemsightApp(App[int]):
             if self._log_tail is not None and self._log_tail.error:
                 title = self._log_tail.error
         lines = self._log_tail.lines if self._log_tail is not None else ()
-        return {"banner": banner, "log_title": title, "log_lines": lines}
+        return {"banner": banner, "log_title": title, "log_lines": lines, "vllm_log": self._vllm_log_text()}
+
+    def _vllm_log_text(self) -> str:
+        """The vLLM line from the child's log, next to a plan for the same model/args (one per inputs)."""
+        if self._vllm_follow is None:
+            return ""
+        log = self._vllm_follow.poll()
+        if not log.is_vllm:
+            return ""
+        nvml = self.state.nvml if self.state is not None else None
+        totals = [d.total for d in nvml.devices if d.total] if nvml is not None and nvml.available else []
+        key = (log.model, log.version, tuple(sorted(log.args.items(), key=str)), tuple(log.config.items()),
+               totals[:1])  # fmt: skip
+        if self._vllm_plan is None or self._vllm_plan[0] != key:
+            pool, note = None, ""
+            if not totals:
+                note = "needs the device total (no NVML here)"
+            else:
+                try:
+                    from planner.vllm_explain import explain  # noqa: PLC0415
+
+                    pool = explain(log, total_bytes=totals[0]).pool.pool_bytes
+                except (ValueError, KeyError) as exc:  # PlannerError is a ValueError
+                    note = str(exc)[:100]
+            self._vllm_plan = (key, pool, note)
+        nvml_bytes = None
+        if nvml is not None and nvml.available and self.state is not None and self.state.os is not None:
+            by_pid = gpu_bytes_by_pid(nvml)
+            pids = {self.child.pid} | {
+                p.pid for p in self.state.os.processes if "vllm" in (p.name + " " + p.cmdline).lower()
+            }
+            held = [by_pid[pid] for pid in pids if pid in by_pid]
+            nvml_bytes = sum(held) if held else None
+        return vllm_log_line(log, log_buckets(log), self._vllm_plan[1], self._vllm_plan[2], nvml_bytes)
 
     def _push_to_screen(self) -> None:
         screen = self.screen

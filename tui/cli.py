@@ -10,6 +10,8 @@ import argparse
 import importlib
 import os
 import sys
+from collections.abc import Callable
+from typing import NoReturn
 
 from collectors.errors import CollectorError
 from planner.errors import PlannerError
@@ -25,6 +27,16 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def _one_line_error(name: str) -> Callable[[str], NoReturn]:
+    """argparse's errors as one `memsight NAME: ...` line (exit 2), like every other memsight error."""
+
+    def error(message: str) -> NoReturn:
+        print(f"memsight {name}: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+    return error
+
+
 def build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, object]:
     parser = argparse.ArgumentParser(
         prog="memsight",
@@ -35,6 +47,7 @@ def build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, object]:
     modules = {}
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
+        p.error = _one_line_error(name)  # type: ignore[method-assign]
         # Only the chosen subcommand's module is imported: the others get a bare parser for --help listings.
         if name == chosen:
             module = importlib.import_module(module_name)

@@ -11,119 +11,215 @@ import json
 import os
 import pathlib
 import sys
-from typing import Any, NoReturn
+from collections.abc import Callable
+from typing import Any
 
 from planner.budget import Plan, PlanInputs, make_plan, plan_to_json
 from planner.errors import PlannerError
 from planner.machines import CUSTOM_MACHINE, THIS_MACHINE, Machine, get_machine, machine_names, this_machine
 from planner.units import GiB
-
-
-def _number(kind: type, what: str, minimum: float = 0, strict: bool = False):
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{what} must be a {kind.__name__}, got {text!r}") from None
-        if value != value or (value <= minimum if strict else value < minimum):  # NaN or out of range
-            bound = f"greater than {minimum}" if strict else f"at least {minimum}"
-            raise argparse.ArgumentTypeError(f"{what} must be {bound}, got {text}")
-        return value
-
-    return parse
+from tui.config import ConfigError, PlanDefaults, load_config, merge_plan_args
+from tui.options import (
+    DEFAULT_MODEL,
+    InputError,
+    add_plan_input_arguments,
+    argparse_type,
+    parse_choice,
+    parse_count,
+    parse_number,
+    parse_size,
+)
 
 
 def _layer_list(text: str) -> tuple[int, ...]:
     try:
-        values = tuple(int(part) for part in text.split(","))
-    except ValueError:
+        values = tuple(parse_count(part, "--pp-layers", minimum=1) for part in text.split(","))
+    except InputError:
         raise argparse.ArgumentTypeError(
-            f"--pp-layers wants comma-separated integers, got {text!r}"
+            f"--pp-layers wants comma-separated whole numbers, got {text!r}"
         ) from None
     return values
 
 
-def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
-    # argparse's own errors become one line, like every other memsight error.
-    def error(message: str) -> NoReturn:
-        print(f"memsight {name}: {message}", file=sys.stderr)
-        raise SystemExit(2)
+def _choice(*choices: str, what: str) -> dict[str, Any]:
+    """argparse keywords for a case-insensitive choice (the help still lists the choices)."""
+    return {"choices": choices, "type": argparse_type(parse_choice, choices, what)}
 
-    parser.error = error  # type: ignore[method-assign]
-    gib = _number(float, "a size in GiB")
-    count = _number(int, "a count")
-    positive = _number(int, "a count", minimum=1)
+
+def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
+    def size(flag: str, **kwargs: Any) -> Callable[[str], Any]:
+        return argparse_type(parse_size, flag, **kwargs)
+
+    def count(flag: str, minimum: int = 0) -> Callable[[str], Any]:
+        return argparse_type(parse_count, flag, minimum=minimum)
+
     parser.add_argument(
-        "model", metavar="MODEL", help="catalog name, config.json, checkpoint folder or HF repo id"
+        "model",
+        metavar="MODEL",
+        nargs="?",
+        help="catalog name, config.json, checkpoint folder or HF repo id "
+        f"(default: the config file's, else {DEFAULT_MODEL})",
     )
     parser.add_argument(
-        "--format", dest="fmt", help="weight format (bf16 fp16 fp32 fp8 int8 q8_0 q4_k_m awq ...)"
+        "--list",
+        nargs="?",
+        const="",
+        metavar="PATTERN",
+        help="list the built-in catalog (names containing PATTERN, case-insensitive; * and ? as wildcards)",
     )
     parser.add_argument(
-        "--kv-dtype", default="auto", help="KV cache dtype: auto (= weights' dtype), fp8, bf16 ..."
+        "--download",
+        action="store_true",
+        help="fetch only config.json of a Hub repo id that is not in the local HF cache (from $HF_ENDPOINT, "
+        "default https://huggingface.co)",
     )
-    parser.add_argument("--ctx", type=positive, default=8192, help="prompt tokens per user (default 8192)")
-    parser.add_argument("--output-tokens", type=count, default=0, help="generated tokens per user (retained)")
-    parser.add_argument("--users", type=count, default=1, help="concurrent users (default 1)")
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="config file for the defaults (default ~/.config/memsight/config.toml)",
+    )
+    add_plan_input_arguments(parser)
+    parser.add_argument(
+        "--output-tokens",
+        type=count("--output-tokens"),
+        default=0,
+        help="generated tokens per user (retained)",
+    )
     where = parser.add_mutually_exclusive_group()
     where.add_argument(
-        "--machine", default=None, help=f"preset: {', '.join(machine_names()[:-1])} (default spark)"
+        "--machine",
+        default=None,
+        **_choice(*machine_names()[:-1], what="--machine"),
+        help=f"preset: {', '.join(machine_names()[:-1])} (default spark; any case)",
     )
     where.add_argument(
-        "--capacity-gib", type=_number(float, "capacity", strict=True), help="memory per device"
-    )
-    parser.add_argument("--os-reserve-gib", type=gib, help="kept for the OS and other processes")
-    parser.add_argument(
-        "--overhead-gib", type=gib, default=1.5, help="runtime overhead per rank (default 1.5)"
-    )
-    parser.add_argument(
-        "--prefill-chunk", type=positive, default=8192, help="prefill chunk tokens (default 8192)"
+        "--capacity-gib",
+        metavar="SIZE",
+        type=size("--capacity-gib", strict=True),
+        help="memory per device: GiB, or with a unit (80GB, 1.5TiB)",
     )
     parser.add_argument(
-        "--logits", choices=("last", "all"), default="last", help="logits kept for the prompt"
+        "--os-reserve-gib",
+        metavar="SIZE",
+        type=size("--os-reserve-gib"),
+        help="kept for the OS and other processes",
     )
-    parser.add_argument("--attention", choices=("fused", "eager"), default="fused", help="attention kernel")
-    parser.add_argument("--tp", type=positive, default=1, help="tensor parallel size")
-    parser.add_argument("--pp", type=positive, default=1, help="pipeline stages")
+    parser.add_argument(
+        "--overhead-gib",
+        metavar="SIZE",
+        type=size("--overhead-gib"),
+        default=round(1.5 * GiB),
+        help="runtime overhead per rank (default 1.5 GiB)",
+    )
+    parser.add_argument(
+        "--prefill-chunk",
+        type=count("--prefill-chunk", 1),
+        default=8192,
+        metavar="TOKENS",
+        help="prefill chunk tokens (default 8192)",
+    )
+    parser.add_argument(
+        "--logits",
+        default="last",
+        **_choice("last", "all", what="--logits"),
+        help="logits kept for the prompt",
+    )
+    parser.add_argument(
+        "--attention",
+        default="fused",
+        **_choice("fused", "eager", what="--attention"),
+        help="attention kernel",
+    )
+    parser.add_argument("--pp", type=count("--pp", 1), default=1, metavar="N", help="pipeline stages")
     parser.add_argument("--pp-layers", type=_layer_list, help="explicit layers per stage, e.g. 10,11,11")
-    parser.add_argument("--shared-prefix", type=count, default=0, help="prompt tokens every user shares")
     parser.add_argument(
-        "--block-size", type=positive, default=16, help="KV block size in tokens (default 16)"
+        "--shared-prefix",
+        type=count("--shared-prefix"),
+        default=0,
+        metavar="TOKENS",
+        help="prompt tokens every user shares",
+    )
+    parser.add_argument(
+        "--block-size",
+        type=count("--block-size", 1),
+        default=16,
+        metavar="TOKENS",
+        help="KV block size in tokens (default 16)",
     )
     vllm = parser.add_argument_group("vLLM pool (--engine vllm)")
-    vllm.add_argument("--engine", choices=("vllm",), help="also compute the serving engine's KV pool")
     vllm.add_argument(
-        "--gpu-memory-utilization", type=_number(float, "utilization", strict=True), default=0.9
+        "--engine", **_choice("vllm", what="--engine"), help="also compute the serving engine's KV pool"
     )
-    vllm.add_argument("--max-model-len", type=positive, help="default: ctx + output tokens")
+    vllm.add_argument(
+        "--gpu-memory-utilization",
+        type=argparse_type(parse_number, "--gpu-memory-utilization", strict=True),
+        default=0.9,
+    )
+    vllm.add_argument(
+        "--max-model-len",
+        type=count("--max-model-len", 1),
+        metavar="TOKENS",
+        help="default: context + output tokens",
+    )
     vllm.add_argument(
         "--total-gib",
-        type=_number(float, "total memory", strict=True),
+        metavar="SIZE",
+        type=size("--total-gib", strict=True),
         help="device total as torch reports it (default: the machine's capacity)",
     )
-    vllm.add_argument("--weights-gib", type=gib, help="'model weights take' from a log (default: computed)")
     vllm.add_argument(
-        "--activation-gib", type=gib, help="'PyTorch activation peak memory' (default: predicted)"
+        "--weights-gib",
+        metavar="SIZE",
+        type=size("--weights-gib"),
+        help="'model weights take' from a log (default: computed)",
     )
-    vllm.add_argument("--non-torch-gib", type=gib, help="'non_torch_memory' (default: --overhead-gib)")
-    vllm.add_argument("--cudagraph-gib", type=gib, default=0.0, help="CUDA-graph estimate (vLLM >= 0.20)")
-    vllm.add_argument("--kv-pool-gib", type=gib, help="the pool given directly (--kv-cache-memory-bytes)")
-    vllm.add_argument("--vllm-version", default=None, help="formulas of this vLLM version (default 0.33.0)")
-    vllm.add_argument("--vllm-engine", choices=("v0", "v1"), help="V0 or V1 engine (default by version)")
-    vllm.add_argument("--max-num-batched-tokens", type=positive, help="scheduler token budget")
     vllm.add_argument(
-        "--max-num-seqs", type=positive, help="sequences per step (default: vLLM's for the version and GPU)"
+        "--activation-gib",
+        metavar="SIZE",
+        type=size("--activation-gib"),
+        help="'PyTorch activation peak memory' (default: predicted)",
+    )
+    vllm.add_argument(
+        "--non-torch-gib",
+        metavar="SIZE",
+        type=size("--non-torch-gib"),
+        help="'non_torch_memory' (default: --overhead-gib)",
+    )
+    vllm.add_argument(
+        "--cudagraph-gib",
+        metavar="SIZE",
+        type=size("--cudagraph-gib"),
+        default=0,
+        help="CUDA-graph estimate (vLLM >= 0.20)",
+    )
+    vllm.add_argument(
+        "--kv-pool-gib",
+        metavar="SIZE",
+        type=size("--kv-pool-gib"),
+        help="the pool given directly (--kv-cache-memory-bytes)",
+    )
+    vllm.add_argument("--vllm-version", default=None, help="formulas of this vLLM version (default 0.33.0)")
+    vllm.add_argument(
+        "--vllm-engine",
+        **_choice("v0", "v1", what="--vllm-engine"),
+        help="V0 or V1 engine (default by version)",
+    )
+    vllm.add_argument(
+        "--max-num-batched-tokens", type=count("--max-num-batched-tokens", 1), help="scheduler token budget"
+    )
+    vllm.add_argument(
+        "--max-num-seqs",
+        type=count("--max-num-seqs", 1),
+        help="sequences per step (default: vLLM's for the version and GPU)",
     )
     vllm.add_argument(
         "--usage-context",
-        choices=("openai", "llm"),
+        **_choice("openai", "llm", what="--usage-context"),
         default="openai",
         help="`vllm serve` (openai, default) or the LLM class (llm): their scheduler defaults differ",
     )
     vllm.add_argument("--gpu-name", help="torch.cuda.get_device_name() (default: the machine preset's)")
-    vllm.add_argument(
-        "--cuda-capability", type=_capability, help="e.g. 9.0 (default: the machine preset's)"
-    )
+    vllm.add_argument("--cuda-capability", type=_capability, help="e.g. 9.0 (default: the machine preset's)")
     vllm.add_argument(
         "--enable-prefix-caching",
         action=argparse.BooleanOptionalAction,
@@ -137,7 +233,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     )
     vllm.add_argument(
         "--sampler-path",
-        choices=("torch-sort", "triton", "flashinfer"),
+        **_choice("torch-sort", "triton", "flashinfer", what="--sampler-path"),
         help="the sampler the profile run uses (default: the version's)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object (bytes as integers)")
@@ -148,10 +244,6 @@ def _capability(text: str) -> tuple[int, int]:
     if not (major.isdigit() and (not dot or minor.isdigit())):
         raise argparse.ArgumentTypeError(f"compute capability must look like 9.0, got {text!r}")
     return int(major), int(minor or 0)
-
-
-def _gib(value: float | None) -> int | None:
-    return None if value is None else round(value * GiB)
 
 
 def probe_this_machine() -> Machine:
@@ -205,21 +297,24 @@ def _checkpoint_weights(model: str, spec: Any, fmt: str | None) -> tuple[Any, tu
     return weights_from_checkpoint(spec, read_checkpoint(path))
 
 
-def build_inputs(args: argparse.Namespace) -> PlanInputs:
+def build_inputs(args: argparse.Namespace, defaults: PlanDefaults | None = None) -> PlanInputs:
+    """The plan's inputs: the options given, then the config file's [plan] values, then the shared defaults
+    (tui/options.py), exactly as `memsight watch` and the Plan screen resolve them."""
+    p = merge_plan_args(defaults or PlanDefaults(), args)
     machine = args.machine or (CUSTOM_MACHINE if args.capacity_gib is not None else "spark")
     return PlanInputs(
-        model=args.model,
-        format=args.fmt,
-        kv_dtype=args.kv_dtype,
-        context=args.ctx,
+        model=p.model,
+        format=p.format,
+        kv_dtype=p.kv_dtype,
+        context=p.context,
         output_tokens=args.output_tokens,
-        users=args.users,
+        users=p.users,
         machine=machine,
-        capacity_bytes=_gib(args.capacity_gib),
-        os_reserve_bytes=_gib(args.os_reserve_gib),
-        overhead_bytes=round(args.overhead_gib * GiB),
+        capacity_bytes=args.capacity_gib,
+        os_reserve_bytes=args.os_reserve_gib,
+        overhead_bytes=args.overhead_gib,
         prefill_chunk=args.prefill_chunk,
-        tp=args.tp,
+        tp=p.tp,
         pp=args.pp,
         pp_layers=args.pp_layers,
         shared_prefix=args.shared_prefix,
@@ -259,13 +354,13 @@ def _check_vllm_flags(args: argparse.Namespace) -> None:
         raise PlannerError(f"{', '.join(given)} only make sense with --engine vllm")
 
 
-def compute(args: argparse.Namespace) -> tuple[Plan, Any]:
+def compute(args: argparse.Namespace, defaults: PlanDefaults | None = None) -> tuple[Plan, Any]:
     _check_vllm_flags(args)
-    inputs = build_inputs(args)
+    inputs = build_inputs(args, defaults)
     from planner.spec import load_spec  # noqa: PLC0415
 
-    spec = load_spec(args.model)
-    weights, weight_notes = _checkpoint_weights(args.model, spec, args.fmt)
+    spec = load_spec(inputs.model, allow_download=args.download)
+    weights, weight_notes = _checkpoint_weights(inputs.model, spec, inputs.format)
     machine = None
     if inputs.machine == THIS_MACHINE:
         machine = get_machine(
@@ -282,7 +377,7 @@ def compute(args: argparse.Namespace) -> tuple[Plan, Any]:
         from planner.vllm import DEFAULT_VLLM_VERSION, vllm_pool  # noqa: PLC0415
 
         per_stage: Any = (
-            _gib(args.weights_gib)
+            args.weights_gib
             if args.weights_gib is not None
             else [next(r.weight_bytes for r in plan.ranks if r.pp_stage == s) for s in range(inputs.pp)]
         )
@@ -291,15 +386,13 @@ def compute(args: argparse.Namespace) -> tuple[Plan, Any]:
             max_model_len=args.max_model_len or inputs.context + inputs.output_tokens,
             version=args.vllm_version or DEFAULT_VLLM_VERSION,
             engine=args.vllm_engine,
-            total_bytes=_gib(args.total_gib) if args.total_gib is not None else plan.capacity_bytes,
+            total_bytes=args.total_gib if args.total_gib is not None else plan.capacity_bytes,
             gpu_memory_utilization=args.gpu_memory_utilization,
             weights_bytes=per_stage,
-            activation_bytes=_gib(args.activation_gib),
-            non_torch_bytes=_gib(args.non_torch_gib)
-            if args.non_torch_gib is not None
-            else inputs.overhead_bytes,
-            cudagraph_bytes=_gib(args.cudagraph_gib) or 0,
-            kv_pool_bytes=_gib(args.kv_pool_gib),
+            activation_bytes=args.activation_gib,
+            non_torch_bytes=args.non_torch_gib if args.non_torch_gib is not None else inputs.overhead_bytes,
+            cudagraph_bytes=args.cudagraph_gib or 0,
+            kv_pool_bytes=args.kv_pool_gib,
             block_size=inputs.block_size,
             kv_dtype=inputs.kv_dtype,
             tp=inputs.tp,
@@ -404,9 +497,43 @@ def render(plan: Plan, pool: Any) -> str:
     return "\n".join(lines)
 
 
+def list_catalog(pattern: str) -> list[str]:
+    """Catalog lines (name, Hub repo) whose name or repo contains `pattern` (case-insensitive; * and ? are
+    wildcards); every entry for an empty pattern."""
+    import fnmatch  # noqa: PLC0415
+
+    from planner.catalog import catalog_entry, catalog_names  # noqa: PLC0415
+
+    wanted = pattern.strip().lower()
+    glob = wanted if any(c in wanted for c in "*?[") else f"*{wanted}*"
+    lines = []
+    for name in catalog_names():
+        entry = catalog_entry(name)
+        repo = entry.hf_repo if entry is not None else ""
+        if fnmatch.fnmatchcase(name, glob) or fnmatch.fnmatchcase(repo.lower(), glob):
+            lines.append(f"{name:<34} {repo}")
+    return lines
+
+
 def main(args: argparse.Namespace, name: str) -> int:
-    plan, pool = compute(args)
+    if args.list is not None:
+        lines = list_catalog(args.list)
+        if not lines:
+            raise PlannerError(
+                f"no catalog model matches {args.list!r} (memsight plan --list shows them all)"
+            )
+        return _print("\n".join(lines))
+    try:
+        defaults = load_config(args.config, required=args.config is not None).plan
+    except ConfigError as exc:
+        print(f"memsight: {exc}", file=sys.stderr)
+        return 2
+    plan, pool = compute(args, defaults)
     text = json.dumps(plan_to_json(plan, pool), indent=1) if args.json else render(plan, pool)
+    return _print(text)
+
+
+def _print(text: str) -> int:
     print(text)  # a reader gone (`| head`) is handled once for every command, in tui/cli.py
     return 0
 

@@ -14,7 +14,8 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from tui.config import GIB, Config, ConfigError, check_number, check_refresh_hz, load_config
+from tui.config import Config, ConfigError, load_config, merge_plan_args, parse_refresh_hz
+from tui.options import DEFAULT_MODEL, add_plan_input_arguments, argparse_type, parse_number, parse_size
 
 ALL_PROCESSES = 10_000  # "every process" on any ordinary machine
 
@@ -25,75 +26,59 @@ def add_display_arguments(parser: argparse.ArgumentParser) -> None:
         "--config", metavar="FILE", help="config file (default ~/.config/memsight/config.toml)"
     )
     parser.add_argument(
-        "--hz", type=float, metavar="HZ", help="refresh rate of the screen and sampling (default 2)"
+        "--hz",
+        type=argparse_type(parse_refresh_hz, "--hz"),
+        metavar="HZ",
+        help="refresh rate of the screen and sampling (default 2)",
     )
-    group = parser.add_argument_group("thresholds (alerts and the headroom gauge)")
+    group = parser.add_argument_group(
+        "thresholds (alerts and the headroom gauge; sizes in GiB or with a unit)"
+    )
+    for flag, what in (
+        ("--headroom-warn", "warn when headroom is under this (default 8 GiB)"),
+        ("--headroom-critical", "critical under this (default 2 GiB)"),
+        ("--new-process", "alert on a new process over this (default 1 GiB)"),
+        ("--growth", "alert on a process growing more than this in 30 s (default 2 GiB)"),
+    ):
+        group.add_argument(flag, type=argparse_type(parse_size, flag), metavar="SIZE", help=what)
     group.add_argument(
-        "--headroom-warn", type=float, metavar="GIB", help="warn when headroom is under this (GiB)"
-    )
-    group.add_argument("--headroom-critical", type=float, metavar="GIB", help="critical under this (GiB)")
-    group.add_argument(
-        "--new-process", type=float, metavar="GIB", help="alert on a new process over this (GiB)"
-    )
-    group.add_argument(
-        "--growth", type=float, metavar="GIB", help="alert on a process growing more than this in 30 s"
+        "--frag-fraction",
+        type=argparse_type(parse_number, "--frag-fraction"),
+        metavar="F",
+        help="fragmentation: gap over F of reserved (default 0.3)",
     )
     group.add_argument(
-        "--frag-fraction", type=float, metavar="F", help="fragmentation: gap over F of reserved (0.3)"
+        "--frag",
+        type=argparse_type(parse_size, "--frag"),
+        metavar="SIZE",
+        help="... and over this (default 1 GiB)",
     )
-    group.add_argument("--frag", type=float, metavar="GIB", help="... and over this many GiB (1)")
     plan = parser.add_argument_group("plan inputs (editable live on the Plan screen)")
-    plan.add_argument("--model", help="catalog name, config.json or checkpoint path (default llama-3.1-8b)")
     plan.add_argument(
-        "--format", dest="weight_format", help="weight format (bf16, fp8, q4_k_m, ...; 'default')"
+        "--model",
+        help=f"catalog name, config.json or checkpoint path (default {DEFAULT_MODEL})",
     )
-    plan.add_argument("--kv-dtype", help="KV cache dtype (auto, fp8, ...)")
-    plan.add_argument("--context", type=int, help="tokens per user (default 8192)")
-    plan.add_argument("--users", type=int, help="concurrent users (default 8)")
-    plan.add_argument("--tp", type=int, help="tensor parallel size (default 1)")
-
-
-def _positive(value: float | None, what: str) -> float | None:
-    return None if value is None else check_number(what, value)
+    add_plan_input_arguments(plan)
 
 
 def resolve_config(args: argparse.Namespace) -> Config:
-    """The config file, then command-line options over it."""
+    """The config file, then command-line options over it (sizes already in bytes: tui/options.py)."""
     config = load_config(args.config, required=args.config is not None)
-    hz = config.refresh_hz if args.hz is None else check_refresh_hz("--hz", args.hz)
-    t = config.thresholds
+    hz = config.refresh_hz if args.hz is None else args.hz
     updates: dict[str, Any] = {}
-    for option, name, unit in (
-        ("headroom_warn", "headroom_warning_bytes", GIB),
-        ("headroom_critical", "headroom_critical_bytes", GIB),
-        ("new_process", "new_process_bytes", GIB),
-        ("growth", "growth_bytes", GIB),
-        ("frag_fraction", "fragmentation_fraction", 1),
-        ("frag", "fragmentation_min_bytes", GIB),
-    ):
-        value = _positive(getattr(args, option, None), "--" + option.replace("_", "-"))
-        if value is not None:
-            updates[name] = int(value * unit) if name.endswith("_bytes") else float(value)
-    if updates:
-        t = replace(t, **updates)
-    p = config.plan
-    plan_updates: dict[str, Any] = {}
     for option, name in (
-        ("model", "model"),
-        ("kv_dtype", "kv_dtype"),
-        ("context", "context"),
-        ("users", "users"),
-        ("tp", "tp"),
+        ("headroom_warn", "headroom_warning_bytes"),
+        ("headroom_critical", "headroom_critical_bytes"),
+        ("new_process", "new_process_bytes"),
+        ("growth", "growth_bytes"),
+        ("frag_fraction", "fragmentation_fraction"),
+        ("frag", "fragmentation_min_bytes"),
     ):
         value = getattr(args, option, None)
         if value is not None:
-            if isinstance(value, int) and value < 1:
-                raise ConfigError(f"--{option.replace('_', '-')} must be at least 1, got {value}")
-            plan_updates[name] = value
-    if getattr(args, "weight_format", None) is not None:
-        plan_updates["format"] = None if args.weight_format == "default" else args.weight_format
-    if plan_updates:
-        p = replace(p, **plan_updates)
+            updates[name] = value
+    t = replace(config.thresholds, **updates) if updates else config.thresholds
+    p = merge_plan_args(config.plan, args)
     return replace(config, refresh_hz=hz, thresholds=t, plan=p)
 
 

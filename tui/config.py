@@ -1,39 +1,41 @@
 """The optional config file: refresh rate, thresholds, default plan inputs.
 
 Looked up at $MEMSIGHT_CONFIG, else $XDG_CONFIG_HOME/memsight/config.toml, else
-~/.config/memsight/config.toml. No file is fine (defaults); a file with an unknown key or a wrong type is an
-error naming the key, never ignored.
+~/.config/memsight/config.toml. No file is fine (defaults); a file with an unknown key or a bad value is an
+error naming the key (and the keys it knows), never ignored.
 
-    refresh_hz = 2.0
-    [thresholds]
-    headroom_warn_gib = 8        # headroom gauge turns yellow, and the headroom alert fires, below this
-    headroom_critical_gib = 2
-    new_process_gib = 1          # a new process holding more than this raises an alert
-    growth_gib = 2               # a process growing more than this within growth_window_s
-    growth_window_s = 30
-    fragmentation_fraction = 0.30  # allocator gap over this share of reserved ...
-    fragmentation_gib = 1          # ... and over this many GiB
-    [plan]
-    model = "llama-3.1-8b"
-    format = "bf16"              # or "default" for the checkpoint's own
+The keys are the command-line options' names, with the same values (KEYS below; README "Config file"):
+
+    model = "qwen3-8b"           # plan inputs: --model --format --kv-dtype --context (--ctx) --users --tp
+    format = "default"           # the checkpoint's own; or bf16, fp8, q4_k_m, ...
     kv_dtype = "auto"
-    context = 8192
+    context = "32k"              # counts as on the command line: 32768, "32,768", "32k"
     users = 8
-    tp = 1
-    unified_os_reserve_gib = 10  # what the plan keeps for the OS on a unified pool (the lesson's assumption)
+    hz = 2                       # --hz
+    headroom_warn = 8            # thresholds: GiB, or a size with its unit ("1.5GiB", "512MiB")
+    headroom_critical = 2
+    new_process = 1
+    growth = 2                   # a process growing more than this within growth_window_s (30)
+    frag_fraction = 0.30         # allocator gap over this share of reserved ...
+    frag = 1                     # ... and over this many GiB
+    unified_os_reserve = 10      # what the Live plan keeps for the OS on a unified pool
+
+The same keys may sit in a [thresholds] or [plan] table, and the first format's names still work
+(refresh_hz, headroom_warn_gib, growth_gib, fragmentation_gib, unified_os_reserve_gib, ...).
 """
 
 from __future__ import annotations
 
-import math
+import difflib
 import os
 import pathlib
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from collectors.alerts import AlertOptions
 from planner import limits
+from tui import options
 
 GIB = 2**30
 
@@ -44,12 +46,14 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class PlanDefaults:
-    model: str = "llama-3.1-8b"
-    format: str | None = "bf16"
-    kv_dtype: str = "auto"
-    context: int = 8192
-    users: int = 8
-    tp: int = 1
+    """The plan inputs every command starts from (the same for `plan`, `watch`, `run`, `replay`, `demo`)."""
+
+    model: str = options.DEFAULT_MODEL
+    format: str | None = options.DEFAULT_FORMAT  # None: the checkpoint's own
+    kv_dtype: str = options.DEFAULT_KV_DTYPE
+    context: int = options.DEFAULT_CONTEXT
+    users: int = options.DEFAULT_USERS
+    tp: int = options.DEFAULT_TP
     unified_os_reserve_bytes: int = 10 * GIB
 
 
@@ -61,24 +65,46 @@ class Config:
     path: str | None = None  # where it was read from; None: built-in defaults
 
 
-# key -> (AlertOptions field, multiplier to its unit)
-THRESHOLD_KEYS: dict[str, tuple[str, float]] = {
-    "headroom_warn_gib": ("headroom_warning_bytes", GIB),
-    "headroom_critical_gib": ("headroom_critical_bytes", GIB),
-    "new_process_gib": ("new_process_bytes", GIB),
-    "growth_gib": ("growth_bytes", GIB),
-    "growth_window_s": ("growth_window_s", 1.0),
-    "fragmentation_fraction": ("fragmentation_fraction", 1.0),
-    "fragmentation_gib": ("fragmentation_min_bytes", GIB),
+# Every key the file takes: the command-line option's name (`--kv-dtype` is `kv_dtype`, `-` works too), at
+# the top level or in its section. Values are read by the same parsers as the options (tui/options.py), so
+# `context = "32k"` and `headroom_warn = "1.5GiB"` mean what they mean on the command line.
+# key -> (section, field of AlertOptions / PlanDefaults / Config, parser)
+KEYS: dict[str, tuple[str, str, Any]] = {
+    "hz": ("", "refresh_hz", lambda v, w: parse_refresh_hz(v, w)),
+    "headroom_warn": ("thresholds", "headroom_warning_bytes", options.parse_size),
+    "headroom_critical": ("thresholds", "headroom_critical_bytes", options.parse_size),
+    "new_process": ("thresholds", "new_process_bytes", options.parse_size),
+    "growth": ("thresholds", "growth_bytes", options.parse_size),
+    "growth_window_s": ("thresholds", "growth_window_s", options.parse_number),
+    "frag_fraction": ("thresholds", "fragmentation_fraction", options.parse_number),
+    "frag": ("thresholds", "fragmentation_min_bytes", options.parse_size),
+    "model": ("plan", "model", lambda v, w: _text(v, w)),
+    "format": ("plan", "format", lambda v, w: None if _text(v, w).lower() == "default" else _text(v, w)),
+    "kv_dtype": ("plan", "kv_dtype", lambda v, w: _text(v, w)),
+    "context": ("plan", "context", lambda v, w: options.parse_count(v, w, minimum=1)),
+    "users": ("plan", "users", lambda v, w: options.parse_count(v, w, minimum=1)),
+    "tp": ("plan", "tp", lambda v, w: options.parse_count(v, w, minimum=1)),
+    "unified_os_reserve": ("plan", "unified_os_reserve_bytes", options.parse_size),
 }
-PLAN_KEYS: dict[str, type] = {
-    "model": str,
-    "format": str,
-    "kv_dtype": str,
-    "context": int,
-    "users": int,
-    "tp": int,
+# other spellings of a key: the option's alias, and the names the file format used first
+ALIASES: dict[str, str] = {
+    "refresh_hz": "hz",
+    "ctx": "context",
+    "headroom_warn_gib": "headroom_warn",
+    "headroom_critical_gib": "headroom_critical",
+    "new_process_gib": "new_process",
+    "growth_gib": "growth",
+    "fragmentation_fraction": "frag_fraction",
+    "fragmentation_gib": "frag",
+    "unified_os_reserve_gib": "unified_os_reserve",
 }
+SECTIONS = ("thresholds", "plan")
+
+
+def _text(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{where} must be a non-empty string, got {value!r}")
+    return value.strip()
 
 
 def default_path(env: dict[str, str] | None = None) -> pathlib.Path:
@@ -96,6 +122,8 @@ def load_config(path: str | os.PathLike[str] | None = None, *, required: bool = 
         if required:
             raise ConfigError(f"config file {file} does not exist")
         return Config()
+    if os.path.realpath(file) == os.devnull:  # --config /dev/null: the defaults, whatever file exists
+        return config_from_dict({}, str(file))
     # A regular file within MAX_TOML_BYTES (--config /dev/zero, a FIFO: refused without reading), UTF-8.
     data = limits.read_regular(file, "MAX_TOML_BYTES", ConfigError, "memsight config file")
     try:
@@ -111,76 +139,73 @@ def load_config(path: str | os.PathLike[str] | None = None, *, required: bool = 
     return config_from_dict(raw, str(file))
 
 
-def check_number(where: str, value: Any, *, positive: bool = False) -> float:
-    """A setting: a finite number, not negative (positive if asked), at most MAX_SETTING; ConfigError naming
-    `where` otherwise. Shared by the config file and the command-line options."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigError(f"{where} must be a number, got {value!r}"[:200])
-    if not math.isfinite(value):
-        raise ConfigError(f"{where} must be a finite number, got {value!r}")
-    if value < 0 or (positive and value == 0):
-        raise ConfigError(f"{where} must {'be positive' if positive else 'not be negative'}, got {value!r}")
-    if value > limits.MAX_SETTING:
-        raise ConfigError(f"{where} is {value:.4g}, over {limits.bound('MAX_SETTING')}")
-    return float(value)
-
-
-def check_refresh_hz(where: str, value: Any) -> float:
-    """A refresh rate within [MIN_REFRESH_HZ, MAX_REFRESH_HZ] (inf once killed the sampling thread)."""
-    hz = check_number(where, value, positive=True)
+def parse_refresh_hz(value: object, what: str) -> float:
+    """A refresh rate within [MIN_REFRESH_HZ, MAX_REFRESH_HZ] (inf once killed the sampling thread, and a
+    rate of 1e-300 Hz overflows the thread's wait)."""
+    hz = options.parse_number(value, what, strict=True)
     if not limits.MIN_REFRESH_HZ <= hz <= limits.MAX_REFRESH_HZ:
-        raise ConfigError(
-            f"{where} is {hz:g}, outside {limits.bound('MIN_REFRESH_HZ')} .. {limits.bound('MAX_REFRESH_HZ')}"
+        raise options.InputError(
+            f"{what} is {hz:g}, outside {limits.bound('MIN_REFRESH_HZ')} .. {limits.bound('MAX_REFRESH_HZ')}"
         )
     return hz
 
 
-def _number(where: str, value: Any) -> float:
-    return check_number(where, value)
+def _key(raw_key: str, section: str, where: str) -> str:
+    """The canonical key for `raw_key` found in `section` ("" = top level); a clear error otherwise."""
+    key = raw_key.replace("-", "_")
+    key = ALIASES.get(key, key)
+    if key in KEYS and (not section or KEYS[key][0] == section):
+        return key
+    here = sorted(k for k, spec in KEYS.items() if not section or spec[0] == section)
+    prefix = f"{section}." if section else ""
+    known = ", ".join(here + ([f"[{s}]" for s in SECTIONS] if not section else []))
+    hint = difflib.get_close_matches(key, [*KEYS, *ALIASES, *SECTIONS], n=1, cutoff=0.6)
+    if key in KEYS:  # a real key in the wrong table
+        hint = [f"{KEYS[key][0] or 'the top level'} (it belongs there)"]
+    hint_text = f"; did you mean {hint[0]}?" if hint else ""
+    raise ConfigError(f"{where}: unknown key '{prefix}{raw_key}' (known: {known}){hint_text}")
 
 
 def config_from_dict(raw: dict[str, Any], where: str = "config") -> Config:
-    known = {"refresh_hz", "thresholds", "plan"}
-    for key in raw:
-        if key not in known:
-            raise ConfigError(f"{where}: unknown key {key!r} (known: {', '.join(sorted(known))})")
-    refresh_hz = check_refresh_hz(f"{where}: refresh_hz", raw.get("refresh_hz", 2.0))
-    thresholds = AlertOptions()
-    section = raw.get("thresholds", {})
-    if not isinstance(section, dict):
-        raise ConfigError(f"{where}: [thresholds] must be a table")
-    updates: dict[str, Any] = {}
-    for key, value in section.items():
-        if key not in THRESHOLD_KEYS:
-            raise ConfigError(f"{where}: unknown key thresholds.{key} (known: {', '.join(THRESHOLD_KEYS)})")
-        name, unit = THRESHOLD_KEYS[key]
-        number = _number(f"{where}: thresholds.{key}", value) * unit
-        updates[name] = int(number) if name.endswith("_bytes") else number
-    if updates:
-        thresholds = AlertOptions(**{**_fields(thresholds), **updates})
-    plan = PlanDefaults()
-    section = raw.get("plan", {})
-    if not isinstance(section, dict):
-        raise ConfigError(f"{where}: [plan] must be a table")
-    plan_updates: dict[str, Any] = {}
-    for key, value in section.items():
-        if key == "unified_os_reserve_gib":
-            plan_updates["unified_os_reserve_bytes"] = int(_number(f"{where}: plan.{key}", value) * GIB)
-            continue
-        if key not in PLAN_KEYS:
-            raise ConfigError(
-                f"{where}: unknown key plan.{key} (known: {', '.join(PLAN_KEYS)}, unified_os_reserve_gib)"
-            )
-        kind = PLAN_KEYS[key]
-        if not isinstance(value, kind) or isinstance(value, bool):
-            raise ConfigError(f"{where}: plan.{key} must be {kind.__name__}, got {value!r}")
-        if kind is int and value < 1:
-            raise ConfigError(f"{where}: plan.{key} must be at least 1, got {value}")
-        plan_updates[key] = None if key == "format" and value == "default" else value
-    if plan_updates:
-        plan = PlanDefaults(**{**_fields(plan), **plan_updates})
-    return Config(refresh_hz=refresh_hz, thresholds=thresholds, plan=plan, path=where)
+    """A Config from the parsed TOML: any key of KEYS at the top level or in its section."""
+    values: dict[str, tuple[str, Any]] = {}  # canonical key -> (as written, value)
+    for raw_key, value in raw.items():
+        if raw_key in SECTIONS:
+            if not isinstance(value, dict):
+                raise ConfigError(f"{where}: [{raw_key}] must be a table")
+            items = [(f"{raw_key}.{k}", _key(k, raw_key, where), v) for k, v in value.items()]
+        else:
+            items = [(raw_key, _key(raw_key, "", where), value)]
+        for written, key, item in items:
+            if key in values:
+                raise ConfigError(f"{where}: {written} repeats {values[key][0]} (one value per key)")
+            values[key] = (written, item)
+    top: dict[str, Any] = {}
+    sections: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
+    for key, (written, value) in values.items():
+        section, name, parse = KEYS[key]
+        try:
+            parsed = parse(value, f"{where}: {written}")
+        except options.InputError as exc:
+            raise ConfigError(str(exc)) from None
+        (sections[section] if section else top)[name] = parsed
+    thresholds = AlertOptions(**{**_fields(AlertOptions()), **sections["thresholds"]})
+    plan = PlanDefaults(**{**_fields(PlanDefaults()), **sections["plan"]})
+    return Config(thresholds=thresholds, plan=plan, path=where, **top)
 
 
 def _fields(value: Any) -> dict[str, Any]:
     return {name: getattr(value, name) for name in value.__slots__}
+
+
+def merge_plan_args(plan: PlanDefaults, args: Any) -> PlanDefaults:
+    """The plan inputs given on the command line (the shared options of tui/options.py) over `plan`."""
+    updates: dict[str, Any] = {}
+    for name in ("model", "kv_dtype", "context", "users", "tp"):
+        value = getattr(args, name, None)
+        if value is not None:
+            updates[name] = value
+    fmt = getattr(args, "format", None)
+    if fmt is not None:
+        updates["format"] = None if fmt.strip().lower() == "default" else fmt
+    return replace(plan, **updates) if updates else plan

@@ -81,14 +81,15 @@ def test_parser_labels_escapes_special_values_timestamps_and_histograms():
         'lat_bucket{le="+Inf"} 4\n'
         "lat_sum 1.5e+00\n"
         "lat_count 4\n"
-        "# TYPE reqs counter\n"
+        "# TYPE reqs_total counter\n"  # the 0.0.4 text format: TYPE names the sample, `_created` is a gauge
         "reqs_total 7\n"
+        "# TYPE reqs_created gauge\n"
         "reqs_created 1.7537953269e+09\n"
         "untyped_thing 2\n"
         "# EOF\n"
     )
     scrape = parse_prometheus_text(text)
-    assert list(scrape.families) == ["odd", "lat", "reqs", "untyped_thing"]
+    assert list(scrape.families) == ["odd", "lat", "reqs_total", "reqs_created", "untyped_thing"]
     odd = scrape.families["odd"]
     assert odd.help == "A help with a \\ backslash and a \n newline." and odd.type == "gauge"
     first, second, third = odd.samples
@@ -104,25 +105,50 @@ def test_parser_labels_escapes_special_values_timestamps_and_histograms():
         "lat_count",
     ]
     assert scrape.values("lat_sum")[0].value == 1.5 and scrape.values("lat_count")[0].value == 4.0
-    assert [s.name for s in scrape.families["reqs"].samples] == ["reqs_total", "reqs_created"]
+    assert scrape.families["reqs_total"].type == "counter"
+    assert [s.name for s in scrape.families["reqs_total"].samples] == ["reqs_total"]
+    assert scrape.values("reqs_created")[0].value == 1.7537953269e09
     assert scrape.families["untyped_thing"].type == "untyped"
 
 
 @pytest.mark.parametrize(
     ("text", "message"),
-    [
-        ("good 1\n{bad} 2\n", "line 2"),
-        ('x{a="1"\n', "unterminated"),
-        ("x{a=1} 2\n", "no quoted value"),
-        ("x 12abc\n", "'12abc' is not a number"),
-        ("x\n", "has no value"),
-        ("# TYPE x sparkline\n", "unknown metric type"),
-        ('x{a="1" b="2"} 3\n', "expected ','"),
+    [  # the whole message: the line, its text, and prometheus_client's reason
+        ("good 1\n{bad} 2\n", "line 2: cannot parse '{bad} 2' (Invalid labels: bad)"),
+        ('x{a="1"\n', "line 1: cannot parse 'x{a=\"1\"' (could not convert string to float: '{a=\"1\"')"),
+        ("x{a=1} 2\n", "line 1: cannot parse 'x{a=1} 2' (Invalid labels: a=1)"),
+        ("x 12abc\n", "line 1: cannot parse 'x 12abc' (could not convert string to float: '12abc')"),
+        ("x\n", "line 1: cannot parse 'x' (invalid metric name:x)"),
+        ("# TYPE x sparkline\n", "line 1: unknown metric type 'sparkline' for 'x'"),
+        ('x{a="1" b="2"} 3\n', 'line 1: cannot parse \'x{a="1" b="2"} 3\' (Invalid labels: a="1" b="2")'),
+        # issue 12: a timestamp past float range raised OverflowError out of the parser
+        ("# TYPE x gauge\nx 1 1e999\n", "sample 'x' has timestamp inf: not a finite time"),
+        pytest.param(
+            "x 1\n" + "y" * 70000 + " 1\n",
+            "line 2: 70002 characters, over the 65536 a line may have",
+            id="over-long-line",
+        ),
     ],
 )
 def test_parser_names_the_bad_line(text, message):
-    with pytest.raises(CollectorError, match=message):
+    with pytest.raises(CollectorError) as err:
         parse_prometheus_text(text)
+    assert str(err.value) == message
+
+
+def test_a_1e999_timestamp_is_a_status_not_an_exception():
+    """issue 12: the scraper promises never to raise; a timestamp past float range raised OverflowError."""
+    snap = vllm_snapshot_from_text("vllm:num_requests_running 1 1e999\n", url="u")
+    assert (
+        snap.status == "malformed /metrics from u: sample 'vllm:num_requests_running' has timestamp inf: "
+        "not a finite time"
+    )
+    assert not snap.available and snap.models == ()
+
+
+def test_huge_values_are_infinite_like_float_text():
+    scrape = parse_prometheus_text("a 1" + "0" * 400 + "\nb -1" + "0" * 5000 + "\nc 1e999\n")
+    assert [s.value for s in scrape.samples] == [math.inf, -math.inf, math.inf]
 
 
 def test_v1_two_engines_from_project_data():

@@ -11,7 +11,8 @@ from textual.widgets import Input, Select, Static
 from planner.budget import PlanInputs, make_plan
 from planner.machines import MACHINES
 from tests.tui.fixed_states import KV, WEIGHTS, FixedMonitor, bare_state, gb10_state
-from tui.app import MemsightApp, inputs_from_fields, parse_tokens
+from tui.app import MemsightApp, inputs_from_fields
+from tui.options import parse_count
 from tui.screens.help import HelpScreen
 from tui.screens.live import LiveScreen
 from tui.screens.plan import PlanScreen
@@ -231,10 +232,10 @@ async def test_bad_plan_input_shows_the_planners_message_inline():
 
 
 def test_field_parsing():
-    assert parse_tokens("8k", "context") == 8192
-    assert parse_tokens("128K", "context") == 131072
+    assert parse_count("8k", "context") == 8192
+    assert parse_count("128K", "context") == 131072
     with pytest.raises(ValueError, match="context"):
-        parse_tokens("", "context")
+        parse_count("", "context")
     base = PlanInputs(model="x")
     inputs = inputs_from_fields(
         base,

@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from collectors.alerts import AlertOptions
-from tui import cmd_watch
+from tui import cli, cmd_watch
 from tui.config import ConfigError, config_from_dict, default_path, load_config
 
 GIB = 2**30
@@ -47,10 +47,10 @@ def test_file_values_in_their_units(tmp_path):
     [
         ({"refresh": 2}, "unknown key 'refresh'"),
         ({"thresholds": {"headroom_gib": 1}}, "thresholds.headroom_gib"),
-        ({"thresholds": {"growth_gib": "two"}}, "must be a number"),
+        ({"thresholds": {"growth_gib": "two"}}, "thresholds.growth_gib: 'two' is not a size"),
         ({"plan": {"users": 0}}, "plan.users must be at least 1"),
-        ({"plan": {"context": "8k"}}, "plan.context must be int"),
-        ({"refresh_hz": 0}, "refresh_hz must be positive"),
+        ({"plan": {"context": "8q"}}, "plan.context: '8q' is not a whole number"),
+        ({"refresh_hz": 0}, "refresh_hz must be greater than 0"),
     ],
 )
 def test_bad_config_names_the_key(raw, message):
@@ -94,10 +94,14 @@ def test_bad_option_exits_2_with_a_message(tmp_path, capsys):
     args = parse(["--config", str(tmp_path / "absent.toml")])
     assert cmd_watch.main(args, "watch") == 2
     assert "memsight: config file" in capsys.readouterr().err
-    assert cmd_watch.main(parse(["--hz", "0"]), "watch") == 2
-    assert "--hz must be positive" in capsys.readouterr().err
-    assert cmd_watch.main(parse(["--users", "0"]), "watch") == 2
-    assert "--users must be at least 1" in capsys.readouterr().err
+    for argv, message in (
+        (["--hz", "0"], "--hz must be greater than 0"),
+        (["--users", "0"], "--users must be at least 1"),
+    ):
+        with pytest.raises(SystemExit) as exited:
+            cli.main(["watch", *argv])
+        assert exited.value.code == 2
+        assert capsys.readouterr().err.startswith(f"memsight watch: argument {argv[0]}: {message}")
 
 
 def test_watch_keeps_every_process_for_the_processes_screen():
@@ -108,3 +112,38 @@ def test_watch_keeps_every_process_for_the_processes_screen():
     assert monitor.os_collector.top_n == 20
     with pytest.raises(ConfigError, match="--processes must be at least 1"):
         cmd_watch.app_arguments(parse(["--processes", "0"]), "watch")
+
+
+def test_the_file_takes_the_options_names_at_the_top_level(tmp_path):
+    """Issue 11 item 9: the first guess (the flags' names, no section) works, with values written as on the
+    command line (one parser: tui/options.py)."""
+    path = tmp_path / "config.toml"
+    path.write_text(
+        'model = "qwen3-8b"\nformat = "fp8"\nkv-dtype = "fp8"\nctx = "32k"\nusers = "1,024"\nhz = 4\n'
+        'headroom_warn = "1.5GiB"\nfrag = "512MiB"\n'
+    )
+    config = load_config(path)
+    assert (config.plan.model, config.plan.format, config.plan.kv_dtype) == ("qwen3-8b", "fp8", "fp8")
+    assert (config.plan.context, config.plan.users, config.refresh_hz) == (32768, 1024, 4.0)
+    assert config.thresholds.headroom_warning_bytes == 3 * GIB // 2
+    assert config.thresholds.fragmentation_min_bytes == 512 * 2**20
+    args = parse(["--config", str(path), "--context", "4k"])
+    resolved = cmd_watch.resolve_config(args)
+    assert resolved.plan.context == 4096 and resolved.plan.model == "qwen3-8b"  # the option wins
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('modle = "x"\n', r"unknown key 'modle' \(known: context, format, .*model.*\); did you mean model\?"),
+        ("[plan]\nheadroom_warn = 3\n", r"unknown key 'plan.headroom_warn' .*did you mean thresholds"),
+        ("context = 4096\n[plan]\ncontext = 8192\n", "plan.context repeats context"),
+        ('model = ""\n', "model must be a non-empty string"),
+        ("users = inf\n", "users"),
+    ],
+)
+def test_config_errors_name_the_known_keys(tmp_path, text, message):
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        load_config(path)

@@ -208,7 +208,7 @@ def test_run_and_replay_take_the_display_options(tmp_path):
     for argv in (["run", *display, "--", "true"], ["replay", str(bundled_recording()), *display]):
         parser, _ = cli.build_parser(argv)
         args = parser.parse_args(argv)
-        assert args.hz == 4 and args.users == 2 and args.weight_format == "fp8"
+        assert args.hz == 4 and args.users == 2 and args.format == "fp8"
     args = cli.build_parser(["replay"])[0].parse_args(["replay", str(bundled_recording()), *display])
     monitor, options = cmd_replay.app_arguments(args)
     assert options["refresh_hz"] == 4

@@ -39,6 +39,7 @@ class LiveView:
     processes: tuple[ProcessRow, ...]
     alerts: tuple[AlertRow, ...]
     vllm: str = ""  # one line about the scraped vLLM server ("" when no --vllm-url)
+    vllm_log: str = ""  # vLLM's own numbers read from the `memsight run` child's log ("" when not vLLM)
     banner: str = ""  # "CMD exited with status N — q to quit" (memsight run)
     log_title: str = ""  # where the child's output goes ("" when it is not logged: no panel)
     log_lines: tuple[str, ...] = ()  # its last lines
@@ -59,6 +60,7 @@ class LiveScreen(Screen):
         yield Static(detail, id="live-source", classes="note")
         yield Static("", id="live-banner", classes="banner")
         yield Static("", id="live-vllm", classes="status-line")
+        yield Static("", id="live-vllm_log", classes="status-line")
         with VerticalScroll(id="live-body"):
             with Vertical(id="live-left", classes="column"):
                 yield Container(id="pools")
@@ -78,7 +80,7 @@ class LiveScreen(Screen):
 
     def on_mount(self) -> None:
         self.query_one("#live-source").display = bool(getattr(self.app, "source_detail", ""))
-        for selector in ("#live-banner", "#live-vllm", "#child-log"):
+        for selector in ("#live-banner", "#live-vllm", "#live-vllm_log", "#child-log"):
             self.query_one(selector).display = False
         self._apply_size(self.app.size.width, self.app.size.height)
         view = getattr(self.app, "live_view", None)
@@ -121,7 +123,11 @@ class LiveScreen(Screen):
         self._view = view
         if previous is None or previous.status != view.status:
             self.query_one("#live-status", Static).update(view.status)
-        for selector, text in (("#live-banner", view.banner), ("#live-vllm", view.vllm)):
+        for selector, text in (
+            ("#live-banner", view.banner),
+            ("#live-vllm", view.vllm),
+            ("#live-vllm_log", view.vllm_log),
+        ):
             if previous is None or getattr(previous, selector[6:]) != text:
                 line = self.query_one(selector, Static)
                 line.update(text)

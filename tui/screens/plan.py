@@ -22,6 +22,8 @@ from tui.widgets.data import MachineBar
 
 FIELDS: tuple[str, ...] = ("model", "format", "kv_dtype", "context", "users", "tp")
 WIDE_FIELDS = 120
+# what tui/options.py:parse_count reads (8192, 8,192, 32k, 1.5k, 1M); it says what is wrong with the rest
+COUNT_CHARS = r"[0-9kKmM.,_ ]*"
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,13 +85,13 @@ class PlanScreen(Screen):
                     yield Select([(k, k) for k in choices.kv_dtypes], id="plan-kv_dtype", allow_blank=False)
                 with Vertical(classes="field narrow-field"):
                     yield Label("context")
-                    yield Input(id="plan-context", restrict=r"[0-9kK]*")
+                    yield Input(id="plan-context", restrict=COUNT_CHARS)
                 with Vertical(classes="field narrow-field"):
                     yield Label("users")
-                    yield Input(id="plan-users", restrict=r"[0-9]*")
+                    yield Input(id="plan-users", restrict=COUNT_CHARS)
                 with Vertical(classes="field narrow-field"):
                     yield Label("tp")
-                    yield Input(id="plan-tp", restrict=r"[0-9]*")
+                    yield Input(id="plan-tp", restrict=COUNT_CHARS)
             yield Static("", id="plan-error", classes="error-line")
             yield Static("", id="plan-summary")
             yield CapacityBars(id="capacity")

@@ -354,3 +354,40 @@ def vllm_line(state: MonitorState) -> str:
             f"prefix cache hits {pct(m.prefix_cache_hit_rate)}"
         )
     return "vLLM " + " | ".join(parts)
+
+
+def vllm_log_line(log, buckets, plan_pool_bytes: int | None, plan_note: str, nvml_bytes: int | None) -> str:
+    """One line for the vLLM server whose log `memsight run` reads (planner.vllm_log.VLLMLog and
+    collectors.vllm_log_follow.LogBuckets): its buckets "from vLLM's log", the pool the plan predicts for the
+    same model and arguments, and NVML's per-process figure minus vLLM's own total ("outside vLLM's
+    accounting"); "" when the child's log is not a vLLM log."""
+    if log is None or not log.is_vllm:
+        return ""
+
+    def g(x: int | None) -> str:
+        return "—" if x is None else f"{x / 2**30:,.2f}"
+
+    head = f"vLLM {log.version} (from vLLM's log" if log.version else "vLLM (from vLLM's log"
+    if buckets.ranks > 1:
+        head += f", one of {buckets.ranks} ranks"
+    head += "):"
+    if log.error:
+        head += f" ERROR line {log.error_line}: {log.error[:80]} ·"
+    parts = [
+        f"weights {g(buckets.weights)}",
+        f"KV pool {g(buckets.kv_pool)}",
+        f"activation peak {g(buckets.activation)}",
+        f"non-torch+graphs {g(buckets.overhead)} GiB",
+    ]
+    text = f"{head} {' · '.join(parts)}"
+    if plan_pool_bytes is not None:
+        text += f" | plan, same model/args: KV pool {g(plan_pool_bytes)} GiB PREDICTED"
+    elif plan_note:
+        text += f" | plan: {plan_note}"
+    total = buckets.total
+    if total is not None and nvml_bytes is not None and buckets.ranks <= 1:
+        outside = g(nvml_bytes - total)
+        text += f" | outside vLLM's accounting {outside} GiB (NVML {g(nvml_bytes)} - vLLM {g(total)})"
+    elif buckets.stage != "ready" and not log.error:
+        text += f" | starting: {buckets.stage}"
+    return text

@@ -1,0 +1,124 @@
+"""vLLM's own memory numbers, read from its log as it streams (the `memsight run` child's log file).
+
+VLLMLogFollower reads only the bytes appended since the previous poll (at most max_read_bytes per poll; the
+rest is read on the next polls, nothing is skipped, so no vLLM line is lost) and feeds complete lines to
+planner.vllm_log.LogReader. log_buckets() turns what was read into the vLLM process's buckets, each one "from
+vLLM's log": weights, KV pool, activation peak and overhead (non-torch + CUDA graphs).
+Never raises on file trouble: a missing file reads as nothing yet, a read error is kept in `error`.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from dataclasses import dataclass
+
+from planner.vllm_log import LogReader, VLLMLog
+
+MAX_READ_BYTES = 1 << 20  # per poll: a startup log is a few hundred KB; a chatty server catches up over polls
+
+
+class VLLMLogFollower:
+    def __init__(self, path: str | os.PathLike, max_read_bytes: int = MAX_READ_BYTES) -> None:
+        self.path = pathlib.Path(path)
+        self.max_read_bytes = max_read_bytes
+        self.offset = 0
+        self.error = ""
+        self._reader = LogReader()
+        self._result: VLLMLog | None = None
+        self._decoder_tail = b""  # bytes of a UTF-8 character cut by the read limit
+
+    def poll(self) -> VLLMLog:
+        """What the log says so far (the same object as last time when nothing new arrived)."""
+        try:
+            with open(self.path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size < self.offset:  # truncated or replaced: start over
+                    self.offset = 0
+                    self._reader = LogReader()
+                    self._result = None
+                    self._decoder_tail = b""
+                f.seek(self.offset)
+                data = f.read(min(size - self.offset, self.max_read_bytes))
+        except FileNotFoundError:
+            data = b""
+        except OSError as exc:
+            self.error = f"cannot read {self.path}: {exc.strerror or exc}"
+            data = b""
+        else:
+            self.error = ""
+        if data:
+            self.offset += len(data)
+            data = self._decoder_tail + data
+            cut = _complete_utf8(data)
+            self._decoder_tail = data[cut:]
+            self._reader.feed_text(data[:cut].decode("utf-8", errors="replace"))
+            self._result = None
+        if self._result is None:
+            self._result = self._reader.result()
+        return self._result
+
+
+def _complete_utf8(data: bytes) -> int:
+    """Length of the prefix of data that does not end inside a multi-byte UTF-8 character."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte < 0x80:
+            return len(data)
+        if byte >= 0xC0:  # a lead byte: is its sequence complete?
+            need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            return len(data) if back >= need else len(data) - back
+    return len(data)
+
+
+@dataclass(frozen=True, slots=True)
+class LogBuckets:
+    """The vLLM process's memory as its log states it (bytes; None where the log has not said yet), for the
+    rank whose KV pool is the smallest (the one every rank then uses)."""
+
+    weights: int | None
+    kv_pool: int | None
+    activation: int | None
+    overhead: int | None  # non-torch + CUDA graphs (the estimate, or the captured size when logged)
+    stage: str
+    version: str | None
+    model: str | None
+    ranks: int  # how many ranks logged a pool (TP/PP workers); the figures are one rank's
+
+    @property
+    def total(self) -> int | None:
+        parts = (self.weights, self.kv_pool, self.activation, self.overhead)
+        return None if any(p is None for p in parts) else sum(parts)  # type: ignore[arg-type]
+
+
+def log_buckets(log: VLLMLog) -> LogBuckets:
+    pool = log.smallest("kv_pool")
+    rank = pool.rank if pool is not None else None
+
+    def pick(name: str):
+        found = log.figures.get(name, ())
+        for fig in found:
+            if rank is None or fig.rank == rank:
+                return fig
+        return found[0] if found else None
+
+    def gib(name: str) -> int | None:
+        fig = pick(name)
+        return None if fig is None else max(0, fig.bytes)
+
+    non_torch = gib("non_torch")
+    graphs = gib("cudagraph_actual")
+    if graphs is None:
+        graphs = gib("cudagraph_estimate")
+    overhead = None if non_torch is None and graphs is None else (non_torch or 0) + (graphs or 0)
+    ranks = len({f.rank for f in log.figures.get("kv_pool", ())})
+    return LogBuckets(
+        weights=gib("weights"),
+        kv_pool=None if pool is None else max(0, pool.bytes),
+        activation=gib("activation"),
+        overhead=overhead,
+        stage=log.stage,
+        version=log.version,
+        model=log.model,
+        ranks=ranks,
+    )
