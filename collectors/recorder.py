@@ -289,32 +289,33 @@ def read_recording(path: str | os.PathLike) -> Recording:
 # What each event kind must hold for the readers (os_snapshot_from, summarize, ReplayMonitor...) to use it,
 # with the types of the snapshot fields they become (collectors/snapshots.py: `int | None` is "num?").
 # Kinds: "num" a finite number within MAX_MEASURED (not a bool), "time" one within [0, MAX_TIMESTAMP],
-# "int" an integer within MAX_MEASURED, "str", "bool"; a trailing "?" allows null; a missing "?" field is
-# null. Fields not listed are not read, so not checked (newer recordings may add some).
+# "int" an integer within MAX_MEASURED, "str", "bool"; a trailing "?" allows null (a missing "?" field is
+# null); "list-" a list when present (the readers iterate `event.get(name, [])`, so null is refused).
+# Fields not listed are not read, so not checked (newer recordings may add some).
 _HEADER_FIELDS = {"created": "time?", "host": "str?", "hz": "num?"}
 _OS_FIELDS = {
     "t": "time", "mem_total": "num", "mem_available": "num", "cached": "num?", "shmem": "num?",
     "swap_total": "num", "swap_free": "num", "psi_some_avg10": "num?", "psi_full_avg10": "num?",
-    "oom_kill": "num?", "skipped": "int?", "source": "str?", "procs": "list?",
+    "oom_kill": "num?", "skipped": "int?", "source": "str?", "procs": "list-",
 }  # fmt: skip
 _PROC_ROW = ("int", "int", "str", "num", "num?", "any", "str")  # pid, start, name, rss, growth, is_new, user
 _PROC_FIELDS = {"pid": "int", "start": "int", "cmdline": "str?"}
-_NVML_FIELDS = {"t": "time", "status": "str", "available": "bool", "driver": "str?", "devices": "list?"}
+_NVML_FIELDS = {"t": "time", "status": "str", "available": "bool", "driver": "str?", "devices": "list-"}
 _DEVICE_FIELDS = {
     "index": "int", "name": "str", "uuid": "str", "total": "num?", "reserved": "num?", "used": "num?",
-    "free": "num?", "unified": "bool", "utilization_gpu": "num?", "processes": "list?",
-    "unsupported": "list?", "errors": "list?",
+    "free": "num?", "unified": "bool", "utilization_gpu": "num?", "processes": "list-",
+    "unsupported": "list-", "errors": "list-",
 }  # fmt: skip
 _GPU_PROCESS_FIELDS = {"pid": "int", "used_bytes": "num?", "kind": "str"}
 _VLLM_FIELDS = {
-    "t": "time", "url": "str?", "status": "str", "available": "bool", "models": "list?",
+    "t": "time", "url": "str?", "status": "str", "available": "bool", "models": "list-",
     "num_gpu_blocks": "int?", "block_size": "int?", "gpu_memory_utilization": "num?", "samples": "int?",
 }  # fmt: skip
 _VLLM_MODEL_FIELDS = {
     "model_name": "str", "engine": "str?", "kv_cache_usage": "num?", "kv_cache_metric": "str?",
     "requests_running": "int?", "requests_waiting": "int?", "requests_swapped": "int?",
     "preemptions_total": "int?", "prefix_cache_hits": "int?", "prefix_cache_queries": "int?",
-    "prefix_cache_metrics": "list?", "gpu_prefix_cache_hit_rate": "num?", "cpu_cache_usage": "num?",
+    "prefix_cache_metrics": "list-", "gpu_prefix_cache_hit_rate": "num?", "cpu_cache_usage": "num?",
 }  # fmt: skip
 _AGENT_META_FIELDS = {"pid": "int", "start": "int", "cmdline": "str?", "path": "str?", "hz": "num?"}
 _AGENT_FIELDS = {
@@ -346,6 +347,10 @@ def _check_fields(obj: Any, fields: dict[str, str], where: str = "") -> None:
     if not isinstance(obj, dict):
         raise ValueError(f"{where or 'event'} is not an object")
     for name, kind in fields.items():
+        if kind == "list-":
+            if not isinstance(obj.get(name, []), list):
+                raise ValueError(f"{where}{name} is {repr(obj[name])[:60]}, expected a list")
+            continue
         value = obj.get(name)
         if not _fits(value, kind):
             shown = repr(value)[:60] if name in obj else "missing"
@@ -353,12 +358,24 @@ def _check_fields(obj: Any, fields: dict[str, str], where: str = "") -> None:
 
 
 def _check_list(items: list, fields: dict[str, str], cls: type, where: str) -> None:
+    """Each item becomes cls(**item): its fields checked, none unknown, every one without a default given
+    (list fields are filled in by the converters)."""
     allowed = {f.name for f in dataclasses.fields(cls)}
+    required = {
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+        and fields.get(f.name) != "list-"
+    }
     for item in items:
         _check_fields(item, fields, where)
         extra = set(item) - allowed
         if extra:
             raise ValueError(f"{where}has unknown field {sorted(extra)[0]!r}")
+        missing = required - set(item)
+        if missing:
+            raise ValueError(f"{where}{sorted(missing)[0]} is missing")
 
 
 def _check_strings(items: list | None, where: str) -> None:

@@ -145,6 +145,10 @@ class ReplayMonitor:
         target = self.start_t + offset_s
         if target < self.position_t:
             self._reset()
+        return self._advance(target)
+
+    def _advance(self, target: float) -> MonitorState:
+        """Apply every event up to the absolute time `target` (never backwards)."""
         changed = False
         while self._cursor < len(self._events) and _event_time(self._events[self._cursor]) <= target:
             changed |= self._apply(self._events[self._cursor])
@@ -159,7 +163,9 @@ class ReplayMonitor:
         while self._cursor < len(self._events):
             e = self._events[self._cursor]
             if e["k"] == "os" and _event_time(e) > self.position_t:
-                return self.advance_to(_event_time(e) - self.start_t)
+                # the absolute time, not start + (t - start): that can round below t, and the step then
+                # never reached the event (found by the fuzz suite: step() spun forever)
+                return self._advance(_event_time(e))
             self._apply(e)
             self._cursor += 1
         self.builder.build(self.end_t)
