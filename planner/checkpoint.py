@@ -192,8 +192,8 @@ def _safetensors_tensor(path: pathlib.Path, name: str, entry: Any, data_size: in
     if not isinstance(entry, dict):
         raise PlannerError(f"{path}: tensor {name!r}: header entry is not an object")
     dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
-    if dtype not in SAFETENSORS_DTYPE_BITS:
-        raise PlannerError(f"{path}: tensor {name!r}: unknown dtype {dtype!r}")
+    if not isinstance(dtype, str) or dtype not in SAFETENSORS_DTYPE_BITS:  # a list is unhashable
+        raise PlannerError(f"{path}: tensor {name!r}: unknown dtype {str(dtype)[:40]!r}")
     if (
         not isinstance(shape, list)
         or len(shape) > 8
@@ -258,7 +258,7 @@ def _read_sharded(index: pathlib.Path, packed_bits: int = 4) -> CheckpointInfo:
     folder = index.parent
     files = sorted({str(f) for f in weight_map.values()})
     for name in files:
-        if not name or "/" in name or "\\" in name or name in (".", ".."):
+        if not name or "/" in name or "\\" in name or name in (".", "..") or len(name.encode()) > 255:
             raise PlannerError(f"{index}: shard name {name[:80]!r} is not a file name in the index's folder")
     shards = []
     for name in files:

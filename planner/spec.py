@@ -601,6 +601,10 @@ def _unwrap(config: Mapping[str, Any], name: str) -> tuple[Mapping[str, Any], st
     data = _transformers_defaults()
     known = data["model_types"]
     model_type = config.get("model_type")
+    if model_type is not None and not isinstance(model_type, str):  # a list is unhashable (fuzz suite)
+        raise PlannerError(
+            f"{name}: config field 'model_type' must be a string, found {str(model_type)[:40]}"
+        )
     notes: list[str] = []
     decoder = config
     text_config = config.get("text_config")

@@ -112,7 +112,7 @@ def measured_segments(state: MonitorState, pool: PoolCapacity) -> tuple[tuple[Se
             missing.append(f"NVML: not supported: {', '.join(device.unsupported)}")
     if not state.nvml.available:
         missing.append(f"no GPU data: {state.nvml.status}")
-    missing.extend(state.input_warnings.values())  # bad input skipped (counted), the rest goes on
+    missing[:0] = state.input_warnings.values()  # bad input skipped (counted) first: the line is cut short
     segments = (
         Segment("other", other),
         Segment("weights", weights),
