@@ -66,7 +66,7 @@ def new_processes(state: MonitorState, o: AlertOptions) -> list[Alert]:
                     state.t,
                     "new_process",
                     "warning",
-                    f"new process {p.pid} ({p.name}) holds {_gib(held)}",
+                    f"new process {p.pid} ({p.label}) holds {_gib(held)}",
                     pid=p.pid,
                     value=float(held),
                 )
@@ -101,7 +101,7 @@ def process_growth(history: Sequence[MonitorState], o: AlertOptions) -> list[Ale
                     now.t,
                     "process_growth",
                     "warning",
-                    f"pid {p.pid} ({p.name}) grew {_gib(grown)} in {o.growth_window_s:.0f} s",
+                    f"pid {p.pid} ({p.label}) grew {_gib(grown)} in {o.growth_window_s:.0f} s",
                     pid=p.pid,
                     value=float(grown),
                 )

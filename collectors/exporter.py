@@ -7,24 +7,33 @@ Rules kept by `render_metrics`:
 * labels identify the series: gpu (NVML index), pid + device (agents), pid + name (processes),
   model_name + engine (vLLM).
 
-The server is a ThreadingHTTPServer on a daemon thread; each scrape renders the latest MonitorState (a
-frozen value: no lock, no work on the sampling threads). It binds 127.0.0.1 unless the user names another
-host: a memory monitor should not be reachable from the network by accident.
+The families are prometheus_client Metric objects built from the latest MonitorState by a collector
+registered on a CollectorRegistry; prometheus_client writes the exposition (0.0.4 text, or OpenMetrics when
+the scraper asks for it) through its MetricsHandler. The server is a ThreadingHTTPServer on a daemon thread
+(each scrape renders the latest MonitorState, a frozen value: no lock, no work on the sampling threads),
+with a per-connection timeout (CONNECTION_TIMEOUT_S), at most MAX_CONNECTIONS handled at once (more are
+closed at once and counted), and socket errors counted, never printed. It binds 127.0.0.1 unless the user
+names another host: a memory monitor should not be reachable from the network by accident.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import math
 import threading
 from collections.abc import Callable, Iterable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
+
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, MetricsHandler, generate_latest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import CollectorRegistry
 
 from collectors.errors import CollectorError
 from collectors.snapshots import MonitorState
 
 DEFAULT_HOST = "127.0.0.1"
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
+CONNECTION_TIMEOUT_S = 5.0  # a connection idle this long (no request line, no header) is closed
+MAX_CONNECTIONS = 16  # handled at once; Prometheus scrapes one at a time per target
 
 
 def parse_listen_address(text: str) -> tuple[str, int]:
@@ -53,32 +62,12 @@ def parse_listen_address(text: str) -> tuple[str, int]:
     return host, port
 
 
-# ------------------------------------------------------------------------------------------ text
-def _escape_label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _escape_help(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
-
-
-def _format_value(value: float) -> str:
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, int):
-        return str(value)
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return repr(float(value))
-
-
+# ------------------------------------------------------------------------------------------ families
 class _Writer:
-    """Collects families in order; a family with no known sample is not written at all."""
+    """Collects prometheus_client families in order; a family with no known sample is not written at all."""
 
     def __init__(self) -> None:
-        self.lines: list[str] = []
+        self.metrics: list[Metric] = []
 
     def family(
         self,
@@ -90,21 +79,30 @@ class _Writer:
         rows = [(labels, v) for labels, v in samples if v is not None]
         if not rows:
             return
-        self.lines.append(f"# HELP {name} {_escape_help(help_text)}")
-        self.lines.append(f"# TYPE {name} {kind}")
+        # prometheus_client names a counter family without `_total` and writes `NAME_total` itself
+        metric = Metric(name.removesuffix("_total") if kind == "counter" else name, help_text, kind)
         for labels, value in rows:
-            if labels:
-                body = ",".join(f'{k}="{_escape_label(str(v))}"' for k, v in labels.items())
-                self.lines.append(f"{name}{{{body}}} {_format_value(value)}")
-            else:
-                self.lines.append(f"{name} {_format_value(value)}")
+            metric.add_sample(name, {k: str(v) for k, v in labels.items()}, value)
+        self.metrics.append(metric)
 
-    def text(self) -> str:
-        return "\n".join(self.lines) + "\n"
+
+class _Families:
+    """A prometheus_client collector over a fixed list of families (generate_latest's argument)."""
+
+    def __init__(self, metrics: list[Metric]) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> list[Metric]:
+        return self._metrics
 
 
 def render_metrics(state: MonitorState, top_processes: int = 15) -> str:
-    """One MonitorState as Prometheus text (format 0.0.4)."""
+    """One MonitorState as Prometheus text (format 0.0.4), written by prometheus_client."""
+    return generate_latest(_Families(state_families(state, top_processes))).decode("utf-8")
+
+
+def state_families(state: MonitorState, top_processes: int = 15) -> list[Metric]:
+    """Every series of one MonitorState, as prometheus_client families (None values left out)."""
     w = _Writer()
     w.family(
         "memsight_state_timestamp_seconds",
@@ -313,6 +311,12 @@ def render_metrics(state: MonitorState, top_processes: int = 15) -> str:
         [({"severity": s}, n) for s, n in severities.items()],
     )
     w.family(
+        "memsight_sampler_restarts_total",
+        "counter",
+        "Times the monitor restarted a sampling thread that died (os, nvml, vllm).",
+        [({"thread": name}, n) for name, n in sorted(state.restarts.items())],
+    )
+    w.family(
         "memsight_dropped_samples",
         "gauge",
         "Samples a source lost (overwritten unread or overran ticks).",
@@ -367,12 +371,38 @@ def render_metrics(state: MonitorState, top_processes: int = 15) -> str:
             ),
         ):
             w.family(f"memsight_vllm_{name}", kind, help_text, [(labels, getter(m)) for labels, m in rows])
-    return w.text()
+    return w.metrics
 
 
 # ------------------------------------------------------------------------------------------ server
-class _Handler(BaseHTTPRequestHandler):
+class _StateCollector:
+    """Registered on the exporter's CollectorRegistry: each scrape collects the latest state's families,
+    then the exporter's own health (connections refused, connection errors)."""
+
+    def __init__(self, exporter: PrometheusExporter) -> None:
+        self._exporter = exporter
+
+    def collect(self) -> list[Metric]:
+        metrics = state_families(self._exporter.state_fn(), self._exporter.top_processes)
+        w = _Writer()
+        w.family(
+            "memsight_exporter_connections_refused_total",
+            "counter",
+            f"Connections closed unserved because {MAX_CONNECTIONS} were already being handled.",
+            [({}, self._exporter.refused)],
+        )
+        w.family(
+            "memsight_exporter_connection_errors_total",
+            "counter",
+            "Connections that ended in an error: timed out idle, reset, or a malformed request.",
+            [({}, self._exporter.errors)],
+        )
+        return metrics + w.metrics
+
+
+class _Handler(MetricsHandler):
     server_version = "memsight"
+    timeout = CONNECTION_TIMEOUT_S  # set on each connection's socket: an idle client is dropped
 
     def do_GET(self) -> None:  # noqa: N802  (http.server's name)
         path = self.path.split("?", 1)[0]
@@ -380,11 +410,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, "text/plain; charset=utf-8", b"memsight serves /metrics only\n")
             return
         try:
-            body = self.server.render().encode("utf-8")  # type: ignore[attr-defined]
+            super().do_GET()  # prometheus_client: content negotiation, gzip, name[] filters
+        except (OSError, ValueError):
+            raise  # the connection broke (or timed out): the server counts it
         except Exception as exc:  # a bug in rendering: say so to the scraper, keep serving
             self._send(500, "text/plain; charset=utf-8", f"memsight: {type(exc).__name__}: {exc}\n".encode())
-            return
-        self._send(200, CONTENT_TYPE, body)
+
+    def log_error(self, format: str, *args) -> None:  # noqa: A002  (http.server's signature)
+        self.server.exporter.count_error()  # type: ignore[attr-defined]  (a timeout, a bad request line)
 
     def _send(self, code: int, content_type: str, body: bytes) -> None:
         self.send_response(code)
@@ -393,15 +426,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, format: str, *args) -> None:  # noqa: A002
-        pass  # the TUI owns the terminal: no access log on stderr
-
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 64  # a burst waits in the kernel's queue, then the cap below decides
 
-    def __init__(self, address: tuple[str, int], render: Callable[[], str]) -> None:
+    def __init__(self, address: tuple[str, int], exporter: PrometheusExporter) -> None:
         try:
             family_v6 = ipaddress.ip_address(address[0]).version == 6
         except ValueError:
@@ -410,8 +441,33 @@ class _Server(ThreadingHTTPServer):
             import socket  # noqa: PLC0415
 
             self.address_family = socket.AF_INET6
-        self.render = render
-        super().__init__(address, _Handler)
+        self.exporter = exporter
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        handler = type(
+            "_Handler", (_Handler,), {"registry": exporter.registry, "timeout": exporter.timeout_s}
+        )
+        super().__init__(address, handler)
+
+    def process_request(self, request, client_address) -> None:
+        if not self._slots.acquire(blocking=False):  # a flood of connections never grows the threads
+            with self.exporter.lock:
+                self.exporter.refused += 1
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def handle_error(self, request, client_address) -> None:
+        self.exporter.count_error()  # a reset, a client gone: counted (a series), never printed
 
 
 class PrometheusExporter:
@@ -423,16 +479,28 @@ class PrometheusExporter:
         host: str = DEFAULT_HOST,
         port: int = 0,
         top_processes: int = 15,
+        connection_timeout_s: float = CONNECTION_TIMEOUT_S,
     ) -> None:
         self.state_fn = state_fn
+        self.timeout_s = connection_timeout_s
         self.host = host
         self.port = port
         self.top_processes = top_processes
+        self.refused = 0  # connections closed unserved (MAX_CONNECTIONS busy)
+        self.errors = 0  # connections that ended in an error (reset, timeout)
+        self.lock = threading.Lock()
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(_StateCollector(self))
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
+    def count_error(self) -> None:
+        with self.lock:
+            self.errors += 1
+
     def render(self) -> str:
-        return render_metrics(self.state_fn(), self.top_processes)
+        """What a scrape gets: the state's series and the exporter's own counters (0.0.4 text)."""
+        return generate_latest(self.registry).decode("utf-8")
 
     @property
     def address(self) -> tuple[str, int]:
@@ -450,7 +518,7 @@ class PrometheusExporter:
         if self._server is not None:
             return self
         try:
-            self._server = _Server((self.host, self.port), self.render)
+            self._server = _Server((self.host, self.port), self)
         except OSError as exc:
             raise CollectorError(
                 f"--prometheus: cannot listen on {self.host}:{self.port}: {exc.strerror or exc}"

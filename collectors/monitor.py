@@ -39,6 +39,14 @@ from collectors.vllm_metrics import VLLMMetrics
 VLLM_MAX_HZ = 1.0  # a vLLM scrape renders every metric server-side: never ask more than once a second
 
 
+def _describe(exc: BaseException) -> str:
+    """ "Type: message", even for an exception whose str() itself raises."""
+    try:
+        return f"{type(exc).__name__}: {exc}"
+    except Exception:
+        return f"{type(exc).__name__} (its message could not be formatted)"
+
+
 class Monitor:
     def __init__(
         self,
@@ -85,12 +93,15 @@ class Monitor:
         self.exporter = None
         self.recorder = Recorder(record_to, hz=hz) if record_to is not None else None
         self._record_lock = threading.Lock()
+        if self.recorder is not None:
+            self.builder.on_alert = self._record_alert
         self._readers: dict[tuple[int, int], AgentReader] = {}
         self._dead_since: dict[tuple[int, int], float] = {}
         self._bad_files: dict[str, str] = {}
         self._last_discover = -float("inf")
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._thread_errors: dict[str, str] = {}  # sampling thread -> what last killed it
 
     # ---- lifecycle
     def start(self) -> Monitor:
@@ -114,7 +125,10 @@ class Monitor:
             loops.append(("vllm", 1.0 / self.vllm_hz, self.sample_vllm, True))
         for name, period, fn, at_once in loops:
             thread = threading.Thread(
-                target=self._loop, args=(name, period, fn, at_once), name=f"memsight-{name}", daemon=True
+                target=self._supervised,
+                args=(name, period, fn, at_once),
+                name=f"memsight-{name}",
+                daemon=True,
             )
             thread.start()
             self._threads.append(thread)
@@ -139,6 +153,9 @@ class Monitor:
         sweep_dead_files(self.agent_dir)
         if self.recorder is not None:
             with self._record_lock:
+                summary = self.builder.state.summary
+                if summary is not None:
+                    self.recorder.summary(summary)  # the run's peaks, lowest headroom and alerts, last
                 self.recorder.close()
         if self.nvml is not None and self._nvml_given is None:
             self.nvml.close()
@@ -154,6 +171,42 @@ class Monitor:
 
     def state(self) -> MonitorState:
         return self.builder.state
+
+    @property
+    def recording_failed(self) -> str | None:
+        """Why recording stopped (disk full, I/O error), or None while it works (or without --record)."""
+        return self.recorder.failed if self.recorder is not None else None
+
+    def _recorded(self) -> None:
+        """After each append (under the record lock): a recording that stopped is said on screen."""
+        if self.recorder.failed is not None and "recording" not in self.builder.status:
+            self.builder.status["recording"] = self.recorder.failed
+
+    def _supervised(self, name: str, period: float, fn: Callable[[], None], at_once: bool) -> None:
+        """The sampling loop, restarted when it dies (an error its own guard let through), each restart
+        counted (state.restarts, the exporter) and said on screen (source_status["threads"])."""
+        while not self._stop.is_set():
+            try:
+                self._loop(name, period, fn, at_once)
+                return
+            except BaseException as exc:  # noqa: BLE001  (whatever killed it: restart, never die silently)
+                if self._stop.is_set():
+                    return
+                restarts = self.builder.restarts
+                restarts[name] = restarts.get(name, 0) + 1
+                self._thread_errors[name] = _describe(exc)
+                self.builder.status["threads"] = "; ".join(
+                    f"{n} sampling restarted {restarts[n]}× (last: {self._thread_errors[n]})"
+                    for n in sorted(restarts)
+                )
+                # a loop that dies at once is restarted ever more slowly (at most every 2 s), never spun
+                self._stop.wait(min(2.0, 0.05 * restarts[name]))
+                at_once = True
+
+    def _record_alert(self, alert) -> None:
+        with self._record_lock:
+            self.recorder.alert(alert)
+            self._recorded()
 
     def _loop(self, name: str, period: float, fn: Callable[[], None], at_once: bool = False) -> None:
         next_t = time.monotonic() + (0.0 if at_once else period)
@@ -212,6 +265,7 @@ class Monitor:
         if self.recorder is not None:
             with self._record_lock:
                 self.recorder.vllm(snap)
+                self._recorded()
         self.builder.build(self._clock())
 
     def sample_os(self) -> None:
@@ -230,6 +284,7 @@ class Monitor:
         if self.recorder is not None:
             with self._record_lock:
                 self.recorder.os(snap)
+                self._recorded()
 
     def sample_nvml(self) -> None:
         self._read_nvml()
@@ -251,6 +306,7 @@ class Monitor:
         if self.recorder is not None:
             with self._record_lock:
                 self.recorder.nvml(snap)
+                self._recorded()
         return changed
 
     def sample_agents(self) -> None:
@@ -290,6 +346,7 @@ class Monitor:
                         alive,
                         reader.lost,
                     )
+                    self._recorded()
             if not alive:
                 since = self._dead_since.setdefault(key, now)
                 if now - since >= self.keep_dead_s:

@@ -126,12 +126,20 @@ def _is_not_supported(exc: BaseException) -> bool:
     )
 
 
-def _nvml_error_types() -> tuple[type[BaseException], ...]:
+def describe_error(exc: BaseException) -> str:
+    """An NVML error as what it is: its pynvml class and code, with NVML's text when pynvml knows it
+    (without the library loaded, pynvml's str() of a less common code is only "NVML Error with code N").
+    Never raises, whatever str() of the exception does."""
+    name = type(exc).__name__
     try:
-        import pynvml  # noqa: PLC0415
-    except ImportError:
-        return ()
-    return (pynvml.NVMLError,)
+        text = str(exc)
+    except Exception:
+        text = ""
+    value = getattr(exc, "value", None)
+    if name.startswith("NVMLError") and isinstance(value, int):
+        generic = f"NVML Error with code {value}"
+        return f"{name} (code {value})" + (f": {text}" if text and text != generic else "")
+    return f"{name}: {text}" if text else name
 
 
 class NVMLCollector:
@@ -161,9 +169,9 @@ class NVMLCollector:
             chosen.init()
         except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ... : one clear status
             self._status = (
-                f"no NVML library: {type(exc).__name__}: {exc}"
+                f"no NVML library: {describe_error(exc)}"
                 if "Library" in type(exc).__name__ or isinstance(exc, ImportError)
-                else f"NVML init failed: {type(exc).__name__}: {exc}"
+                else f"NVML init failed: {describe_error(exc)}"
             )
             return
         self._backend = chosen
@@ -199,7 +207,7 @@ class NVMLCollector:
             count = backend.device_count()
         except Exception as exc:
             return NVMLSnapshot(
-                status=f"NVML device count failed: {exc}",
+                status=f"NVML device count failed: {describe_error(exc)}",
                 available=False,
                 devices=(),
                 t=t,
@@ -224,10 +232,8 @@ class NVMLCollector:
             except Exception as exc:
                 if _is_not_supported(exc):
                     unsupported.append(field)
-                elif isinstance(exc, _nvml_error_types()) or isinstance(exc, (OSError, ValueError)):
-                    errors.append(f"{field}: {exc}")
                 else:
-                    errors.append(f"{field}: {type(exc).__name__}: {exc}")
+                    errors.append(f"{field}: {describe_error(exc)}")
                 return None
 
         name = attempt("name", lambda: backend.name(index)) or f"GPU {index}"

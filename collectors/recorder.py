@@ -9,6 +9,8 @@ One JSON object per line, `"k"` saying which kind:
   agent       {"k":"agent","pid","start","status","alive","lost","r":[RECORD_FIELDS..., label]}
   vllm        {"k":"vllm","t","url","status","available","num_gpu_blocks","block_size",
                "gpu_memory_utilization","samples","models":[{...VLLMModelStats...}]}   (--vllm-url only)
+  alert       {"k":"alert","t","kind","severity","message","pid","device","value"}  (raised during the run)
+  summary     {"k":"summary","t",...collectors.summary.summary_to_json...}         (last line, at the end)
 Numbers are bytes; null is unknown; the string "unsupported" never appears for a number (DeviceInfo keeps
 its `unsupported` list instead).
 
@@ -33,6 +35,7 @@ from collectors.errors import CollectorError
 from collectors.snapshots import (
     OS_FIELDS,
     AgentRecord,
+    Alert,
     DeviceInfo,
     GpuProcess,
     NVMLSnapshot,
@@ -41,9 +44,11 @@ from collectors.snapshots import (
     VLLMModelStats,
     VLLMSnapshot,
 )
+from collectors.summary import RunSummary, alert_to_json, summary_to_json
 from planner import limits  # a stdlib-only leaf: the limits every reader shares
 
 FORMAT_VERSION = 1
+ALERT_KEYS = ("t", "kind", "severity", "message", "pid", "device", "value")
 
 
 def _num(x: float | int | None) -> float | int | None:
@@ -90,6 +95,7 @@ class Recorder:
         self._last_nvml: str | None = None
         self._last_vllm: str | None = None
         self.lines = 0
+        self.failed: str | None = None  # why recording stopped (a write failed), once it has
         self._write(
             {
                 "k": "header",
@@ -103,21 +109,45 @@ class Recorder:
     def _write(self, obj: dict) -> None:
         if self._file is None:
             return
-        self._file.write(json.dumps(obj, separators=(",", ":")) + "\n")
-        self.lines += 1
-        now = time.monotonic()
-        if now - self._last_flush >= self.flush_interval_s:
-            self._file.flush()
-            self._last_flush = now
+        try:
+            self._file.write(json.dumps(obj, separators=(",", ":")) + "\n")
+            self.lines += 1
+            now = time.monotonic()
+            if now - self._last_flush >= self.flush_interval_s:
+                self._file.flush()
+                self._last_flush = now
+        except OSError as exc:
+            self._stop(exc)
+
+    def _stop(self, exc: OSError) -> None:
+        """A write failed (disk full, I/O error): stop recording, say why once, keep what is on disk.
+        What reached the file is a prefix of the stream, so it stays readable (a cut last line is skipped)."""
+        file, self._file = self._file, None
+        self.failed = (
+            f"recording stopped: cannot write {self.path}: {exc.strerror or exc} "
+            f"(kept the first {self.lines} record(s) that reached it)"
+        )
+        try:
+            file.close()  # closes the descriptor even when the flush inside fails again
+        except OSError:
+            pass
 
     def flush(self) -> None:
         if self._file is not None:
-            self._file.flush()
+            try:
+                self._file.flush()
+            except OSError as exc:
+                self._stop(exc)
+                return
             self._last_flush = time.monotonic()
 
     def close(self) -> None:
         if self._file is not None:
-            self._file.flush()
+            try:
+                self._file.flush()
+            except OSError as exc:
+                self._stop(exc)
+                return
             self._file.close()
             self._file = None
 
@@ -182,6 +212,12 @@ class Recorder:
             return  # unchanged: replay holds the previous one
         self._last_vllm = text
         self._write({"k": "vllm", "t": snap.t, **body})
+
+    def alert(self, alert: Alert) -> None:
+        self._write({"k": "alert", **alert_to_json(alert)})
+
+    def summary(self, summary: RunSummary) -> None:
+        self._write({"k": "summary", "t": summary.end_t, **summary_to_json(summary)})
 
     def agent(
         self,
@@ -386,6 +422,8 @@ def _check_strings(items: list | None, where: str) -> None:
 def check_event(e: dict) -> None:
     """ValueError (one line) unless event `e` holds what the readers use, with the types they expect."""
     k = e["k"]
+    if not _fits(e.get("t"), "time?"):  # every kind: replay orders events by it (alert, summary, ...)
+        raise ValueError(f"{k[:20]} event: t is {repr(e['t'])[:60]}, expected time")
     if k == "os":
         _check_fields(e, _OS_FIELDS, "os event: ")
         for row in e.get("procs") or ():
@@ -528,6 +566,8 @@ class _Source:
         self.end: float | None = None
         self.fields: dict[str, _Stats] = {}
         self.status: str | None = None  # agents: the last cuda_state ("CUDA not initialized", "ok", ...)
+        self.name: str | None = None  # processes: /proc comm
+        self.cmdline: str | None = None  # processes and agents: the command line
 
     def add(self, t: float, values: dict[str, Any]) -> None:
         self.samples += 1
@@ -548,6 +588,10 @@ class _Source:
         }
         if self.status is not None:
             out["status"] = self.status
+        if self.name is not None:
+            out["name"] = self.name
+        if self.cmdline is not None:
+            out["cmdline"] = self.cmdline
         return out
 
 
@@ -560,16 +604,30 @@ def summarize(recording: Recording) -> dict:
             sources[sid] = _Source(sid, kind, pid)
         return sources[sid]
 
+    cmdlines: dict[tuple, str] = {}
+    agent_cmdlines: dict[tuple, str] = {}
+    alerts: list[dict] = []
+    recorded_summary = None
     for e in _events(recording):
         k, t = e["k"], e.get("t")
-        if k == "os":
+        if k == "proc":
+            cmdlines[(e.get("pid"), e.get("start"))] = e.get("cmdline", "")
+        elif k == "agent_meta":
+            agent_cmdlines[(e.get("pid"), e.get("start"))] = e.get("cmdline", "")
+        elif k == "alert":
+            alerts.append({key: e.get(key) for key in ALERT_KEYS})
+        elif k == "summary":
+            recorded_summary = {key: value for key, value in e.items() if key not in ("k", "t")}
+        elif k == "os":
             source("os", "os", None).add(
                 t,
                 {f: e.get(f) for f in OS_FIELDS} | {"system_used": e["mem_total"] - e["mem_available"]},
             )
             for row in e.get("procs", []):
                 pid, start, name, rss = row[:4]
-                source(f"process:{pid}:{start}", "process", pid).add(t, {"rss": rss, "growth": row[4]})
+                src = source(f"process:{pid}:{start}", "process", pid)
+                src.add(t, {"rss": rss, "growth": row[4]})
+                src.name, src.cmdline = name, cmdlines.get((pid, start), "")
         elif k == "nvml":
             for d in e.get("devices", []):
                 source(f"nvml:{d['index']}", "nvml", None).add(
@@ -614,6 +672,7 @@ def summarize(recording: Recording) -> dict:
                 values["gap"] = r.reserved - r.allocated
             src = source(f"agent:{e['pid']}:{e['start']}:{r.device}", "agent", e["pid"])
             src.add(r.t, values)
+            src.cmdline = agent_cmdlines.get((e["pid"], e["start"]), "")
             src.status = r.cuda_state
         elif k == "vllm":
             snap = vllm_snapshot_from(e)
@@ -643,6 +702,8 @@ def summarize(recording: Recording) -> dict:
         "host": recording.header.get("host"),
         "bad_lines": recording.bad_lines,
         "sources": [s.to_json() for s in sources.values()],
+        "alerts": alerts,  # as raised during the run (recordings made before alerts were recorded: [])
+        "summary": recorded_summary,  # collectors.summary.summary_to_json; None in older recordings
     }
 
 

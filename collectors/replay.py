@@ -3,6 +3,9 @@
 The recorded OS, NVML and agent snapshots are fed, in time order, into the same StateBuilder the live
 monitor uses, so the UI sees the same MonitorState (with replay=True). `start()` plays in real time
 (times `speed`); tests step with `advance_to(offset_s)` / `step()` and check `at_end`.
+While it plays, the UI's controls (pause, seek, speed, jump to the next alert or to the peak) act on the
+same clock under one lock; alert and peak times come from one scan of the whole recording (scan()), with
+the thresholds this replay uses, so a jump lands where the screen will show the alert.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from collectors.recorder import (
 )
 from collectors.snapshots import MonitorState
 from collectors.state import StateBuilder
+from collectors.summary import RunSummary
 
 DEMO_RECORDING = "demo_cpu_generate.jsonl"
 
@@ -44,10 +48,12 @@ class ReplayMonitor:
         speed: float = 1.0,
         loop: bool = False,
         alert_options: AlertOptions | None = None,
+        recording: Recording | None = None,
     ) -> None:
         self.path = os.fspath(path)
         self.alert_options = alert_options  # kept: every _reset() (seek back, loop) builds a fresh builder
-        self.recording: Recording = read_recording(self.path)
+        # `recording`: one already read from path (scan() walks it again without re-reading the file)
+        self.recording: Recording = recording if recording is not None else read_recording(self.path)
         self.speed = speed
         self.loop = loop
         self._events = sorted(self.recording.events, key=_event_time)  # declarations (t 0) come first
@@ -56,6 +62,11 @@ class ReplayMonitor:
         self.end_t = max(times) if times else 0.0
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self._lock = threading.Lock()  # the player thread and the UI's controls move the same cursor
+        self.paused = False
+        self._base = 0.0  # offset (s) at _began; the play clock is _base + (now - _began) * speed
+        self._began = time.monotonic()
+        self._scan: RunSummary | None = None
         self.bad_events = 0  # events the readers refused while playing (counted, skipped, shown on screen)
         self.first_bad_event = ""
         self._reset()
@@ -63,6 +74,9 @@ class ReplayMonitor:
     def _reset(self) -> None:
         self.builder = StateBuilder(replay=True, alert_options=self.alert_options)
         self.builder.status["agents"] = "replay"
+        self._cursor = 0
+        self._cmdlines: dict[tuple[int, int], str] = {}
+        self.position_t = self.start_t
         self._show_bad()
 
     def _show_bad(self) -> None:
@@ -74,9 +88,6 @@ class ReplayMonitor:
             parts.append(f"skipped {self.bad_events} bad event(s) ({self.first_bad_event})")
         if parts:
             self.builder.input_warnings["replay"] = "recording: " + "; ".join(parts)
-        self._cursor = 0
-        self._cmdlines: dict[tuple[int, int], str] = {}
-        self.position_t = self.start_t
 
     def describe(self) -> str:
         """One line for the UI: which file, how long, made where."""
@@ -176,7 +187,9 @@ class ReplayMonitor:
         if self._thread is not None:
             return self
         self._stop.clear()
-        self.advance_to(0.0)
+        with self._lock:
+            self.advance_to(0.0)
+            self._rebase(0.0)
         self._thread = threading.Thread(target=self._play, name="memsight-replay", daemon=True)
         self._thread.start()
         return self
@@ -187,23 +200,112 @@ class ReplayMonitor:
             self._thread.join(timeout=2.0)
             self._thread = None
 
+    @property
+    def offset_s(self) -> float:
+        """Where the play clock is now, seconds from the recording's start (where the cursor is, when
+        the player is not running: tests stepping by hand)."""
+        if self._thread is None:
+            return max(0.0, min(self.position_t - self.start_t, self.duration_s))
+        if self.paused:
+            return self._base
+        return min(self._base + (time.monotonic() - self._began) * self.speed, self.duration_s)
+
+    def _rebase(self, offset: float) -> None:
+        self._base = max(0.0, min(offset, self.duration_s))
+        self._began = time.monotonic()
+
     def _play(self) -> None:
-        began = time.monotonic()
-        base = self.position_t - self.start_t
         while not self._stop.wait(0.1):
-            offset = base + (time.monotonic() - began) * self.speed
-            try:
-                self.advance_to(min(offset, self.duration_s))
-            except Exception as exc:  # never let the view freeze silently: count it, skip the event, go on
-                self.bad_events += 1
-                self.first_bad_event = self.first_bad_event or f"{type(exc).__name__}: {exc}"[:120]
-                self._show_bad()
-                self._cursor += 1
-            if self.at_end:
-                if not self.loop:
-                    return
-                self._reset()
-                began, base = time.monotonic(), 0.0
+            with self._lock:
+                if self.paused:
+                    continue
+                try:
+                    self.advance_to(self.offset_s)
+                except Exception as exc:  # never let the view freeze silently: count it, skip, go on
+                    self.bad_events += 1
+                    self.first_bad_event = self.first_bad_event or f"{type(exc).__name__}: {exc}"[:120]
+                    self._show_bad()
+                    self._cursor += 1
+                if self.at_end and self.loop:
+                    self._reset()
+                    self._rebase(0.0)
+                # at the end (no --loop) the thread idles: a seek back plays on
+
+    # ---- controls (the app's replay keys)
+    def toggle_pause(self) -> bool:
+        """Pause or resume; True when now paused."""
+        with self._lock:
+            self._rebase(self.offset_s)
+            self.paused = not self.paused
+            return self.paused
+
+    def set_speed(self, speed: float) -> float:
+        """A new speed from the current position on (clamped to 1/16..64)."""
+        with self._lock:
+            self._rebase(self.offset_s)
+            self.speed = max(1 / 16, min(64.0, speed))
+            return self.speed
+
+    def seek(self, offset_s: float) -> float:
+        """Jump to offset_s (clamped to the recording); the screen shows that moment at once."""
+        with self._lock:
+            target = max(0.0, min(offset_s, self.duration_s))
+            self._walk_to(target)
+            self._rebase(target)
+            return target
+
+    def _walk_to(self, offset_s: float) -> None:
+        """advance_to(offset_s), building a state at every recorded OS tick on the way (as playing does), so
+        the alerts and the charts after a seek are the ones playing to that point would have shown."""
+        target = self.start_t + offset_s
+        if target < self.position_t:
+            self._reset()
+        i = self._cursor
+        while i < len(self._events):
+            e = self._events[i]
+            t = _event_time(e)
+            if t > target:
+                break
+            if e["k"] == "os" and t > self.position_t:
+                self._advance(t)  # absolute: start + (t - start) can round below t (see step)
+                i = self._cursor
+                continue
+            i += 1
+        self.advance_to(offset_s)
+
+    def scan(self) -> RunSummary | None:
+        """The whole recording's summary (peaks, lowest headroom, every alert, with this replay's
+        thresholds), from one pass over it with a builder of its own; computed once."""
+        if self._scan is None:
+            walker = ReplayMonitor(self.path, alert_options=self.alert_options, recording=self.recording)
+            while not walker.at_end:
+                walker.step()  # one build per recorded OS tick, as the screen sees them
+            self._scan = walker.state().summary
+        return self._scan
+
+    def next_alert_offset(self) -> float | None:
+        """Offset of the first alert after the current position (None when there is none)."""
+        summary = self.scan()
+        if summary is None:
+            return None
+        now = self.offset_s
+        for alert in summary.alerts:
+            offset = alert.t - self.start_t
+            if offset > now + 0.05:
+                return offset
+        return None
+
+    def peak_offset(self) -> tuple[float, str] | None:
+        """(offset, what) of the peak: the most PyTorch reserved, else allocated, else system memory used."""
+        summary = self.scan()
+        if summary is None:
+            return None
+        choices = (("reserved", "reserved"), ("allocated", "allocated"), ("system_used", "system used"))
+        for key, what in choices:
+            peak = summary.peak(key)
+            if peak is not None:
+                return peak.t - self.start_t, f"peak {what}"
+        return None
 
 
 def _event_time(e: dict) -> float:

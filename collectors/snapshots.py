@@ -14,6 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collectors.summary import RunSummary
 
 # An empty read-only mapping used as a default (a shared immutable value, not mutable state).
 _EMPTY: Mapping = MappingProxyType({})
@@ -36,6 +40,22 @@ class ProcessInfo:
     gpu_bytes: int | None = None  # sum of its per-process NVML usage over devices; None if NVML did not say
     start_ticks: int = 0  # /proc/<pid>/stat starttime (clock ticks since boot): tells a reused pid apart
     growth_window_s: float = 0.0  # the window growth_bytes covers (seconds actually spanned)
+
+    @property
+    def label(self) -> str:
+        """What a user calls it: its short command line ("python gen.py"), else its name."""
+        return short_command(self.cmdline) or self.name
+
+
+def short_command(cmdline: str, max_words: int = 3, width: int = 40) -> str:
+    """'/usr/bin/python3 /home/u/gen.py --model x' -> 'python3 gen.py --model': the first words, paths cut to
+    their last part, at most `width` characters ("" for an empty command line: kernel threads)."""
+    words = cmdline.split()
+    if not words:
+        return ""
+    parts = [w.rsplit("/", 1)[-1] if "/" in w and not w.startswith("-") else w for w in words[:max_words]]
+    text = " ".join(p for p in parts if p)
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 # The numeric fields of an OSSnapshot that are sampled into rings and recorded (one list for both).
@@ -298,8 +318,11 @@ class MonitorState:
     unified_gap_bytes: int | None = None  # system used − GPU-held (CPU-side use, page cache pressure...)
     dropped: Mapping[str, int] = field(default_factory=lambda: _EMPTY)  # per source: samples lost
     source_status: Mapping[str, str] = field(default_factory=lambda: _EMPTY)  # "os"/"nvml"/"agents": ok|why
+    restarts: Mapping[str, int] = field(default_factory=lambda: _EMPTY)  # sampling thread: times restarted
     replay: bool = False  # True when the state comes from a recording (ReplayMonitor)
     # bad input skipped while everything else goes on, per source, one line with its count ("agents":
     # "skipped 3 bad record(s) ...", "replay": "skipped 2 bad event(s) ..."); shown on screen
     input_warnings: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     vllm: VLLMSnapshot | None = None  # the latest scrape of --vllm-url; None when no URL was given
+    # peaks, lowest headroom and alerts since the monitor started (collectors/summary.py); None before a build
+    summary: RunSummary | None = None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
@@ -30,6 +30,7 @@ from collectors.snapshots import (
     OSSnapshot,
     VLLMSnapshot,
 )
+from collectors.summary import SummaryAccumulator
 
 AGENT_FIELDS = ("allocated", "reserved", "peak_allocated", "rss", "weights_bytes", "kv_bytes")
 NO_NVML = NVMLSnapshot(status="not sampled yet", available=False, devices=())
@@ -85,8 +86,11 @@ class StateBuilder:
         self.alerts: deque[Alert] = deque(maxlen=max_alerts)
         self._alert_keys: dict[tuple, float] = {}
         self.dropped: dict[str, int] = {}
+        self.restarts: dict[str, int] = {}  # sampling thread name -> times the Monitor restarted it
         self.status: dict[str, str] = {"os": "not sampled yet", "nvml": "not sampled yet", "agents": "ok"}
         self.input_warnings: dict[str, str] = {}  # source -> one counted line about bad input it skipped
+        self.summary = SummaryAccumulator()  # peaks, lowest headroom, every alert: the end-of-run summary
+        self.on_alert: Callable[[Alert], None] | None = None  # called (under the lock) for each new alert
         self.state: MonitorState = self._empty()
 
     def _empty(self) -> MonitorState:
@@ -297,20 +301,27 @@ class StateBuilder:
                 unified_gap_bytes=gap,
                 dropped=MappingProxyType(self._dropped_now()),
                 source_status=MappingProxyType(dict(self.status)),
+                restarts=MappingProxyType(dict(self.restarts)),
                 replay=self.replay,
                 input_warnings=MappingProxyType(dict(self.input_warnings)),
             )
             self.recent.append(state)
             while self.recent and t - self.recent[0].t > self.alert_window_s:
                 self.recent.popleft()
+            raised = []
             for alert in evaluate(tuple(self.recent), self.alert_options):
                 key = (alert.kind, alert.severity, alert.pid, alert.device)
                 # one alert per condition until it has been quiet for the alert window; the severity is part
                 # of the condition, so a headroom warning followed by a critical shows both
                 if t - self._alert_keys.get(key, -1e18) > self.alert_window_s:
                     self.alerts.append(alert)
+                    raised.append(alert)
                 self._alert_keys[key] = t
-            state = replace(state, alerts=tuple(self.alerts))
+            for alert in raised:
+                if self.on_alert is not None:
+                    self.on_alert(alert)  # the Monitor records it
+            summary = self.summary.add(state, raised)
+            state = replace(state, alerts=tuple(self.alerts), summary=summary)
             self.recent[-1] = state
             self.state = state
             return state

@@ -149,7 +149,8 @@ def parse_prometheus_text(text: str) -> PromScrape:
             samples.extend(_sample(s.name, s.labels, s.value, s.timestamp) for s in metric.samples)
     except CollectorError:
         raise
-    except (ValueError, IndexError, KeyError, TypeError) as exc:  # how prometheus_client refuses a line
+    except (ValueError, ArithmeticError, IndexError, KeyError, TypeError) as exc:
+        # how prometheus_client refuses a line (OverflowError: an integer timestamp past float range)
         detail = str(exc)[:120]
         raise CollectorError(
             f"line {lines.line_no}: cannot parse {lines.line[:80]!r}" + (f" ({detail})" if detail else "")
@@ -195,11 +196,12 @@ def vllm_snapshot_from_text(
     """A /metrics body -> VLLMSnapshot. Never raises: a malformed body becomes a status."""
     try:
         scrape = parse_prometheus_text(text)
-    except CollectorError as exc:
+    except Exception as exc:  # CollectorError names the line; anything else is said with its type, not raised
+        detail = str(exc) if isinstance(exc, CollectorError) else f"{type(exc).__name__}: {exc}"
         return VLLMSnapshot(
             t=t,
             url=url,
-            status=f"malformed /metrics from {url or 'the server'}: {exc}",
+            status=f"malformed /metrics from {url or 'the server'}: {detail}",
             available=False,
             scrape_s=scrape_s,
         )

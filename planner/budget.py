@@ -91,6 +91,7 @@ class Plan:
     assumptions: tuple[str, ...]
     topology: Topology | None = field(default=None, compare=False)
     activation: ActivationPeak | None = field(default=None, compare=False)
+    warnings: tuple[str, ...] = ()  # inputs the model was not built for (context past its position limit)
 
 
 def _validate(inputs: PlanInputs) -> None:
@@ -297,6 +298,7 @@ def make_plan(
         )
     elif max_context >= spec.max_position_embeddings:
         assumptions.append(f"max context capped at the model's max_position_embeddings ({context_limit})")
+    warnings = context_warnings(spec, tokens)
     assumptions.extend(topology.notes)
     if topology.world_size > 1:
         assumptions.append("bucket figures are those of the busiest rank, never the total divided by ranks")
@@ -322,7 +324,19 @@ def make_plan(
         assumptions=tuple(assumptions),
         topology=topology,
         activation=act,
+        warnings=warnings,
     )
+
+
+def context_warnings(spec: ModelSpec, tokens: int) -> tuple[str, ...]:
+    """A user's tokens past the model's max_position_embeddings: the memory adds up, the model does not."""
+    limit = spec.max_position_embeddings
+    if limit and tokens > limit:
+        return (
+            f"{tokens:,} tokens per user is beyond this model's max_position_embeddings ({limit:,}): the "
+            "memory figures hold, but the model was not trained for such positions",
+        )
+    return ()
 
 
 # Tensor names of the decoder parts, in HF safetensors and llama.cpp GGUF spelling.
@@ -418,6 +432,7 @@ def plan_to_json(plan: Plan, vllm: Any = None) -> dict[str, Any]:
             for r in plan.ranks
         ],
         "assumptions": list(plan.assumptions),
+        "warnings": list(plan.warnings),
     }
     if vllm is not None:
         out["vllm"] = vllm_to_json(vllm)

@@ -205,17 +205,19 @@ def load_spec(source: str | os.PathLike | Mapping[str, Any], *, allow_download: 
             note = f"{text} is not in the local HF cache: architecture from the catalog entry {known}"
             return dataclasses.replace(spec, assumptions=(note, *spec.assumptions))
         raise PlannerError(
-            f"{text!r}: no config.json for this repo in the local Hugging Face cache ({hf_hub_cache()}); "
-            "download it (huggingface-cli download REPO config.json), pass allow_download=True, "
-            "or give a config.json path"
+            f"{text!r} is not in the local Hugging Face cache ({hf_hub_cache()}) nor in the catalog: "
+            f"`memsight plan {text} --download` fetches only its config.json from the Hub, or give a "
+            "config.json path (memsight plan --list searches the catalog)"
         )
+    if _looks_like_path(text):
+        raise PlannerError(f"{text}: no such file or folder")
     hint = catalog.close_names(text)
     raise PlannerError(
         f"{text!r} is not a config file, a checkpoint folder, a catalog name or an org/name repo id"
         + (
             f"; did you mean {', '.join(hint)}?"
             if hint
-            else f"; catalog: {', '.join(catalog.catalog_names())}"
+            else "; memsight plan --list [PATTERN] searches the catalog"
         )
     )
 
@@ -247,7 +249,22 @@ _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$"
 
 
 def _looks_like_repo_id(text: str) -> bool:
-    return bool(_REPO_ID.match(text))
+    return bool(_REPO_ID.match(text)) and not _looks_like_path(text)
+
+
+_FILE_SUFFIXES = (".json", ".safetensors", ".gguf", ".bin", ".pt", ".pth")
+
+
+def _looks_like_path(text: str) -> bool:
+    """A name the user meant as a file or folder: absolute, relative (./ ../ ~), deeper than org/name, or a
+    file name (tiny/config.json)."""
+    t = text.strip()
+    return (
+        t.startswith(("/", "./", "../", "~", ".\\"))
+        or t.count("/") > 1
+        or "\\" in t
+        or t.lower().endswith(_FILE_SUFFIXES)
+    )
 
 
 def hf_hub_cache() -> pathlib.Path:
@@ -283,25 +300,53 @@ def find_in_hf_cache(repo_id: str, revision: str = "main") -> pathlib.Path | Non
     return max(found, key=lambda p: p.stat().st_mtime)
 
 
+MAX_CONFIG_BYTES = 4 * 2**20  # a config.json is a few KiB; anything this big is not one
+
+
+def hf_endpoint() -> str:
+    """The Hub to download from: $HF_ENDPOINT (as huggingface_hub reads it), else https://huggingface.co."""
+    return (os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
+
+
 def download_config(repo_id: str) -> dict[str, Any]:
-    """Fetch config.json from the Hugging Face Hub (only when asked: allow_download=True)."""
+    """Fetch only config.json of `repo_id` from the Hub (only when asked: allow_download=True, the CLI's
+    --download). Every failure is one line that says what to do: no network, no such repo, gated repo."""
     if os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0"):
-        raise PlannerError(f"{repo_id!r}: not in the local HF cache and HF_HUB_OFFLINE is set")
+        raise PlannerError(f"{repo_id!r}: not in the local HF cache, and HF_HUB_OFFLINE is set (no download)")
+    import socket
     import urllib.error
     import urllib.request
 
-    url = f"https://huggingface.co/{repo_id}/resolve/main/config.json"
+    endpoint = hf_endpoint()
+    url = f"{endpoint}/{repo_id}/resolve/main/config.json"
     headers = {"User-Agent": "memsight"}
     token = os.environ.get("HF_TOKEN")
     if token:
         headers["Authorization"] = f"Bearer {token}"
     try:
         with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10) as reply:
-            text = reply.read().decode("utf-8")
-    except (urllib.error.URLError, OSError, UnicodeDecodeError) as exc:
-        raise PlannerError(f"{repo_id!r}: cannot download {url}: {exc}") from exc
+            raw = reply.read(MAX_CONFIG_BYTES + 1)
+    except urllib.error.HTTPError as exc:
+        why = {
+            401: "the repo is gated or private: accept its license on the Hub and set HF_TOKEN",
+            403: "the repo is gated or private: accept its license on the Hub and set HF_TOKEN",
+            404: "no such repo, or it has no config.json",
+        }.get(exc.code, f"the Hub answered HTTP {exc.code} {exc.reason}")
+        raise PlannerError(f"{repo_id!r}: cannot download {url}: {why}") from exc
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        if isinstance(reason, socket.gaierror | ConnectionError | TimeoutError | socket.timeout):
+            raise PlannerError(
+                f"{repo_id!r}: no network to {endpoint} ({reason}); download config.json on a machine that "
+                "has one and give its path"
+            ) from exc
+        raise PlannerError(f"{repo_id!r}: cannot download {url}: {reason}") from exc
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise PlannerError(f"{url}: over {MAX_CONFIG_BYTES // 2**20} MiB, not a config.json")
     try:
-        data = json.loads(text)
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise PlannerError(f"{url}: not UTF-8 text, so not a config.json") from exc
     except json.JSONDecodeError as exc:
         raise PlannerError(f"{url}: malformed JSON at line {exc.lineno}, column {exc.colno}") from exc
     if not isinstance(data, dict):

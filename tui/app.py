@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import pathlib
+import time
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -18,6 +19,7 @@ from textual.binding import Binding
 from collectors.alerts import AlertOptions
 from collectors.nvml_collector import gpu_bytes_by_pid
 from collectors.snapshots import MonitorState
+from collectors.summary import clock, summary_lines
 from collectors.vllm_log_follow import VLLMLogFollower, log_buckets
 from planner.budget import PlanInputs, make_plan
 from planner.catalog import catalog_names
@@ -36,6 +38,8 @@ from tui.screens.view_model import (
     chart_series,
     headroom,
     machine_bar,
+    other_processes_bytes,
+    own_pids,
     pools,
     process_rows,
     vllm_line,
@@ -57,11 +61,25 @@ GPU_PRESETS: tuple[tuple[str, str], ...] = (
     ("4090", "rtx4090"),
     ("GB10", "spark"),
 )
+# Replay controls: active (and in the footer) only when the monitor is a recording played back.
+REPLAY_BINDINGS = (
+    Binding("space", "replay_pause", "Pause"),
+    Binding("left", "replay_seek(-10)", "Back 10 s", show=False),
+    Binding("right", "replay_seek(10)", "On 10 s", show=False),
+    Binding("home", "replay_seek_to(0)", "To the start", show=False),
+    Binding("minus", "replay_speed(0.5)", "Slower (÷2)", show=False, key_display="-"),
+    Binding("plus,equals_sign", "replay_speed(2)", "Faster (×2)", show=False, key_display="+"),
+    # a / p: named in the replay status line instead, so the footer fits 80 columns
+    Binding("a", "replay_alert", "Next alert", show=False),
+    Binding("p", "replay_peak", "Peak", show=False),
+)
+REPLAY_ACTIONS = frozenset(b.action.split("(")[0] for b in REPLAY_BINDINGS)
 PLAN_MEMO_SIZE = 256
 # "this" machine's reserve is what is in use now; re-planning it at every tick would cost a make_plan per
 # tick for figures that move by megabytes.
 THIS_MACHINE_RESAMPLE_S = 5.0
-DEFAULT_UNIFIED_OS_RESERVE = 10 * GIB  # the lesson's assumption for a unified pool until measured
+# None: measure it (MemTotal - MemAvailable - what the experiment holds); the lesson assumes 10 GiB on a Spark
+DEFAULT_UNIFIED_OS_RESERVE: int | None = None
 
 
 class MonitorLike(Protocol):
@@ -79,6 +97,7 @@ class ChildLike(Protocol):
 
     def poll(self) -> int | None: ...  # None while it runs, then its exit status (128+N for signal N)
     def stop(self) -> None: ...  # stop it as a Ctrl-C sent to memsight would (forwarded, grace, then kill)
+    def family(self, pids: Any) -> frozenset[int]: ...  # its pid and those of `pids` that are its own
 
 
 def default_plan_inputs() -> PlanInputs:
@@ -149,6 +168,7 @@ class MemsightApp(App[int]):
         Binding("q", "quit", "Quit"),
         # Textual's own ctrl+c only says "press ctrl+q"; here it stops what memsight run started, then quits
         Binding("ctrl+c", "interrupt", "Stop the command and quit", show=False, priority=True),
+        *REPLAY_BINDINGS,
     ]
 
     def __init__(
@@ -161,7 +181,7 @@ class MemsightApp(App[int]):
         plan_inputs: PlanInputs | None = None,
         refresh_hz: float = 2.0,
         thresholds: AlertOptions | None = None,
-        unified_os_reserve_bytes: int = DEFAULT_UNIFIED_OS_RESERVE,
+        unified_os_reserve_bytes: int | None = DEFAULT_UNIFIED_OS_RESERVE,
         manage_monitor: bool = True,
         child: ChildLike | None = None,
         exit_with_child: bool = False,
@@ -199,11 +219,13 @@ class MemsightApp(App[int]):
         self.child = child
         self.exit_with_child = exit_with_child
         self.child_status: int | None = None  # the child's exit status once it exited
+        self.child_ended_t: float | None = None  # when memsight saw it exit (epoch seconds)
         self._log_tail = LogTail(child.log_path) if child is not None and child.log_path else None
         # vLLM's own numbers, read from the same log as it streams (collectors/vllm_log_follow.py)
         self._vllm_follow = VLLMLogFollower(child.log_path) if child is not None and child.log_path else None
         self._vllm_plan: tuple[tuple, int | None, str] | None = None  # (inputs key, pool bytes, note)
         self._child_key: tuple | None = None
+        self.replay_note = ""  # what the last replay key did ("at the peak reserved (t+85.0s)")
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # --- lifecycle --------------------------------------------------------------------------------
@@ -245,7 +267,8 @@ class MemsightApp(App[int]):
         field_keys = [("tab / shift+tab", "next / previous field"), ("enter, escape", "leave the field")]
         plan_keys = [*field_keys, ("pageup / pagedown", "scroll the capacity figure")]
         sections: list[tuple[str, list]] = [
-            ("everywhere", list(self.BINDINGS)),
+            ("everywhere", [b for b in self.BINDINGS if b not in REPLAY_BINDINGS]),
+            *([("replay", list(REPLAY_BINDINGS))] if self.replaying else []),
             ("Live (1)", list(LiveScreen.BINDINGS)),
             ("Plan (2)", plan_keys),
             ("Roofline lab (3)", [*RooflineScreen.BINDINGS, *field_keys]),
@@ -281,6 +304,66 @@ class MemsightApp(App[int]):
         if not isinstance(self.screen, QuitScreen):
             self.push_screen(QuitScreen(self.child.command, self.child.pid), chosen)
 
+    # --- replay controls (collectors/replay.py ReplayMonitor) ------------------------------------------
+    @property
+    def replaying(self) -> bool:
+        return hasattr(self.monitor, "seek") and hasattr(self.monitor, "toggle_pause")
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        if action in REPLAY_ACTIONS and not self.replaying:
+            return False  # not a replay: the keys do nothing and leave the footer
+        return True
+
+    def _replayed(self, note: str = "") -> None:
+        self.replay_note = note
+        self.refresh_data()
+
+    def action_replay_pause(self) -> None:
+        paused = self.monitor.toggle_pause()
+        self._replayed("paused" if paused else "")
+
+    def action_replay_seek(self, delta_s: float) -> None:
+        self.monitor.seek(self.monitor.offset_s + float(delta_s))
+        self._replayed(self.replay_note if self.monitor.paused else "")
+
+    def action_replay_seek_to(self, offset_s: float) -> None:
+        self.monitor.seek(float(offset_s))
+        self._replayed(self.replay_note if self.monitor.paused else "")
+
+    def action_replay_speed(self, factor: float) -> None:
+        self.monitor.set_speed(self.monitor.speed * float(factor))
+        self._replayed(self.replay_note)
+
+    def action_replay_alert(self) -> None:
+        offset = self.monitor.next_alert_offset()
+        if offset is None:
+            self._replayed("no alert after this point")
+            return
+        self.monitor.seek(offset)
+        self._replayed(f"at the alert (t+{offset:.1f}s)")
+
+    def action_replay_peak(self) -> None:
+        found = self.monitor.peak_offset()
+        if found is None:
+            self._replayed("no peak: nothing measured")
+            return
+        offset, what = found
+        self.monitor.seek(offset)
+        self._replayed(f"at the {what} (t+{offset:.1f}s)")
+
+    def replay_position(self) -> str:
+        """'replay 12.5 / 134.0 s · ×2 · paused' ("" when not a replay)."""
+        if not self.replaying:
+            return ""
+        m = self.monitor
+        parts = [f"replay {m.offset_s:.1f} / {m.duration_s:.1f} s", f"×{m.speed:g}"]
+        if m.paused:
+            parts.append("paused")
+        if self.replay_note and self.replay_note != "paused":
+            parts.append(self.replay_note)
+        parts.append("keys: space ← → - + a(lert) p(eak)")
+        return " · ".join(parts)
+
     def action_leave_field(self) -> None:
         self.screen.set_focus(None)
 
@@ -290,9 +373,22 @@ class MemsightApp(App[int]):
         child's output / status changed)."""
         child_changed = self._check_child()
         state = self.monitor.state()
+        replay_changed = (
+            self.replaying
+            and self.state is not None
+            and self._replay_status() != getattr(self.live_view, "status", None)
+        )
+        if state is self.state and replay_changed and self.live_view is not None:
+            self.live_view = replace(self.live_view, status=self._replay_status())
+            self._push_to_screen()
         if state is self.state:
             if child_changed and self.live_view is not None:
-                self.live_view = replace(self.live_view, **self._child_fields())
+                fields = self._child_fields()
+                self.live_view = replace(
+                    self.live_view,
+                    comparisons=ended_comparisons(self.live_view.comparisons, fields["ended"]),
+                    **fields,
+                )
                 self._push_to_screen()
             return
         self.refresh_count += 1
@@ -302,20 +398,30 @@ class MemsightApp(App[int]):
         self.gpu_roof, self.gpu_roof_missing = gpu_roof_for(state)
         result = self._plans(state)
         self.plan_view = result.view
-        self.process_rows = process_rows(state, self.thresholds)
+        own = own_pids(state)
+        if self.child is not None:  # memsight run: the command and its own agents, not other runs' agents
+            own = self.child.family(own)
+        self.process_rows = process_rows(state, self.thresholds, own)
         self.process_status = process_status(state)
+        child_fields = self._child_fields()
         self.live_view = LiveView(
-            status=live_status(state, self.source_label),
-            comparisons=bucket_comparisons(state, result.live_plans, result.live_errors),
+            status=self._replay_status() if self.replaying else live_status(state, self.source_label),
+            comparisons=ended_comparisons(
+                bucket_comparisons(state, result.live_plans, result.live_errors),
+                child_fields.get("ended", ""),
+            ),
             headroom=headroom(state, self.thresholds),
             chart=chart_series(state),
             agents=agent_rows(state),
             processes=self.process_rows,
             alerts=alert_rows(state, self.origin_t),
             vllm=vllm_line(state),
-            **self._child_fields(),
+            **child_fields,
         )
         self._push_to_screen()
+
+    def _replay_status(self) -> str:
+        return f"{self.replay_position()} · {live_status(self.state, self.source_label)}"
 
     def _check_child(self) -> bool:
         """Poll the child and tail its log (bounded read); True when what the screen shows of it changed."""
@@ -323,8 +429,10 @@ class MemsightApp(App[int]):
             return False
         if self.child_status is None:
             self.child_status = self.child.poll()
-            if self.child_status is not None and self.exit_with_child:
-                self.exit(None, self.child_status)
+            if self.child_status is not None:
+                self.child_ended_t = time.time()
+                if self.exit_with_child:
+                    self.exit(None, self.child_status)
         lines = self._log_tail.read_new() if self._log_tail is not None else ()
         vllm_log = self._vllm_follow.poll() if self._vllm_follow is not None else None
         key = (self.child_status, lines, self._log_tail.error if self._log_tail else "", vllm_log)
@@ -337,16 +445,28 @@ class MemsightApp(App[int]):
         child = self.child
         if child is None:
             return {}
-        banner = ""
+        banner = ended = ""
+        summary: tuple[str, ...] = ()
         if self.child_status is not None:
-            banner = f"{child.command} exited with status {self.child_status} — q to quit"
+            ended = f"ended at {clock(self.child_ended_t or time.time())}"
+            banner = f"{child.command} exited with status {self.child_status}, {ended} — q to quit"
+            run_summary = self.state.summary if self.state is not None else None
+            if run_summary is not None:
+                summary = tuple(summary_lines(run_summary, alert_lines=0))
         title = ""
         if child.log_path is not None:
             title = f"output of pid {child.pid} → {child.log_path}"
             if self._log_tail is not None and self._log_tail.error:
                 title = self._log_tail.error
         lines = self._log_tail.lines if self._log_tail is not None else ()
-        return {"banner": banner, "log_title": title, "log_lines": lines, "vllm_log": self._vllm_log_text()}
+        return {
+            "banner": banner,
+            "log_title": title,
+            "log_lines": lines,
+            "ended": ended,
+            "summary": summary,
+            "vllm_log": self._vllm_log_text(),
+        }
 
     def _vllm_log_text(self) -> str:
         """The vLLM line from the child's log, next to a plan for the same model/args (one per inputs)."""
@@ -436,7 +556,9 @@ class MemsightApp(App[int]):
             if pool.capacity_bytes is None:
                 live_errors[pool.key] = f"{pool.title}: capacity unknown, nothing to plan against"
                 continue
-            reserve = self.unified_os_reserve_bytes if pool.unified else 0
+            # One "this machine" for both screens: a unified pool (or host RAM) keeps the same OS reserve as
+            # the Plan screen's "this machine" row; a discrete GPU keeps none.
+            reserve = this.os_reserve_bytes if pool.unified and this is not None else 0
             plan = self._plan("this", sampled_machine(pool.title, pool.capacity_bytes, reserve, pool.unified))
             if isinstance(plan, str):
                 live_errors[pool.key] = plan
@@ -484,6 +606,8 @@ class MemsightApp(App[int]):
 
     def _this_machine(self, state: MonitorState, *, force: bool) -> Machine | None:
         capacity, reserve = this_machine_capacity(state)
+        if self.unified_os_reserve_bytes is not None and this_unified(state):
+            reserve = self.unified_os_reserve_bytes  # the user's figure (--os-reserve-gib / config)
         if capacity is None:
             self._this = None
             return None
@@ -498,15 +622,25 @@ class MemsightApp(App[int]):
 
 
 # --- pure helpers (tested directly) ---------------------------------------------------------------
+def ended_comparisons(comparisons: tuple, ended: str) -> tuple:
+    """After the command ended, each pool's title says its figures are the last ones ("ended at HH:MM:SS")."""
+    if not ended:
+        return comparisons
+    suffix = f" · last figures, {ended}"
+    return tuple(c if c.title.endswith(suffix) else replace(c, title=c.title + suffix) for c in comparisons)
+
+
 def this_machine_capacity(state: MonitorState) -> tuple[int | None, int | None]:
     """(capacity, OS reserve) of the machine memsight runs on, from the sampled state (never /proc directly):
-    a discrete GPU's total with no reserve, else MemTotal with what is in use now as the reserve."""
+    a discrete GPU's total with no reserve, else MemTotal with what the OS and every other process hold now:
+    MemTotal - MemAvailable - what the memsight agents' processes hold (the Live screen's "other"; the
+    experiment itself is planned, so it is not counted twice)."""
     discrete = [d for d in state.nvml.devices if not d.unified and d.total]
     if state.nvml.available and discrete and not state.unified:
         return discrete[0].total, 0
     if state.os is None:
         return None, None
-    return state.os.mem_total, state.os.mem_total - state.os.mem_available
+    return state.os.mem_total, other_processes_bytes(state, pools(state)[0])
 
 
 def sampled_machine(label: str, capacity: int, reserve: int, unified: bool) -> Machine:
@@ -576,6 +710,9 @@ def plan_summary(plan) -> str:
 
 def live_status(state: MonitorState, source_label: str) -> str:
     parts = [source_label]
+    for fault in ("recording", "threads"):  # a stopped recording, restarted sampling threads: said first
+        if fault in state.source_status:
+            parts.append(state.source_status[fault])
     if state.nvml.available and state.nvml.devices:
         names = sorted({d.name for d in state.nvml.devices})
         parts.append(
@@ -606,7 +743,7 @@ def run_app(
     plan_inputs: PlanInputs | None = None,
     refresh_hz: float = 2.0,
     thresholds: AlertOptions | None = None,
-    unified_os_reserve_bytes: int = DEFAULT_UNIFIED_OS_RESERVE,
+    unified_os_reserve_bytes: int | None = DEFAULT_UNIFIED_OS_RESERVE,
     manage_monitor: bool = True,
     child: ChildLike | None = None,
     exit_with_child: bool = False,

@@ -311,7 +311,9 @@ def build_inputs(args: argparse.Namespace, defaults: PlanDefaults | None = None)
         users=p.users,
         machine=machine,
         capacity_bytes=args.capacity_gib,
-        os_reserve_bytes=args.os_reserve_gib,
+        os_reserve_bytes=args.os_reserve_gib
+        if args.os_reserve_gib is not None or machine != THIS_MACHINE
+        else p.unified_os_reserve_bytes,  # the config file's reserve of this machine, as the screens use
         overhead_bytes=args.overhead_gib,
         prefill_chunk=args.prefill_chunk,
         tp=p.tp,
@@ -462,6 +464,7 @@ def render(plan: Plan, pool: Any) -> str:
         f"  {verdict}; max users at {i.context + i.output_tokens:,} tokens: {plan.max_users}; "
         f"longest context at {max(i.users, 1)} user(s): {plan.max_context:,} tokens"
     )
+    lines.extend(f"  WARNING: {w}" for w in plan.warnings)
     lines.append("")
     lines.append(
         f"  {'rank':>4} {'tp':>3} {'pp':>3} {'weights':>9} {'KV':>9} {'activ.':>9} {'overhead':>9}"
@@ -490,6 +493,13 @@ def render(plan: Plan, pool: Any) -> str:
         )
         lines.append("    what vLLM logs:")
         lines.extend(f"      {line}" for line in pool.log_lines)
+        lines.append(
+            f'    which answers what: vLLM\'s "maximum concurrency" ({pool.max_concurrency_text}) is its KV '
+            f"pool in tokens / the tokens one {pool.max_model_len:,}-token request needs (after vLLM's own "
+            f"weights, profiled activations and non-torch memory within {pool.gpu_memory_utilization} of the "
+            f'device); memsight\'s "max users" ({plan.max_users}) is how many users at '
+            f"{i.context + i.output_tokens:,} tokens fit the whole capacity with the plan's four buckets"
+        )
         lines.extend(f"    note: {note}" for note in pool.notes)
     lines.append("")
     lines.append("  assumptions:")

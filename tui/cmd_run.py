@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import pathlib
 import signal
@@ -116,6 +117,11 @@ class RunChild:
         self.log_path = log_path
         self.signals = signals
 
+    def family(self, pids) -> frozenset[int]:
+        """CMD and those of `pids` in its session (CMD leads a session of its own with the UI: its children,
+        e.g. vLLM's engine cores, stay in it); other agents in the same directory are someone else's."""
+        return frozenset({self.pid, *(pid for pid in pids if session_of(pid) == self.pid)})
+
     def stop(self) -> None:
         """Ctrl-C in the app: the same path as a SIGINT sent to memsight (forwarded, remembered for the
         grace, the app closed)."""
@@ -127,6 +133,16 @@ class RunChild:
     def poll(self) -> int | None:
         code = self.process.poll()
         return None if code is None else exit_status(code)
+
+
+def session_of(pid: int) -> int | None:
+    """Field 6 (session id) of /proc/<pid>/stat; None when the process is gone or unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return int(fields[3])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 class StopSignals:
@@ -231,6 +247,8 @@ def _run(args: argparse.Namespace, cmd: list[str], headless: bool, record: str |
         agent_dir=agent_dir,
         record_to=record,
         discover_interval_s=0.5,
+        keep_dead_s=math.inf,  # agents stay after they exit: the Live screen keeps their last figures
+
         vllm_url=args.vllm_url,
         prometheus=args.prometheus,
         alert_options=config.thresholds,
@@ -317,7 +335,14 @@ def _run(args: argparse.Namespace, cmd: list[str], headless: bool, record: str |
             child.kill()
             child.wait()
         monitor.sample_once()  # the child's last records and the OS after it exited
-        monitor.stop()
+        monitor.stop()  # a recording gets the summary as its last line
+        if monitor.recording_failed is not None:  # disk full: said on exit too; CMD's status still counts
+            print(f"memsight: {monitor.recording_failed}", file=sys.stderr)
+    summary = monitor.state().summary
+    if summary is not None:
+        from collectors.summary import summary_lines  # noqa: PLC0415
+
+        print("\n".join(f"memsight: {line}" for line in summary_lines(summary)), file=sys.stderr)
     if args.json:
         from collectors.recorder import read_recording, summarize  # noqa: PLC0415
 

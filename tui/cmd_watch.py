@@ -59,6 +59,13 @@ def add_display_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"catalog name, config.json or checkpoint path (default {DEFAULT_MODEL})",
     )
     add_plan_input_arguments(plan)
+    plan.add_argument(
+        "--os-reserve-gib",
+        metavar="SIZE",
+        type=argparse_type(parse_size, "--os-reserve-gib"),
+        help="OS reserve of this machine's unified pool / host RAM for the plan (default: measured, MemTotal "
+        "- MemAvailable - what memsight agents hold; the Live and Plan screens use the same figure)",
+    )
 
 
 def resolve_config(args: argparse.Namespace) -> Config:

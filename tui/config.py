@@ -18,7 +18,7 @@ The keys are the command-line options' names, with the same values (KEYS below; 
     growth = 2                   # a process growing more than this within growth_window_s (30)
     frag_fraction = 0.30         # allocator gap over this share of reserved ...
     frag = 1                     # ... and over this many GiB
-    unified_os_reserve = 10      # what the Live plan keeps for the OS on a unified pool
+    os_reserve_gib = 10          # OS reserve of this machine's unified pool (default: measured)
 
 The same keys may sit in a [thresholds] or [plan] table, and the first format's names still work
 (refresh_hz, headroom_warn_gib, growth_gib, fragmentation_gib, unified_os_reserve_gib, ...).
@@ -54,7 +54,9 @@ class PlanDefaults:
     context: int = options.DEFAULT_CONTEXT
     users: int = options.DEFAULT_USERS
     tp: int = options.DEFAULT_TP
-    unified_os_reserve_bytes: int = 10 * GIB
+    # OS reserve of this machine's unified pool (or host RAM) for the Live and Plan screens; None: measured,
+    # MemTotal - MemAvailable - what the memsight agents' processes hold (tui/app.py:this_machine_capacity)
+    unified_os_reserve_bytes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +86,7 @@ KEYS: dict[str, tuple[str, str, Any]] = {
     "context": ("plan", "context", lambda v, w: options.parse_count(v, w, minimum=1)),
     "users": ("plan", "users", lambda v, w: options.parse_count(v, w, minimum=1)),
     "tp": ("plan", "tp", lambda v, w: options.parse_count(v, w, minimum=1)),
-    "unified_os_reserve": ("plan", "unified_os_reserve_bytes", options.parse_size),
+    "os_reserve_gib": ("plan", "unified_os_reserve_bytes", options.parse_size),
 }
 # other spellings of a key: the option's alias, and the names the file format used first
 ALIASES: dict[str, str] = {
@@ -96,7 +98,8 @@ ALIASES: dict[str, str] = {
     "growth_gib": "growth",
     "fragmentation_fraction": "frag_fraction",
     "fragmentation_gib": "frag",
-    "unified_os_reserve_gib": "unified_os_reserve",
+    "unified_os_reserve_gib": "os_reserve_gib",
+    "unified_os_reserve": "os_reserve_gib",
 }
 SECTIONS = ("thresholds", "plan")
 
@@ -205,6 +208,8 @@ def merge_plan_args(plan: PlanDefaults, args: Any) -> PlanDefaults:
         value = getattr(args, name, None)
         if value is not None:
             updates[name] = value
+    if getattr(args, "os_reserve_gib", None) is not None:
+        updates["unified_os_reserve_bytes"] = args.os_reserve_gib
     fmt = getattr(args, "format", None)
     if fmt is not None:
         updates["format"] = None if fmt.strip().lower() == "default" else fmt

@@ -328,3 +328,78 @@ def test_memsight_run_serves_prometheus_and_scrapes_vllm_end_to_end(tmp_path):
         urllib.request.urlopen(url, timeout=2)  # noqa: S310  (gone with memsight)
     kinds = {s["kind"] for s in summarize(read_recording(out))["sources"]}
     assert {"os", "agent", "vllm"} <= kinds
+
+
+# ------------------------------------------------------------------------------- hostile clients (issue 12)
+def test_idle_connections_time_out_and_never_hold_more_than_the_cap():
+    """issue 12: 388 idle connections held 388 threads, still there after they closed. Now each connection
+    has a timeout and at most MAX_CONNECTIONS are handled at once; scrapes keep working throughout."""
+    import threading
+    import time
+
+    from collectors import exporter as exporter_module
+
+    assert exporter_module.CONNECTION_TIMEOUT_S == 5.0  # the default; 0.5 s here keeps the test short
+    state = StateBuilder().build(1.0)
+    before = threading.active_count()
+    with PrometheusExporter(lambda: state, connection_timeout_s=0.5) as exporter:
+        host, port = exporter.address
+        idle = [socket.create_connection((host, port)) for _ in range(60)]  # connect, never send a byte
+        try:
+            time.sleep(0.3)
+            held = threading.active_count() - before - 1  # less the server's own thread
+            assert held <= 16, held  # exporter.MAX_CONNECTIONS
+            deadline = time.monotonic() + 5.0
+            while threading.active_count() - before > 1 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert threading.active_count() - before == 1  # every connection thread is gone
+            _, scrape = _scrape(exporter.url)  # and the server still answers
+            assert _one(scrape, "memsight_unified_memory") == 0
+            assert _one(scrape, "memsight_exporter_connections_refused_total") == 60 - 16
+            assert _one(scrape, "memsight_exporter_connection_errors_total") == 16  # the timed-out ones
+        finally:
+            for s in idle:
+                s.close()
+
+
+def test_reset_connections_are_counted_not_printed(capfd):
+    """issue 12: the socket server's default error handler printed 410 tracebacks to stderr."""
+    import struct
+    import time
+
+    state = StateBuilder().build(1.0)
+    with PrometheusExporter(lambda: state) as exporter:
+        host, port = exporter.address
+        for _ in range(30):
+            s = socket.create_connection((host, port))
+            s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            s.close()  # an RST: the server's reply meets a reset connection
+        s = socket.create_connection((host, port))
+        s.sendall(b"\x16\x03\x01 not http at all\r\n\r\n")  # a TLS hello or garbage: a 400, no traceback
+        s.recv(1024)
+        s.close()
+        time.sleep(0.5)
+        _, scrape = _scrape(exporter.url)
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and err == ""
+    assert _one(scrape, "memsight_exporter_connection_errors_total") >= 1
+
+
+def test_openmetrics_is_served_when_the_scraper_asks_for_it():
+    """prometheus_client's handler negotiates: Prometheus asks for OpenMetrics first, and gets it, whole."""
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+    state = StateBuilder().build(1.0)
+    with PrometheusExporter(lambda: state) as exporter:
+        request = urllib.request.Request(
+            exporter.url, headers={"Accept": "application/openmetrics-text; version=1.0.0; charset=utf-8"}
+        )
+        with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310 (loopback)
+            content_type = response.headers["Content-Type"]
+            body = response.read().decode()
+    assert content_type.startswith("application/openmetrics-text; version=1.0.0")
+    assert body.endswith("# EOF\n")
+    families = {f.name: f for f in text_string_to_metric_families(body)}
+    assert families["memsight_unified_memory"].samples[0].value == 0
+    assert families["memsight_exporter_connection_errors"].type == "counter"

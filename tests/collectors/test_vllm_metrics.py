@@ -124,6 +124,11 @@ def test_parser_labels_escapes_special_values_timestamps_and_histograms():
         # issue 12: a timestamp past float range raised OverflowError out of the parser
         ("# TYPE x gauge\nx 1 1e999\n", "sample 'x' has timestamp inf: not a finite time"),
         pytest.param(
+            "x 1 1" + "0" * 400 + "\n",
+            "line 1: cannot parse 'x 1 1" + "0" * 75 + "' (integer division result too large for a float)",
+            id="integer-timestamp-past-float-range",
+        ),
+        pytest.param(
             "x 1\n" + "y" * 70000 + " 1\n",
             "line 2: 70002 characters, over the 65536 a line may have",
             id="over-long-line",
@@ -435,3 +440,21 @@ def test_live_monitor_never_waits_for_a_slow_server(server, tmp_path):
         assert monitor.state().vllm.models[0].kv_cache_usage == 0.875
     finally:
         monitor.stop()
+
+
+def test_memsight_run_exits_with_the_childs_status_when_vllm_serves_a_1e999_timestamp(server, tmp_path):
+    """issue 12: the OverflowError escaped the scraper, and `run` exited 1 though the child exited 0."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO_ROOT
+
+    srv, hostport = server
+    srv.routes["/metrics"] = (200, b"vllm:num_requests_running 1 1e999\n", 0.0)
+    done = subprocess.run(
+        [sys.executable, "-m", "tui.cli", "run", "--headless", "--vllm-url", hostport,
+         "--agent-dir", str(tmp_path / "agents"), "--", sys.executable, "-c", "import time; time.sleep(1.5)"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr

@@ -102,11 +102,13 @@ async def test_live_screen_shows_measured_over_the_plan():
         assert data.measured_bytes("kv") == KV
         state = gb10_state()
         assert data.measured_bytes("free") == state.os.mem_available
-        # the plan bar is the planner's plan for the same inputs on this pool (10 GiB OS reserve on unified)
+        # the plan bar is the planner's plan for the same inputs on this pool; its OS reserve is the measured
+        # "other" (MemTotal - MemAvailable - what the agent's process holds), the same figure as the bar above
         plan = app._plan_result.live_plans["unified"]
         assert data.planned_bytes("weights") == plan.weight_bytes
         assert data.planned_bytes("kv") == plan.kv_bytes == 8 * 8192 * 131_072
-        assert data.planned_bytes("other") == 10 * GIB
+        assert data.planned_bytes("other") == data.measured_bytes("other") == plan.os_reserve_bytes
+        assert 0 < plan.os_reserve_bytes < state.os.mem_total - state.os.mem_available
         shown = text_of(bars)
         assert f"{WEIGHTS / GIB:.2f}" in shown and f"{plan.weight_bytes / GIB:.2f}" in shown
         status = static_text(app, "#live-status")
@@ -114,8 +116,11 @@ async def test_live_screen_shows_measured_over_the_plan():
         # process table: chrome grew 2.54 GiB in 30 s (> 2 GiB): marked FAST; jupyter is NEW
         top = app.screen.query_one("#top-processes", ProcessSummary)
         flags = {cells[1]: cells[-1] for cells in top.shown}
-        assert flags["chrome"] == "FAST" and flags["jupyter-lab"] == "NEW" and flags["Xorg"] == ""
-        assert [cells[1] for cells in top.shown][:2] == ["python", "chrome"]  # largest resident first
+        # named by their command lines, paths cut to their last part
+        assert flags["chrome"] == "FAST" and flags["Xorg"] == ""
+        assert flags["jupyter-lab --no-browser"] == "NEW"
+        # largest resident first; the agent's process is the experiment's own: marked ●
+        assert [cells[1] for cells in top.shown][:2] == ["● python serve.py --model", "chrome"]
         assert "FAST" in text_of(top)
 
 
@@ -173,10 +178,13 @@ async def test_plan_edits_redraw_the_bars_with_the_planners_numbers():
             assert shown[name].max_users == plan.max_users
             assert shown[name].capacity_bytes == MACHINES[name].capacity_bytes
             assert shown[name].fits == plan.fits
-        # "this" is sized from the sampled state: MemTotal, with what is in use now as the reserve (unified)
+        # "this" is sized from the sampled state: MemTotal, with what the OS and other processes hold now
+        # as the reserve (unified): the same machine as the Live screen's plan
         state = gb10_state()
-        assert shown["this"].capacity_bytes == state.os.mem_total
-        assert shown["this"].segments[0].bytes == state.os.mem_total - state.os.mem_available
+        live = app._plan_result.live_plans["unified"]
+        assert shown["this"].capacity_bytes == state.os.mem_total == live.capacity_bytes
+        assert shown["this"].segments[0].bytes == live.os_reserve_bytes
+        assert shown["this"].max_users == live.max_users
         before = text_of(bars)
         assert f"max users @ 8,192 ctx: {plan_for('h100').max_users}" in before
 
@@ -321,10 +329,10 @@ async def test_processes_screen_sorts_and_filters():
         await pilot.pause()
         table = app.screen.query_one(ProcessTable)
         assert table.row_count == len(gb10_state().os.processes)
-        assert table.get_row_at(0)[1].plain == "python"  # largest RSS first
+        assert table.get_row_at(0)[1].plain == "● python serve.py --model"  # largest RSS first
         await pilot.press("s")  # rss -> gpu
         assert table.sort_key == "gpu"
-        assert table.get_row_at(0)[1].plain == "python"
+        assert table.get_row_at(0)[1].plain == "● python serve.py --model"
         await pilot.press("s")  # gpu -> growth
         assert table.sort_key == "growth"
         assert table.get_row_at(0)[1].plain == "chrome"
@@ -397,8 +405,8 @@ async def test_two_ranks_one_row_each_busiest_marked_and_per_rank_plan():
         await pilot.pause()
         table = app.screen.query_one(AgentsTable)
         assert table.row_count == 2
-        marks = [table.get_row_at(i)[0].plain for i in range(2)]
-        assert marks == ["", "★"]  # rank 1 reserves 3 GiB more
+        marks = [table.get_row_at(i)[0].plain[0] for i in range(2)]
+        assert marks == [" ", "★"]  # rank 1 reserves 3 GiB more (the mark leads its pid cell)
         bars = list(app.screen.query(BucketBars))
         assert [b.data.title for b in bars] == [
             "GPU 0 · NVIDIA H100 80GB HBM3",
@@ -491,3 +499,50 @@ async def test_an_agent_held_below_its_asked_rate_shows_both_rates():
     assert held.agents[0].sampled_hz is None  # no history yet: nothing to say
     assert "· 25/100 Hz" in rows[(100.0, 65)]
     assert " Hz" not in rows[(25.0, 65)] and " Hz" not in rows[(100.0, 0)]
+
+
+@pytest.mark.parametrize("state_of", [gb10_state, bare_state])
+@pytest.mark.parametrize("reserve", [None, 3 * GIB])
+async def test_live_and_plan_screens_agree_on_this_machine(state_of, reserve):
+    """Issue 11 item 2: one "this machine" (capacity, OS reserve, so max users) on both screens, measured or
+    given (--os-reserve-gib / config os_reserve_gib); on main the Live plan kept 10 GiB, the Plan row the
+    measured reserve, and they disagreed (max 0 users vs 5)."""
+    app, _ = make_app(
+        state_of(), plan_inputs=PlanInputs(model="llama-3.2-1b", users=4), unified_os_reserve_bytes=reserve
+    )
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        (key,) = app._plan_result.live_plans
+        live = app._plan_result.live_plans[key]
+        live_label = app.screen.query(BucketBars).first().data.plan_label
+        await pilot.press("2")
+        await pilot.pause()
+        this = {b.key: b for b in app.screen.query_one(CapacityBars).bars}["this"]
+        assert this.capacity_bytes == live.capacity_bytes
+        assert this.segments[0].bytes == live.os_reserve_bytes
+        assert this.max_users == live.max_users > 0
+        assert f"max {live.max_users} users" in live_label
+        if reserve is not None:
+            assert live.os_reserve_bytes == reserve
+
+
+async def test_plan_screen_fields_take_counts_as_the_cli_does():
+    """Issue 11 item 6: the Plan screen reads what is typed with the CLI's parser (1.5k, 8,192, 1k users)."""
+    app, _ = make_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("2")
+        await pilot.pause()
+        for name, typed, value in (
+            ("context", "1.5k", 1536),
+            ("context", "8,192", 8192),
+            ("users", "1k", 1024),
+        ):
+            field = app.screen.query_one(f"#plan-{name}", Input)
+            field.focus()
+            field.value = ""
+            await pilot.press(*typed)
+            await pilot.press("enter")
+            await pilot.pause()
+            assert field.value == typed
+            assert getattr(app.plan_inputs, name) == value
+            assert app.screen.query_one("#plan-error").display is False

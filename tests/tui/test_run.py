@@ -8,6 +8,7 @@ from __future__ import annotations
 import fcntl
 import os
 import pty
+import re
 import signal
 import socket
 import struct
@@ -80,7 +81,9 @@ async def test_live_screen_tails_the_child_log_and_shows_the_exit_banner(tmp_pat
         app.refresh_data()
         await pilot.pause()
         assert banner.display
-        assert str(banner.content) == "python demo.py exited with status 3 — q to quit"
+        assert re.fullmatch(
+            r"python demo\.py exited with status 3, ended at \d\d:\d\d:\d\d — q to quit", str(banner.content)
+        )
         assert app.is_running  # the final state stays on screen
         await pilot.press("q")
     assert app.return_code == 0

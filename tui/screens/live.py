@@ -8,12 +8,13 @@ from dataclasses import dataclass
 from textual.app import ComposeResult
 from textual.containers import Container, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Header, Static
 
 from tui.widgets.agents_table import AgentsTable
 from tui.widgets.alert_log import AlertLog
 from tui.widgets.bucket_bars import BucketBars
 from tui.widgets.data import AgentRow, AlertRow, BucketComparison, ChartSeries, HeadroomData, ProcessRow
+from tui.widgets.footer import MemsightFooter
 from tui.widgets.gap_chart import GapChart
 from tui.widgets.headroom import HeadroomGauge
 from tui.widgets.log_tail import LogPanel
@@ -43,6 +44,8 @@ class LiveView:
     banner: str = ""  # "CMD exited with status N — q to quit" (memsight run)
     log_title: str = ""  # where the child's output goes ("" when it is not logged: no panel)
     log_lines: tuple[str, ...] = ()  # its last lines
+    ended: str = ""  # "ended at HH:MM:SS" once the command exited: its figures are kept, greyed
+    summary: tuple[str, ...] = ()  # the end-of-run summary (collectors/summary.py), shown once it ended
 
 
 class LiveScreen(Screen):
@@ -59,30 +62,33 @@ class LiveScreen(Screen):
         detail = getattr(self.app, "source_detail", "")
         yield Static(detail, id="live-source", classes="note")
         yield Static("", id="live-banner", classes="banner")
+        yield Static("", id="live-summary", classes="run-summary")
         yield Static("", id="live-vllm", classes="status-line")
         yield Static("", id="live-vllm_log", classes="status-line")
         with VerticalScroll(id="live-body"):
             with Vertical(id="live-left", classes="column"):
                 yield Container(id="pools")
                 yield HeadroomGauge(id="headroom")
-                yield Static(AGENTS_TITLE, classes="section-title")
+                yield Static(AGENTS_TITLE, id="agents-title", classes="section-title")
                 yield Static("", id="agents-missing", classes="missing")
                 yield AgentsTable(id="agents")
                 yield GapChart(id="gap-chart")
             with Vertical(id="live-right", classes="column"):
-                yield Static(
-                    "processes by memory (Δ over 30 s; NEW / FAST stand out)", classes="section-title"
-                )
+                yield Static("processes by memory (● this run's; Δ over 30 s)", id="processes-title",
+                             classes="section-title")
                 yield ProcessSummary(id="top-processes", max_rows=LIVE_TOP_PROCESSES)
                 yield AlertLog(id="alerts")
                 yield LogPanel(id="child-log")
-        yield Footer()
+        yield Static("", id="live-more", classes="more-below")
+        yield MemsightFooter()
 
     def on_mount(self) -> None:
         self.query_one("#live-source").display = bool(getattr(self.app, "source_detail", ""))
-        for selector in ("#live-banner", "#live-vllm", "#live-vllm_log", "#child-log"):
+        for selector in ("#live-banner", "#live-summary", "#live-vllm", "#live-vllm_log", "#child-log"):
             self.query_one(selector).display = False
         self._apply_size(self.app.size.width, self.app.size.height)
+        self.watch(self.query_one("#live-body"), "scroll_y", self._scrolled, init=False)
+        self.query_one("#live-more").display = False
         view = getattr(self.app, "live_view", None)
         if view is not None:
             self.show(view)
@@ -94,6 +100,48 @@ class LiveScreen(Screen):
 
     def on_resize(self, event) -> None:
         self._apply_size(event.size.width, event.size.height)
+        self.call_after_refresh(self.update_more_below)
+
+    def _scrolled(self, _value: float) -> None:
+        self.update_more_below()
+
+    def sections_below(self) -> list[str]:
+        """The sections that start below what the body shows now (scroll to see them)."""
+        body = self.query_one("#live-body")
+        bottom = body.scroll_y + body.scrollable_content_region.height
+        view = self._view
+        alerts = len(view.alerts) if view is not None else 0
+        sections = (
+            ("#headroom", "headroom"),
+            ("#agents", "agents"),
+            ("#agents-missing", "agents"),
+            ("#gap-chart", "chart"),
+            ("#top-processes", "processes"),
+            ("#alerts", f"alerts ({alerts})" if alerts else "alerts"),
+            ("#child-log", "command output"),
+        )
+        below = []
+        for selector, name in sections:
+            widget = self.query_one(selector)
+            if not widget.display or widget.parent is None:
+                continue
+            top = widget.parent.virtual_region.y + widget.virtual_region.y
+            if top >= bottom:
+                below.append(name)
+        return below
+
+    def update_more_below(self) -> None:
+        """One line over the footer naming what is below the fold, so nothing is out of sight unsaid."""
+        if not self.is_mounted:
+            return
+        below = self.sections_below()
+        more = self.query_one("#live-more", Static)
+        text = f"↓ below: {', '.join(below)} (scroll, or PgDn / End)" if below else ""
+        if str(more.content) != text:
+            more.update(text)
+        if more.display != bool(text):
+            more.display = bool(text)
+            self.call_after_refresh(self.update_more_below)  # the line took (or gave back) a row of the body
 
     def _apply_size(self, width: int, height: int) -> None:
         """Two columns from WIDE_COLUMNS on. Wide and TALL_ROWS high, the columns fill the screen: the gap
@@ -132,6 +180,13 @@ class LiveScreen(Screen):
                 line = self.query_one(selector, Static)
                 line.update(text)
                 line.display = bool(text)
+        if previous is None or previous.summary != view.summary:
+            summary = self.query_one("#live-summary", Static)
+            summary.update("\n".join(view.summary))
+            summary.display = bool(view.summary)
+        if previous is None or previous.ended != view.ended:
+            for selector in ("#pools", "#agents"):
+                self.query_one(selector).set_class(bool(view.ended), "ended")
         log = self.query_one(LogPanel)
         log.display = bool(view.log_title)
         if view.log_title:
@@ -148,6 +203,7 @@ class LiveScreen(Screen):
             self.query_one(AgentsTable).display = bool(view.agents)
         self.query_one("#top-processes", ProcessSummary).update_rows(view.processes)
         self.query_one(AlertLog).update_rows(view.alerts)
+        self.call_after_refresh(self.update_more_below)
 
     def _show_pools(self, comparisons: tuple[BucketComparison, ...]) -> None:
         container = self.query_one("#pools", Container)

@@ -15,10 +15,11 @@ from textual.containers import Grid, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
 from textual.suggester import SuggestFromList
-from textual.widgets import Footer, Header, Input, Label, Select, Static
+from textual.widgets import Header, Input, Label, Select, Static
 
 from tui.widgets.capacity_bars import CapacityBars
 from tui.widgets.data import MachineBar
+from tui.widgets.footer import MemsightFooter
 
 FIELDS: tuple[str, ...] = ("model", "format", "kv_dtype", "context", "users", "tp")
 WIDE_FIELDS = 120
@@ -102,7 +103,7 @@ class PlanScreen(Screen):
                 "served fast.",
                 classes="note",
             )
-        yield Footer()
+        yield MemsightFooter()
 
     def on_mount(self) -> None:
         # Tab goes straight to the first field (a scroll container would otherwise take the first Tab);

@@ -8,12 +8,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Input, Label, Static
+from textual.widgets import DataTable, Header, Input, Label, Static
 
 from tui.widgets.data import ProcessRow
+from tui.widgets.footer import MemsightFooter
 from tui.widgets.process_table import SORT_KEYS, ProcessTable
 
-COLUMN_SORT = {"RSS GiB": "rss", "GPU GiB": "gpu", "Δ30s GiB": "growth", "pid": "pid", "name": "name"}
+COLUMN_SORT = {"RSS GiB": "rss", "GPU GiB": "gpu", "Δ30s GiB": "growth", "pid": "pid", "command": "name"}
 
 
 class ProcessesScreen(Screen):
@@ -34,7 +35,7 @@ class ProcessesScreen(Screen):
             yield Label("filter: ")
             yield Input(id="proc-filter", placeholder="name, user, command or pid  (Esc: back to the table)")
         yield ProcessTable(id="all-processes")
-        yield Footer()
+        yield MemsightFooter()
 
     def on_mount(self) -> None:
         self._pull()

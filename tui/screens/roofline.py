@@ -15,9 +15,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Button, Footer, Header, Input, Label, Static
+from textual.widgets import Button, Header, Input, Label, Static
 
 from planner.work import roofline_gflops
+from tui.widgets.footer import MemsightFooter
 from tui.widgets.roofline_plot import RooflineFigure, RooflinePlot
 
 LAB_PEAK_GFLOPS = 1000.0  # the lab's fixed compute cap
@@ -142,7 +143,7 @@ class RooflineScreen(Screen):
         yield Static("", id="lab-gpu", classes="missing")
         yield RooflinePlot(id="lab-plot")
         yield Static(CANNOT_TELL, id="lab-cannot", classes="note")
-        yield Footer()
+        yield MemsightFooter()
 
     def on_mount(self) -> None:
         self._fill_inputs()

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pathlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from collectors.alerts import AlertOptions
-from collectors.snapshots import AgentView, DeviceInfo, MeasuredBuckets, MonitorState
+from collectors.snapshots import AgentView, DeviceInfo, MeasuredBuckets, MonitorState, short_command
 from tui.widgets.data import (
     AgentRow,
     AlertRow,
@@ -102,7 +102,7 @@ def measured_segments(state: MonitorState, pool: PoolCapacity) -> tuple[tuple[Se
             missing.append("no /proc/meminfo sample")
         else:
             free = os_snap.mem_available
-            other = max(0, os_snap.mem_total - os_snap.mem_available - held)
+            other = other_processes_bytes(state, pool)
     else:
         device = _device(state, pool.index)
         free = device.free if device else None
@@ -124,6 +124,16 @@ def measured_segments(state: MonitorState, pool: PoolCapacity) -> tuple[tuple[Se
         Segment("free", free),
     )
     return segments, "; ".join(missing)
+
+
+def other_processes_bytes(state: MonitorState, pool: PoolCapacity) -> int | None:
+    """On a unified pool (or host RAM): what the OS and every process but the memsight agents' hold now,
+    MemTotal - MemAvailable - the agents' held bytes. The Live screen's "other" and the OS reserve of the
+    plan for "this machine" (tui/app.py) are this one figure."""
+    if state.os is None:
+        return None
+    held = _sum([_process_held(b) for b in _buckets_for(state, pool)]) or 0
+    return max(0, state.os.mem_total - state.os.mem_available - held)
 
 
 def _device(state: MonitorState, index: int) -> DeviceInfo | None:
@@ -161,6 +171,8 @@ def plan_label(plan) -> str:
     verdict = (
         f"fits, max {plan.max_users} users" if plan.fits else f"does NOT fit (max {plan.max_users} users)"
     )
+    if plan.warnings:  # a context past the model's max_position_embeddings (planner/budget.py)
+        verdict += f", past its {plan.spec.max_position_embeddings:,}-token limit"
     tp = f", tp={i.tp}" if i.tp > 1 else ""
     # a config path is the model's name to the planner; its file name is what fits on one line
     name = plan.spec.name
@@ -205,7 +217,15 @@ def headroom(state: MonitorState, thresholds: AlertOptions) -> HeadroomData:
     )
 
 
-def process_rows(state: MonitorState, thresholds: AlertOptions) -> tuple[ProcessRow, ...]:
+def own_pids(state: MonitorState) -> frozenset[int]:
+    """The experiments' processes: every agent's (under `memsight run` the app keeps only the command's own,
+    tui/cmd_run.py RunChild.family)."""
+    return frozenset(a.pid for a in state.agents)
+
+
+def process_rows(
+    state: MonitorState, thresholds: AlertOptions, own: frozenset[int] = frozenset()
+) -> tuple[ProcessRow, ...]:
     if state.os is None:
         return ()
     return tuple(
@@ -219,6 +239,8 @@ def process_rows(state: MonitorState, thresholds: AlertOptions) -> tuple[Process
             is_new=p.is_new,
             fast_growing=p.growth_bytes is not None and p.growth_bytes > thresholds.growth_bytes,
             cmdline=p.cmdline,
+            command=p.label,
+            own=p.pid in own,
         )
         for p in state.os.processes
     )
@@ -232,23 +254,25 @@ def agent_rows(state: MonitorState) -> tuple[AgentRow, ...]:
         for rec in records:
             gap = None if rec.reserved is None or rec.allocated is None else rec.reserved - rec.allocated
             where = f"cuda:{rec.device}" if rec.device >= 0 else _short_state(rec.cuda_state)
+            if not agent.alive:
+                where = "exited"  # its last figures stay in the row
             rows.append(
                 AgentRow(
                     pid=agent.pid,
-                    label=f"{_short_cmd(agent)} · {where}{_held_rate(agent)}"
-                    + ("" if agent.alive else " (exited)"),
+                    label=f"{_short_cmd(agent)}{_held_rate(agent)}",
                     allocated=rec.allocated,
                     reserved=rec.reserved,
                     gap=gap,
                     retries=rec.alloc_retries,
                     ooms=rec.num_ooms,
                     busiest=False,
+                    where=where,
                 )
             )
     if len(rows) > 1:
         busiest = max(range(len(rows)), key=lambda i: (rows[i].reserved or 0, rows[i].allocated or 0))
         r = rows[busiest]
-        rows[busiest] = AgentRow(r.pid, r.label, r.allocated, r.reserved, r.gap, r.retries, r.ooms, True)
+        rows[busiest] = replace(r, busiest=True)
     return tuple(rows)
 
 
@@ -266,11 +290,7 @@ def _short_state(cuda_state: str) -> str:
 
 
 def _short_cmd(agent: AgentView) -> str:
-    words = agent.cmdline.split()
-    if not words:
-        return f"pid {agent.pid}"
-    short = " ".join(w.rsplit("/", 1)[-1] for w in words[:2])
-    return short[:24]
+    return short_command(agent.cmdline, max_words=2, width=28) or f"pid {agent.pid}"
 
 
 def alert_rows(state: MonitorState, origin_t: float) -> tuple[AlertRow, ...]:

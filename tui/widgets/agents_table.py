@@ -14,7 +14,8 @@ class AgentsTable(DataTable):
     AgentsTable { height: auto; max-height: 10; }
     """
 
-    COLUMNS = ("", "pid", "agent", "alloc", "reserved", "gap", "retries", "OOMs")  # bytes in GiB
+    # bytes in GiB; short headers and the busiest's ★ in the pid cell: the table fits 76 columns (80x24)
+    COLUMNS = ("pid", "agent", "device", "alloc", "resvd", "gap", "retry", "OOMs")
 
     def __init__(self, **kwargs) -> None:
         super().__init__(cursor_type="row", **kwargs)
@@ -31,10 +32,13 @@ class AgentsTable(DataTable):
         self.add_columns(*self.COLUMNS)
         for r in rows:
             style = "bold" if r.busiest else ""
+            pid = Text()
+            pid.append("★" if r.busiest else " ", style="bold magenta")
+            pid.append(str(r.pid), style=style)
             self.add_row(
-                Text("★" if r.busiest else "", style="bold magenta"),
-                Text(str(r.pid), style=style),
+                pid,
                 Text(r.label, style=style),
+                Text(r.where, style=style),
                 gib_num(r.allocated, 2),
                 gib_num(r.reserved, 2),
                 Text(gib_num(r.gap, 2), style="red" if r.gap and r.gap > 2**30 else ""),

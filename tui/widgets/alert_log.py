@@ -16,8 +16,11 @@ class AlertLog(RichLog):
     """
 
     def __init__(self, **kwargs) -> None:
-        super().__init__(wrap=True, markup=False, highlight=False, max_lines=500, **kwargs)
+        # min_width: RichLog renders every line at least 78 cells wide by default, so in a narrower box (the
+        # right column at 160 columns is ~60) the end of each alert was cut off instead of wrapped
+        super().__init__(wrap=True, markup=False, highlight=False, max_lines=500, min_width=20, **kwargs)
         self._shown: tuple[AlertRow, ...] = ()
+        self._wrapped_at = 0
         self.border_title = "alerts: none so far"
 
     @property
@@ -36,12 +39,23 @@ class AlertLog(RichLog):
         else:
             self.clear()
             new = rows
-        for row in new:
+        self._write_rows(new)
+        self._shown = rows
+        self.border_title = f"alerts ({len(rows)})" if rows else "alerts: none so far"
+        return True
+
+    def _write_rows(self, rows: tuple[AlertRow, ...]) -> None:
+        for row in rows:
             line = Text()
             line.append(f"{row.when:>9} ", style="grey62")
             line.append(f"{row.severity.upper():8} ", style=SEVERITY_STYLES.get(row.severity, ""))
             line.append(row.message)
             self.write(line)
-        self._shown = rows
-        self.border_title = f"alerts ({len(rows)})" if rows else "alerts: none so far"
-        return True
+
+    def on_resize(self) -> None:
+        """Lines are wrapped when written: a new width wraps them all again."""
+        width = self.scrollable_content_region.width
+        if width != self._wrapped_at and self._shown:
+            self._wrapped_at = width
+            self.clear()
+            self._write_rows(self._shown)

@@ -119,6 +119,8 @@ class ProcessRow:
     is_new: bool
     fast_growing: bool
     cmdline: str = ""
+    command: str = ""  # short command line ("python gen.py"), what the tables show; "" -> the name
+    own: bool = False  # one of the experiment's processes (an agent's, or the command memsight run started)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +133,7 @@ class AgentRow:
     retries: int | None
     ooms: int | None
     busiest: bool
+    where: str = ""  # "cuda:0", or why there is no device yet ("no CUDA yet", "no torch")
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,24 @@ from textual_plotext import PlotextPlot
 from tui.widgets.data import ChartSeries
 
 GIB = 2**30
+# The y axis spans at least this much (GiB): plotext fits the axis to the data, so a flat headroom drifting by
+# 9 MB filled the whole height and read as a cliff. Headroom moves in GiB; the allocator in fractions of one.
+MIN_SPAN_HEADROOM_GIB = 1.0
+MIN_SPAN_ALLOCATOR_GIB = 0.5
+
+
+def y_limits(values: Sequence[float], min_span: float) -> tuple[float, float]:
+    """(low, high) of a y axis holding every value and spanning at least `min_span`, widened around the
+    data's middle, never below 0 (memory is not negative)."""
+    finite = [v for v in values if v == v]
+    if not finite:
+        return 0.0, min_span
+    low, high = min(finite), max(finite)
+    if high - low >= min_span:
+        return low, high
+    middle = (low + high) / 2
+    low = max(0.0, middle - min_span / 2)
+    return low, low + min_span
 
 
 class GapChart(PlotextPlot):
@@ -83,7 +101,9 @@ class GapChart(PlotextPlot):
             # the reason is on the agents row already; a title wider than the plot is not drawn at all
             plt.title(f"{data.fallback_label}, GiB, over time (s): no allocator counters to chart")
             t, (headroom,) = decimate(data.fallback_t, (data.fallback,), self._max_points(), min)
-            plt.plot(t, [v / GIB for v in headroom], label="headroom", color="cyan", marker="braille")
+            values = [v / GIB for v in headroom]
+            plt.plot(t, values, label="headroom", color="cyan", marker="braille")
+            plt.ylim(*y_limits(values, MIN_SPAN_HEADROOM_GIB))
             return
         if data is None or not data.t:
             plt.title(data.missing if data and data.missing else "allocator: no PyTorch agent attached yet")
@@ -92,9 +112,13 @@ class GapChart(PlotextPlot):
         t, (reserved, allocated, gap) = decimate(
             data.t, (data.reserved, data.allocated, data.gap), self._max_points()
         )
+        drawn: list[float] = []
         for values, label, color in ((reserved, "reserved", "blue"), (allocated, "allocated", "green"),
                                      (gap, "gap", "red")):
-            plt.plot(t, [v / GIB for v in values], label=label, color=color, marker="braille")
+            gib_values = [v / GIB for v in values]
+            drawn.extend(gib_values)
+            plt.plot(t, gib_values, label=label, color=color, marker="braille")
+        plt.ylim(*y_limits(drawn, MIN_SPAN_ALLOCATOR_GIB))
 
     def _max_points(self) -> int:
         # braille draws two points per column: more points than that only cost time, never show

@@ -53,24 +53,31 @@ class ProcessSummary(Widget):
     def render(self) -> Text:
         if not self._shown:
             return Text("no process sample yet", style="italic")
-        # the name column takes what the fixed columns leave (at least 8 cells)
+        # the command column takes what the fixed columns leave; the user column goes first when the
+        # command would get fewer than COMMAND_MIN cells (the Processes screen, 4, still has it)
         fixed = sum(abs(w) for w in WIDTHS) + len(WIDTHS)
-        name_width = max(8, min(24, self.size.width - fixed))
+        with_user = self.size.width - fixed >= COMMAND_MIN
+        if not with_user:
+            fixed -= abs(WIDTHS[0]) + 1
+        name_width = max(8, min(40, self.size.width - fixed))
         text = Text(no_wrap=True, overflow="ellipsis")
-        text.append(_line(COLUMNS, name_width), style="bold")
+        text.append(_line(COLUMNS, name_width, with_user), style="bold")
         for row, cells in zip(self._rows, self._shown, strict=True):
             text.append("\n")
-            text.append(_line(cells, name_width), style=row_style(row))
+            text.append(_line(cells, name_width, with_user), style=row_style(row))
         return text
 
 
 # pid, user, RSS, GPU, growth, flag: fixed widths (negative: left-aligned); the name goes after the pid
 WIDTHS = (-8, -8, 7, 7, 8, -4)
+COMMAND_MIN = 26  # "● python demo_workload.py" whole
 
 
-def _line(cells: tuple[str, ...], name_width: int) -> str:
+def _line(cells: tuple[str, ...], name_width: int, with_user: bool = True) -> str:
     pid, name, *rest = cells
     parts = [f"{pid:<8}", f"{name[:name_width]:<{name_width}}"]
-    for cell, width in zip(rest, WIDTHS[1:], strict=True):
+    for i, (cell, width) in enumerate(zip(rest, WIDTHS[1:], strict=True)):
+        if i == 0 and not with_user:
+            continue
         parts.append(f"{cell[:-width]:<{-width}}" if width < 0 else f"{cell:>{width}}")
     return " ".join(parts).rstrip()

@@ -9,7 +9,7 @@ from tui.widgets.data import ProcessRow
 from tui.widgets.fmt import gib_num, shown, signed_gib
 
 SORT_KEYS: tuple[str, ...] = ("rss", "gpu", "growth", "pid", "name")
-COLUMNS: tuple[str, ...] = ("pid", "name", "user", "RSS GiB", "GPU GiB", "Δ30s GiB", "")
+COLUMNS: tuple[str, ...] = ("pid", "command", "user", "RSS GiB", "GPU GiB", "Δ30s GiB", "")
 
 
 def sort_rows(rows: tuple[ProcessRow, ...], key: str) -> list[ProcessRow]:
@@ -18,7 +18,7 @@ def sort_rows(rows: tuple[ProcessRow, ...], key: str) -> list[ProcessRow]:
     if key == "pid":
         return sorted(rows, key=lambda r: r.pid)
     if key == "name":
-        return sorted(rows, key=lambda r: (r.name.lower(), r.pid))
+        return sorted(rows, key=lambda r: ((r.command or r.name).lower(), r.pid))
     if key == "gpu":
         return sorted(rows, key=lambda r: (r.gpu_bytes is None, -(shown(r.gpu_bytes) or 0), r.pid))
     if key == "growth":
@@ -126,7 +126,7 @@ def row_cells(row: ProcessRow) -> tuple[str, ...]:
     growth = ("new" if row.is_new else "…") if row.growth_bytes is None else signed_gib(row.growth_bytes, 2)
     return (
         str(row.pid),
-        row.name[:24],
+        ("● " if row.own else "") + (row.command or row.name)[:40],
         row.user[:12],
         gib_num(row.rss, 2),
         gib_num(row.gpu_bytes, 2),

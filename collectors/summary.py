@@ -1,0 +1,211 @@
+"""The end-of-run summary: peak per bucket, peak reserved − allocated, lowest headroom, the alerts raised.
+
+One accumulator fed with every MonitorState the StateBuilder builds (so the summary covers exactly what the
+screen showed, at the monitor's rate, live and in replay alike); its value is a frozen RunSummary carried by
+each state. The Live screen draws it, `memsight run` prints it on exit, the recording stores it and `--json`
+gives it (summary_to_json / summary_from_json round-trip exactly).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from collectors.snapshots import Alert, MonitorState
+
+# (key, label): the peaks kept, summed over agents and devices at each build
+PEAK_KEYS: tuple[tuple[str, str], ...] = (
+    ("weights", "weights"),
+    ("kv", "KV cache"),
+    ("activations", "activations"),
+    ("tensors", "untracked tensors"),
+    ("gap", "reserved − allocated"),
+    ("non_torch", "non-PyTorch"),
+    ("allocated", "allocated"),
+    ("reserved", "reserved"),
+    ("system_used", "system used"),
+)
+MAX_ALERTS = 200  # kept in the summary (the Live screen's log keeps its own, shorter list)
+GIB = 2**30
+
+
+@dataclass(frozen=True, slots=True)
+class Peak:
+    key: str
+    bytes: int
+    t: float
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    start_t: float
+    end_t: float
+    peaks: tuple[Peak, ...]  # PEAK_KEYS order; a bucket never measured is absent
+    lowest_headroom: int | None
+    lowest_headroom_t: float | None
+    headroom_source: str
+    alerts: tuple[Alert, ...]  # every alert raised, oldest first (at most MAX_ALERTS)
+    alerts_total: int  # raised in all, MAX_ALERTS or more
+
+    def peak(self, key: str) -> Peak | None:
+        return next((p for p in self.peaks if p.key == key), None)
+
+
+def _sum(values) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def figures(state: MonitorState) -> dict[str, int | None]:
+    """The summed figures of one state that the summary keeps the peak of."""
+    b = state.buckets
+    return {
+        "weights": _sum(x.weights_bytes for x in b),
+        "kv": _sum(x.kv_bytes for x in b),
+        "activations": _sum(x.activations_bytes for x in b),
+        "tensors": _sum(x.other_allocated_bytes for x in b),
+        "gap": _sum(x.allocator_gap_bytes for x in b),
+        "non_torch": _sum(x.non_torch_bytes for x in b),
+        "allocated": _sum(x.allocated for x in b),
+        "reserved": _sum(x.reserved for x in b),
+        "system_used": None if state.os is None else state.os.mem_total - state.os.mem_available,
+    }
+
+
+class SummaryAccumulator:
+    """Mutable, owned by one StateBuilder (called under its lock)."""
+
+    def __init__(self) -> None:
+        self.start_t: float | None = None
+        self.end_t = 0.0
+        self.peaks: dict[str, Peak] = {}
+        self.lowest: tuple[int, float, str] | None = None
+        self.alerts: list[Alert] = []
+        self.alerts_total = 0
+        self._value: RunSummary | None = None
+
+    def add(self, state: MonitorState, new_alerts: list[Alert]) -> RunSummary:
+        if self.start_t is None:
+            self.start_t = state.t
+        changed = self._value is None or state.t != self.end_t or bool(new_alerts)
+        self.end_t = state.t
+        for key, value in figures(state).items():
+            if value is not None and (key not in self.peaks or value > self.peaks[key].bytes):
+                self.peaks[key] = Peak(key, value, state.t)
+                changed = True
+        h = state.headroom_bytes
+        if h is not None and (self.lowest is None or h < self.lowest[0]):
+            self.lowest = (h, state.t, state.headroom_source)
+            changed = True
+        self.alerts_total += len(new_alerts)
+        self.alerts.extend(new_alerts)
+        del self.alerts[MAX_ALERTS:]
+        if changed or self._value is None:
+            low = self.lowest
+            self._value = RunSummary(
+                start_t=self.start_t,
+                end_t=self.end_t,
+                peaks=tuple(self.peaks[k] for k, _ in PEAK_KEYS if k in self.peaks),
+                lowest_headroom=low[0] if low else None,
+                lowest_headroom_t=low[1] if low else None,
+                headroom_source=low[2] if low else "unknown",
+                alerts=tuple(self.alerts),
+                alerts_total=self.alerts_total,
+            )
+        return self._value
+
+
+# ---- output ---------------------------------------------------------------------------------------------
+def alert_to_json(a: Alert) -> dict:
+    return {
+        "t": a.t,
+        "kind": a.kind,
+        "severity": a.severity,
+        "message": a.message,
+        "pid": a.pid,
+        "device": a.device,
+        "value": a.value,
+    }
+
+
+def alert_from_json(d: dict) -> Alert:
+    return Alert(
+        t=float(d["t"]),
+        kind=str(d["kind"]),
+        severity=str(d["severity"]),
+        message=str(d["message"]),
+        pid=d.get("pid"),
+        device=d.get("device"),
+        value=d.get("value"),
+    )
+
+
+def summary_to_json(s: RunSummary) -> dict:
+    """Bytes as integers, times as the epoch seconds the monitor sampled at."""
+    return {
+        "start": s.start_t,
+        "end": s.end_t,
+        "peaks": {p.key: {"bytes": p.bytes, "t": p.t} for p in s.peaks},
+        "lowest_headroom": None
+        if s.lowest_headroom is None
+        else {"bytes": s.lowest_headroom, "t": s.lowest_headroom_t, "source": s.headroom_source},
+        "alerts_total": s.alerts_total,
+        "alerts": [alert_to_json(a) for a in s.alerts],
+    }
+
+
+def summary_from_json(d: dict) -> RunSummary:
+    low = d.get("lowest_headroom")
+    peaks = d.get("peaks", {})
+    return RunSummary(
+        start_t=float(d["start"]),
+        end_t=float(d["end"]),
+        peaks=tuple(
+            Peak(k, int(peaks[k]["bytes"]), float(peaks[k]["t"])) for k, _ in PEAK_KEYS if k in peaks
+        ),
+        lowest_headroom=None if low is None else int(low["bytes"]),
+        lowest_headroom_t=None if low is None else float(low["t"]),
+        headroom_source="unknown" if low is None else str(low.get("source", "unknown")),
+        alerts=tuple(alert_from_json(a) for a in d.get("alerts", ())),
+        alerts_total=int(d.get("alerts_total", 0)),
+    )
+
+
+def clock(t: float) -> str:
+    """HH:MM:SS of an epoch time, local time (what the user's terminal clock says)."""
+    return time.strftime("%H:%M:%S", time.localtime(t))
+
+
+def summary_lines(s: RunSummary, alert_lines: int = 5) -> list[str]:
+    """The summary as short lines (GiB, labelled), for the screen and for stderr on exit; the last
+    `alert_lines` alerts are listed after their count."""
+    labels = dict(PEAK_KEYS)
+    lines = [f"run summary: {clock(s.start_t)} to {clock(s.end_t)} ({s.end_t - s.start_t:.0f} s)"]
+    if s.peaks:
+        parts = [f"{labels[p.key]} {p.bytes / GIB:.2f}" for p in s.peaks]
+        lines.append("peak GiB: " + " · ".join(parts))
+    else:
+        lines.append("peak: nothing measured")
+    gap = s.peak("gap")
+    if gap is None:
+        lines.append("peak reserved − allocated: unknown (no allocator counters: no agent, or no CUDA)")
+    else:
+        lines.append(f"peak reserved − allocated: {gap.bytes / GIB:.2f} GiB at {clock(gap.t)}")
+    if s.lowest_headroom is None:
+        lines.append("lowest headroom: unknown")
+    else:
+        lines.append(
+            f"lowest headroom: {s.lowest_headroom / GIB:.2f} GiB ({s.headroom_source}) at "
+            f"{clock(s.lowest_headroom_t or s.end_t)}"
+        )
+    if not s.alerts_total:
+        lines.append("alerts: none")
+    else:
+        by = {}
+        for a in s.alerts:
+            by[a.severity] = by.get(a.severity, 0) + 1
+        counts = ", ".join(f"{n} {sev}" for sev, n in sorted(by.items()))
+        lines.append(f"alerts: {s.alerts_total} ({counts})")
+        if alert_lines > 0:
+            lines.extend(f"  {clock(a.t)} {a.severity.upper()} {a.message}" for a in s.alerts[-alert_lines:])
+    return lines
