@@ -258,7 +258,14 @@ def _read_sharded(index: pathlib.Path, packed_bits: int = 4) -> CheckpointInfo:
     folder = index.parent
     files = sorted({str(f) for f in weight_map.values()})
     for name in files:
-        if not name or "/" in name or "\\" in name or name in (".", "..") or len(name.encode()) > 255:
+        if (
+            not name
+            or "/" in name
+            or "\\" in name
+            or name in (".", "..")
+            or len(name.encode("utf-8", "surrogatepass")) > 255
+            or not name.isprintable()  # a lone surrogate or a control character (found by the fuzz suite)
+        ):
             raise PlannerError(f"{index}: shard name {name[:80]!r} is not a file name in the index's folder")
     shards = []
     for name in files:

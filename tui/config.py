@@ -139,6 +139,8 @@ def load_config(path: str | os.PathLike[str] | None = None, *, required: bool = 
         raise ConfigError(f"config file {file} is not valid TOML: {exc}") from None
     except RecursionError:
         raise ConfigError(f"config file {file} nests too deep to be a memsight config") from None
+    except ValueError as exc:  # an integer over Python's 4300 digits (found by the fuzz suite)
+        raise ConfigError(f"config file {file} is not a memsight config: {exc}"[:300]) from None
     return config_from_dict(raw, str(file))
 
 

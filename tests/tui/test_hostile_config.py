@@ -103,3 +103,10 @@ def test_non_utf8_bytes_are_one_line(tmp_path):
     path.write_bytes(b"refresh_hz = 2\n# \xff\xfe\n")
     line = one_line(memsight("replay", "--config", str(path), "x.jsonl"))
     assert "is not UTF-8 text" in line
+
+
+def test_an_integer_over_4300_digits_is_one_line(tmp_path):
+    path = tmp_path / "config.toml"
+    path.write_text("refresh_hz = " + "9" * 5000 + "\n")  # main: ValueError out of tomllib
+    with pytest.raises(ConfigError, match="Exceeds the limit"):
+        load_config(path, required=True)
