@@ -17,6 +17,7 @@ reads every block, and on a noisy host its interval is several times wider). The
 records per second and the rate its budget held are printed beside.
 
     python bench/agent_overhead.py [--rounds 120] [--iters 20000] [--json runs.json]
+    python bench/agent_overhead.py --transformers [--rounds 30] [--batch 4] [--new 64]
 """
 
 from __future__ import annotations
@@ -90,7 +91,19 @@ def main() -> int:
     p.add_argument("--iters", type=int, default=20000, help="loop iterations per block (~0.2 s here)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", type=Path, help="write every block's times here")
+    p.add_argument(
+        "--transformers",
+        action="store_true",
+        help="the 'transformers generate' setting instead: a tiny Llama generating on the CPU, agent off / "
+        "on / on with the automatic tracking's per-forward hooks (rounds default 30)",
+    )
+    p.add_argument("--batch", type=int, default=4, help="--transformers: sequences per generate()")
+    p.add_argument("--new", type=int, default=64, help="--transformers: new tokens per generate()")
     args = p.parse_args()
+    if args.transformers:
+        if args.rounds == 120:
+            args.rounds = 30
+        return transformers_main(args)
     torch.set_num_threads(1)
     rng = random.Random(args.seed)
     model = torch.nn.Sequential(*(torch.nn.Linear(64, 64) for _ in range(8)))
@@ -182,6 +195,103 @@ def main() -> int:
         args.json.write_text(
             json.dumps({"args": vars(args) | {"json": str(args.json)}, "wall": wall, "cpu": cpu})
         )
+    return 0
+
+
+# ------------------------------------------------------------------------------------ transformers generate
+TF_OFF, TF_CONTROL = "off", "off (control)"
+TF_AGENT, TF_HOOKS = "agent 10 Hz", "agent 10 Hz + autotrack hooks"
+TF_SETTINGS = (TF_OFF, TF_CONTROL, TF_AGENT, TF_HOOKS)
+
+
+def transformers_main(args: argparse.Namespace) -> int:
+    """The "transformers generate" setting: the demo's tiny Llama (collectors/data/
+    demo_transformers_config.json) generating greedily on the CPU, blocks of one generate() call each, agent
+    off / on / on with the automatic tracking's hooks on the model (the per-forward prefill/decode hooks).
+    Also the hooks' own cost per forward call, timed directly."""
+    import transformers  # noqa: PLC0415
+
+    from collectors.autotrack import AutoTracker  # noqa: PLC0415
+
+    transformers.logging.set_verbosity_error()
+    torch.set_num_threads(1)
+    rng = random.Random(args.seed)
+    here = Path(__file__).resolve().parent.parent / "collectors" / "data" / "demo_transformers_config.json"
+    config = transformers.LlamaConfig(**json.loads(here.read_text()))
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    ids = torch.randint(0, config.vocab_size, (args.batch, 16))
+
+    def block() -> tuple[float, float]:
+        t0, c0 = time.perf_counter(), time.thread_time()
+        with torch.no_grad():
+            model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=args.new,
+                           min_new_tokens=args.new, do_sample=False)  # fmt: skip
+        return time.perf_counter() - t0, time.thread_time() - c0
+
+    block()  # warm up
+    wall: dict[str, list[float]] = {s: [] for s in TF_SETTINGS}
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as directory:
+        # the hooks' own cost: one pre + post pair per forward call, timed on the model's real hook pair
+        agent = Agent(hz=10, directory=directory)
+        agent.open()
+        tracker = AutoTracker(agent)
+        tracker.on_model(model)
+        one = {"input_ids": ids[:, :1]}
+        n = 20000
+        t0, c0 = time.perf_counter(), time.thread_time()
+        for _ in range(n):
+            tracker._pre_forward(model, (), one)  # noqa: SLF001
+            tracker._post_forward(model, (), one, None)  # noqa: SLF001
+        per_forward = (time.perf_counter() - t0) / n
+        per_forward_cpu = (time.thread_time() - c0) / n
+        print(
+            f"autotrack hooks, timed directly over {n:,} calls: {per_forward_cpu * 1e6:.2f} us of CPU per "
+            f"forward call ({per_forward * 1e6:.2f} us wall, waiting for a busy CPU included), pre + post "
+            f"hook, CPU probe: getrusage + /proc/self/statm",
+            flush=True,
+        )
+        tracker._unhook(model)  # noqa: SLF001
+        agent.stop()
+        if args.rounds < 1:
+            return 0
+        for _ in range(args.rounds):
+            order = list(TF_SETTINGS)
+            rng.shuffle(order)
+            for setting in order:
+                agent = tracker = None
+                if setting in (TF_AGENT, TF_HOOKS):
+                    agent = Agent(hz=10, directory=directory)
+                    agent.track_model(model)
+                    if setting == TF_HOOKS:
+                        tracker = AutoTracker(agent)
+                        agent.autotrack = tracker
+                        tracker.on_model(model)  # what the patched post_init does for a model it sees built
+                    agent.start()
+                time.sleep(0.03 + rng.random() * 0.1)
+                block_wall, _ = block()
+                wall[setting].append(block_wall)
+                if tracker is not None:
+                    tracker._unhook(model)  # noqa: SLF001
+                if agent is not None:
+                    agent.stop()
+    calls = args.new
+    print(
+        f"transformers {transformers.__version__}, torch {torch.__version__}, 1 thread; tiny Llama "
+        f"({sum(p.numel() for p in model.parameters()):,} parameters, fp32, CPU), generate batch "
+        f"{args.batch}, "
+        f"16 prompt + {args.new} new tokens per block ({calls} forward calls); {args.rounds} rounds x "
+        f"{len(TF_SETTINGS)} settings in random order; {time.perf_counter() - started:.0f} s"
+    )
+    off = wall[TF_OFF]
+    per_call = p10(off) / calls * 1e3
+    print(f"  {'agent off':>30}: block p10 {p10(off) * 1e3:8.2f} ms ({per_call:.3f} ms per forward)")
+    for setting in TF_SETTINGS[1:]:
+        r = p10(wall[setting]) / p10(off)
+        low, high = bootstrap_ratio(p10, wall[setting], off, rng)
+        med = statistics.median(wall[setting]) / statistics.median(off)
+        print(f"  {setting:>30}: p10 ratio {r:.4f} (95% CI {low:.4f}-{high:.4f}); median ratio {med:.4f}")
     return 0
 
 

@@ -135,7 +135,8 @@ def cache_summary(cache: Any, seen: set[int] | None = None) -> dict[str, Any]:
     key tensor: for a static cache its allocated length), read from the same tensor objects the bytes come
     from, so bytes and tokens describe one moment per layer. "structure": "layers" (transformers >= 4.56),
     "key_cache" (4.x lists), "tensors" (anything else: its tensors found by walking attributes)."""
-    out: dict[str, Any] = {"bytes": {}, "batch": None, "layer_tokens": [], "structure": "tensors"}
+    out: dict[str, Any] = {"bytes": {}, "batch": None, "layer_tokens": [], "layers": 0}
+    out["structure"] = "tensors"
     tensor_type = _tensor_type()
     if tensor_type is None:
         return out
@@ -160,9 +161,12 @@ def cache_summary(cache: Any, seen: set[int] | None = None) -> dict[str, Any]:
         for t in kv_tensors(cache, tensor_type):
             add(t)
         return out
+    out["layers"] = len(pairs)
     for keys, values in pairs:
         if isinstance(keys, tensor_type) and keys.dim() >= 3 and keys.numel() > 0:
-            out["layer_tokens"].append(int(keys.shape[-2]))
+            # a layer read between its key and its value update is left out (the cache is not "settled")
+            if not isinstance(values, tensor_type) or values.shape[-2:-1] == keys.shape[-2:-1]:
+                out["layer_tokens"].append(int(keys.shape[-2]))
             if out["batch"] is None:
                 out["batch"] = int(keys.shape[0])
         for part in (keys, values):
@@ -345,6 +349,8 @@ class Agent:
         self._model_info: dict[int, dict] = {}  # per tracked model: its config etc. (read once)
         self._model_sizes: list[tuple[Any, dict[int, int], dict[int, int]]] = []
         self._cache_info: list[dict] = []
+        self._largest: dict | None = None  # the cache summary holding the most bytes seen so far
+        self._largest_bytes = 0
         self._untracked: list[str] = []
         self.info_path: str | None = None
         self.info_interval_s = 0.2
@@ -559,6 +565,10 @@ class Agent:
                         infos.append(summary)
                         self._note_structure(cache, summary)
                 self._cache_info = infos
+                for i in infos:
+                    size = sum(i["bytes"].values())
+                    if size > 0 and size >= self._largest_bytes:
+                        self._largest, self._largest_bytes = i, size
                 self._kv, self._kv_t = _add(*(i["bytes"] for i in infos)), now
             kv = self._kv
         return weights_out, kv
@@ -591,18 +601,7 @@ class Agent:
                     buffers_bytes={str(d): v for d, v in buffers.items()},
                 )
             )
-        caches = [
-            {
-                "class": i["class"],
-                "auto": i["auto"],
-                "structure": i["structure"],
-                "batch": i["batch"],
-                "tokens": max(i["layer_tokens"]) if i["layer_tokens"] else None,
-                "layer_tokens": i["layer_tokens"],
-                "bytes": {str(d): v for d, v in i["bytes"].items()},
-            }
-            for i in self._cache_info
-        ]
+        caches = [_cache_json(i) for i in self._cache_info]
         tracker = self.autotrack
         return {
             "version": fmt.INFO_VERSION,
@@ -614,6 +613,7 @@ class Agent:
             "hook_last_error": tracker.last_error if tracker is not None else "",
             "models": models,
             "caches": caches,
+            "largest_cache": None if self._largest is None else _cache_json(self._largest),
             "phases": tracker.phases.as_json() if tracker is not None else {},
             "phase_counter": tracker.phases.counter if tracker is not None else "",
             "untracked": list(self._untracked),
@@ -779,6 +779,19 @@ def _current_device(cuda: CudaSource) -> int:
     if torch is not None and isinstance(cuda, TorchCuda):
         return int(torch.cuda.current_device())
     return 0
+
+
+def _cache_json(summary: dict) -> dict[str, Any]:
+    return {
+        "class": summary["class"],
+        "auto": summary["auto"],
+        "structure": summary["structure"],
+        "batch": summary["batch"],
+        "tokens": max(summary["layer_tokens"]) if summary["layer_tokens"] else None,
+        "layer_tokens": summary["layer_tokens"],
+        "layers": summary["layers"],
+        "bytes": {str(d): v for d, v in summary["bytes"].items()},
+    }
 
 
 def _prune(refs: list) -> None:

@@ -264,7 +264,8 @@ class AutoTracker:
 
         def post_init(self, *args, **kwargs):
             result = original(self, *args, **kwargs)
-            tracker.on_model(self)
+            if not _built_inside_another(self, cls):  # its parent's post_init tracks it, whole
+                tracker.on_model(self)
             return result
 
         post_init.__memsight__ = True
@@ -417,6 +418,24 @@ class AutoTracker:
                 os.close(fd)
             except OSError:
                 pass
+
+
+def _built_inside_another(model: Any, base: type) -> bool:
+    """True while `model` is being built inside another model's __init__ (LlamaModel inside
+    LlamaForCausalLM): tracked now, a tick could count the parent's half-built weights."""
+    try:
+        frame = sys._getframe(2)
+        depth = 0
+        while frame is not None and depth < 200:
+            if frame.f_code.co_name == "__init__":
+                owner = frame.f_locals.get("self")
+                if owner is not model and isinstance(owner, base):
+                    return True
+            frame = frame.f_back
+            depth += 1
+    except Exception:
+        return False
+    return False
 
 
 def _contains(parent: Any, child: Any) -> bool:

@@ -26,6 +26,7 @@ from collections.abc import Callable
 
 from collectors import agent_format as fmt
 from collectors.agent import sweep_dead_files
+from collectors.agent_info import InfoFile
 from collectors.agent_reader import AgentReader, discover, is_stale
 from collectors.alerts import AlertOptions
 from collectors.errors import CollectorError
@@ -96,6 +97,8 @@ class Monitor:
         if self.recorder is not None:
             self.builder.on_alert = self._record_alert
         self._readers: dict[tuple[int, int], AgentReader] = {}
+        self._info_files: dict[tuple[int, int], InfoFile] = {}
+        self._info_errors: dict[tuple[int, int], str] = {}
         self._dead_since: dict[tuple[int, int], float] = {}
         self._bad_files: dict[str, str] = {}
         self._last_discover = -float("inf")
@@ -332,6 +335,7 @@ class Monitor:
             elif is_stale(reader, now):
                 status = "stale"
             self.builder.update_agent(key, result.records, status=status, alive=alive, lost=result.lost)
+            self._read_info(key, reader, now)
             if self.recorder is not None and (result.records or status):
                 track = self.builder.agents.get(key)
                 with self._record_lock:
@@ -352,8 +356,28 @@ class Monitor:
                 if now - since >= self.keep_dead_s:
                     reader.close()
                     del self._readers[key]
+                    self._info_files.pop(key, None)
                     self._dead_since.pop(key, None)
                     self.builder.drop_agent(key)
+
+    def _read_info(self, key: tuple[int, int], reader: AgentReader, now: float) -> None:
+        """The agent's info file (plan inputs, phase peaks, hook status) when it changed: kept, recorded."""
+        info_file = self._info_files.get(key)
+        if info_file is None:
+            info_file = self._info_files[key] = InfoFile(reader.path)
+        try:
+            got = info_file.read_if_changed()
+        except CollectorError as exc:
+            self._info_errors[key] = str(exc)
+            return
+        if got is None:
+            return
+        self._info_errors.pop(key, None)
+        raw, info = got
+        self.builder.update_agent_info(key, info)
+        if self.recorder is not None:
+            with self._record_lock:
+                self.recorder.agent_info(reader.pid, reader.start_ticks, now, raw)
 
     def _discover(self) -> None:
         unsafe = fmt.unsafe_dir_reason(self.agent_dir)
@@ -390,6 +414,8 @@ class Monitor:
                 f"skipped {len(self._bad_files)} bad agent file(s): {next(iter(self._bad_files.values()))}"
             )
         self.builder.status["agents"] = "; ".join([f"{len(self._readers)} agent(s)", *problems])
+        if self._info_errors:
+            self.builder.status["agents"] += f"; {next(iter(self._info_errors.values()))}"
         if problems:
             self.builder.input_warnings["agents"] = "; ".join(problems)
         else:

@@ -7,6 +7,8 @@ One JSON object per line, `"k"` saying which kind:
   nvml        {"k":"nvml","t","status","available","driver","devices":[{...DeviceInfo...}]}
   agent_meta  {"k":"agent_meta","pid","start","cmdline","path","hz"}
   agent       {"k":"agent","pid","start","status","alive","lost","r":[RECORD_FIELDS..., label]}
+  agent_info  {"k":"agent_info","pid","start","t","info":{...}}   (each new version of the agent's info file:
+               tracked models' config, caches, phase peaks, hook status; collectors/agent_info.py)
   vllm        {"k":"vllm","t","url","status","available","num_gpu_blocks","block_size",
                "gpu_memory_utilization","samples","models":[{...VLLMModelStats...}]}   (--vllm-url only)
   alert       {"k":"alert","t","kind","severity","message","pid","device","value"}  (raised during the run)
@@ -255,6 +257,9 @@ class Recorder:
                     "r": record_values(r),
                 }
             )
+
+    def agent_info(self, pid: int, start: int, t: float, raw: dict) -> None:
+        self._write({"k": "agent_info", "pid": pid, "start": start, "t": t, "info": raw})
 
 
 # ------------------------------------------------------------------------------------------ reading

@@ -15,7 +15,9 @@ import pathlib
 import threading
 import time
 
+from collectors.agent_info import parse_info
 from collectors.alerts import AlertOptions
+from collectors.errors import CollectorError
 from collectors.recorder import (
     Recording,
     nvml_snapshot_from,
@@ -36,9 +38,16 @@ def demo_recording_path() -> pathlib.Path:
     return pathlib.Path(__file__).resolve().parent / "data" / DEMO_RECORDING
 
 
-def bundled_recording() -> pathlib.Path:
-    """Alias of demo_recording_path() (the name tui/cmd_watch.py uses)."""
-    return demo_recording_path()
+# `memsight demo --recording NAME`: the bundled real recordings (collectors/data/README.md)
+DEMO_RECORDINGS = {
+    "manual": "demo_cpu_generate.jsonl",  # a torch script that calls agent.track_model / track_kv itself
+    "transformers": "demo_transformers_generate.jsonl",  # an unmodified transformers script: autotrack
+}
+
+
+def bundled_recording(name: str = "manual") -> pathlib.Path:
+    """The bundled recording called `name` (DEMO_RECORDINGS); "manual" is demo_recording_path()."""
+    return pathlib.Path(__file__).resolve().parent / "data" / DEMO_RECORDINGS[name]
 
 
 class ReplayMonitor:
@@ -133,6 +142,14 @@ class ReplayMonitor:
         elif k == "agent_meta":
             b.agent_track(e["pid"], e["start"], e.get("cmdline", ""), e.get("path", ""), e.get("hz", 0.0))
             return False
+        elif k == "agent_info":
+            key = (e["pid"], e["start"])
+            if key not in b.agents:
+                b.agent_track(e["pid"], e["start"], "", "", 0.0)
+            try:
+                b.update_agent_info(key, parse_info(e.get("info"), f"recorded agent info of pid {e['pid']}"))
+            except CollectorError:
+                return False  # a malformed entry: the last good one stays
         elif k == "agent":
             key = (e["pid"], e["start"])
             if key not in b.agents:

@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collectors.agent_info import AgentInfo
     from collectors.summary import RunSummary
 
 # An empty read-only mapping used as a default (a shared immutable value, not mutable state).
@@ -184,6 +185,9 @@ class AgentView:
     history: tuple[AgentRecord, ...]  # recent records, oldest first (all devices interleaved)
     lost_records: int = 0  # records overwritten in the ring file before the monitor read them
     hz: float = 0.0  # the sampling rate the agent was asked for
+    # what the agent published beside its ring (tracked models' config, caches, phase peaks, hook status):
+    # collectors/agent_info.py; None until it published one (nothing tracked, or an older agent)
+    info: AgentInfo | None = None
 
     @property
     def sampled_hz(self) -> float | None:

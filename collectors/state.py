@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from collectors import buckets as buckets_mod
+from collectors.agent_info import AgentInfo
 from collectors.alerts import AlertOptions, evaluate
 from collectors.nvml_collector import gpu_bytes_by_pid, gpu_held_bytes
 from collectors.os_collector import with_gpu_bytes
@@ -53,6 +54,7 @@ class AgentTrack:
     rings: dict[int, Ring] = field(default_factory=dict)
     # per device (>= 0): the chart history, (t, allocated, reserved) of the samples its ring accepted
     series: dict[int, deque] = field(default_factory=dict)
+    info: AgentInfo | None = None  # the agent's latest info file (collectors/agent_info.py)
 
 
 class StateBuilder:
@@ -140,6 +142,12 @@ class StateBuilder:
                 self.agents[key] = AgentTrack(pid, start_ticks, cmdline, path, hz)
             return self.agents[key]
 
+    def update_agent_info(self, key: tuple[int, int], info: AgentInfo) -> None:
+        with self._lock:
+            track = self.agents.get(key)
+            if track is not None:
+                track.info = info
+
     def update_agent(
         self,
         key: tuple[int, int],
@@ -207,6 +215,7 @@ class StateBuilder:
                     history=tuple(track.history),
                     lost_records=track.lost,
                     hz=track.hz,
+                    info=track.info,
                 )
             )
         return tuple(sorted(views, key=lambda v: v.pid))

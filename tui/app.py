@@ -32,14 +32,17 @@ from tui.screens.plan import FIELDS, PlanChoices, PlanScreen, PlanView
 from tui.screens.processes import ProcessesScreen
 from tui.screens.roofline import RooflineScreen
 from tui.screens.view_model import (
+    PlanSource,
     agent_rows,
     alert_rows,
     bucket_comparisons,
     chart_series,
+    comparison_groups,
     headroom,
     machine_bar,
     other_processes_bytes,
     own_pids,
+    plan_sources,
     pools,
     process_rows,
     vllm_line,
@@ -146,6 +149,7 @@ class PlanResult:
     live_plans: dict[str, Any]  # pool key -> Plan for that pool's capacity
     live_errors: dict[str, str]
     view: PlanView
+    sources: tuple[PlanSource, ...] = ()  # the agents' loaded models and caches the live plans follow
 
 
 class MemsightApp(App[int]):
@@ -185,6 +189,7 @@ class MemsightApp(App[int]):
         manage_monitor: bool = True,
         child: ChildLike | None = None,
         exit_with_child: bool = False,
+        plan_explicit: frozenset[str] = frozenset(),
     ) -> None:
         super().__init__()
         if refresh_hz <= 0:
@@ -199,6 +204,8 @@ class MemsightApp(App[int]):
         self.unified_os_reserve_bytes = unified_os_reserve_bytes
         self.manage_monitor = manage_monitor
         self.plan_inputs = plan_inputs or default_plan_inputs()
+        # plan fields the user gave (flags, config file): they win over what an agent's process loaded
+        self.plan_explicit = frozenset(plan_explicit)
         self.plan_choices = PlanChoices(tuple(catalog_names()), tuple(weight_formats()), KV_DTYPES)
         self.state: MonitorState | None = None
         self.origin_t: float | None = None
@@ -407,7 +414,7 @@ class MemsightApp(App[int]):
         self.live_view = LiveView(
             status=self._replay_status() if self.replaying else live_status(state, self.source_label),
             comparisons=ended_comparisons(
-                bucket_comparisons(state, result.live_plans, result.live_errors),
+                bucket_comparisons(state, result.live_plans, result.live_errors, result.sources),
                 child_fields.get("ended", ""),
             ),
             headroom=headroom(state, self.thresholds),
@@ -528,7 +535,9 @@ class MemsightApp(App[int]):
             if self.live_view is not None:
                 self.live_view = replace(
                     self.live_view,
-                    comparisons=bucket_comparisons(self.state, result.live_plans, result.live_errors),
+                    comparisons=bucket_comparisons(
+                        self.state, result.live_plans, result.live_errors, result.sources
+                    ),
                 )
             self._push_to_screen()
 
@@ -539,7 +548,11 @@ class MemsightApp(App[int]):
         reserve (what is in use now) is re-sampled at most every THIS_MACHINE_RESAMPLE_S seconds."""
         live_pools = pools(state)
         this = self._this_machine(state, force=force)
-        key = (self.plan_inputs, self.plan_error, live_pools, this, self.unified_os_reserve_bytes)
+        sources = plan_sources(state, self.plan_inputs, self.plan_explicit)
+        groups = tuple(tuple(comparison_groups(state, pool, sources)) for pool in live_pools)
+        followed = tuple((s.pid, s.inputs, s.spec_key, s.error, s.provenance) for s in sources)
+        reserve = self.unified_os_reserve_bytes
+        key = (self.plan_inputs, self.plan_error, live_pools, this, reserve, followed, groups)
         if not force and key == self._plan_key and self._plan_result is not None:
             return self._plan_result
         self._plan_key = key
@@ -552,18 +565,25 @@ class MemsightApp(App[int]):
             result = PlanResult(live_plans, live_errors, PlanView(values, (), "", self.plan_error))
             self._plan_result = result
             return result
+        by_pid = {s.pid: s for s in sources}
         for pool in live_pools:
-            if pool.capacity_bytes is None:
-                live_errors[pool.key] = f"{pool.title}: capacity unknown, nothing to plan against"
-                continue
-            # One "this machine" for both screens: a unified pool (or host RAM) keeps the same OS reserve as
-            # the Plan screen's "this machine" row; a discrete GPU keeps none.
-            reserve = this.os_reserve_bytes if pool.unified and this is not None else 0
-            plan = self._plan("this", sampled_machine(pool.title, pool.capacity_bytes, reserve, pool.unified))
-            if isinstance(plan, str):
-                live_errors[pool.key] = plan
-            else:
-                live_plans[pool.key] = plan
+            for key, pid in comparison_groups(state, pool, sources):
+                if pool.capacity_bytes is None:
+                    live_errors[key] = f"{pool.title}: capacity unknown, nothing to plan against"
+                    continue
+                # One "this machine" for both screens: a unified pool (or host RAM) keeps the same OS reserve
+                # as the Plan screen's "this machine" row; a discrete GPU keeps none.
+                reserve = this.os_reserve_bytes if pool.unified and this is not None else 0
+                machine = sampled_machine(pool.title, pool.capacity_bytes, reserve, pool.unified)
+                source = by_pid.get(pid) if pid is not None else None
+                if source is not None and source.error:
+                    live_errors[key] = source.error
+                    continue
+                plan = self._plan("this", machine, source)
+                if isinstance(plan, str):
+                    live_errors[key] = plan
+                else:
+                    live_plans[key] = plan
         bars: list[MachineBar] = []
         first_error = ""
         summary = ""
@@ -586,20 +606,24 @@ class MemsightApp(App[int]):
                 continue
             bars.append(machine_bar(name, label, plan, context))
             summary = summary or plan_summary(plan)
-        result = PlanResult(live_plans, live_errors, PlanView(values, tuple(bars), summary, first_error))
+        view = PlanView(values, tuple(bars), summary, first_error)
+        result = PlanResult(live_plans, live_errors, view, sources)
         self._plan_result = result
         return result
 
-    def _plan(self, machine_name: str, machine: Machine | None) -> Any:
-        """make_plan for the current inputs on a preset (machine None) or a sampled machine; the planner's
-        error message (a str) where it refuses. Memoized: the planner is pure."""
-        inputs = replace(self.plan_inputs, machine=machine_name, capacity_bytes=None, os_reserve_bytes=None)
-        key = (inputs, machine)
+    def _plan(self, machine_name: str, machine: Machine | None, source: PlanSource | None = None) -> Any:
+        """make_plan for the current inputs (or an agent's loaded model and cache: `source`) on a preset
+        (machine None) or a sampled machine; the planner's error message (a str) where it refuses. Memoized:
+        the planner is pure."""
+        base = source.inputs if source is not None else self.plan_inputs
+        spec = source.spec if source is not None else None
+        inputs = replace(base, machine=machine_name, capacity_bytes=None, os_reserve_bytes=None)
+        key = (inputs, machine, source.spec_key if source is not None else "")
         if key not in self._plan_memo:
             if len(self._plan_memo) > PLAN_MEMO_SIZE:
                 self._plan_memo.clear()
             try:
-                self._plan_memo[key] = make_plan(inputs, machine=machine)
+                self._plan_memo[key] = make_plan(inputs, machine=machine, spec=spec)
             except ValueError as exc:  # PlannerError is a ValueError: shown inline, never a crash
                 self._plan_memo[key] = str(exc)
         return self._plan_memo[key]
@@ -748,6 +772,7 @@ def run_app(
     child: ChildLike | None = None,
     exit_with_child: bool = False,
     app_ready: Any = None,
+    plan_explicit: frozenset[str] = frozenset(),
 ) -> int:
     """Open the app on `monitor` (a live Monitor of this machine when None) until the user quits.
 
@@ -773,6 +798,7 @@ def run_app(
         manage_monitor=False,
         child=child,
         exit_with_child=exit_with_child,
+        plan_explicit=plan_explicit,
     )
     if app_ready is not None:
         app_ready(app)

@@ -53,6 +53,12 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     )
     parser.add_argument("--agent-hz", type=float, default=10.0, help="in-process agent rate (default 10 Hz)")
     parser.add_argument("--agent-dir", metavar="DIR", help="where agents write their ring files")
+    parser.add_argument(
+        "--no-autotrack",
+        action="store_true",
+        help="do not track the models and KV caches transformers builds (sets MEMSIGHT_AUTOTRACK=0 for CMD); "
+        "agent.track_model / track_kv in the script still work",
+    )
     add_export_arguments(parser)
     add_display_arguments(parser)
     parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the command to run")
@@ -257,6 +263,8 @@ def _run(args: argparse.Namespace, cmd: list[str], headless: bool, record: str |
     if monitor.exporter is not None:
         print(f"memsight: serving {monitor.exporter.url}", file=sys.stderr)
     env = child_environment(dict(os.environ), agent_dir, args.agent_hz)
+    if args.no_autotrack:
+        env["MEMSIGHT_AUTOTRACK"] = "0"
     log_path = None
     log_file = None
     popen_kwargs: dict = {}

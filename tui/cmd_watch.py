@@ -14,7 +14,7 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from tui.config import Config, ConfigError, load_config, merge_plan_args, parse_refresh_hz
+from tui.config import Config, ConfigError, PlanDefaults, load_config, merge_plan_args, parse_refresh_hz
 from tui.options import DEFAULT_MODEL, add_plan_input_arguments, argparse_type, parse_number, parse_size
 
 ALL_PROCESSES = 10_000  # "every process" on any ordinary machine
@@ -86,7 +86,21 @@ def resolve_config(args: argparse.Namespace) -> Config:
             updates[name] = value
     t = replace(config.thresholds, **updates) if updates else config.thresholds
     p = merge_plan_args(config.plan, args)
-    return replace(config, refresh_hz=hz, thresholds=t, plan=p)
+    # plan fields given (a flag, or the file): they win over what an agent's process loaded
+    flags = frozenset(name for name in PLAN_FIELDS if getattr(args, name, None) is not None)
+    explicit = plan_fields_given(config.plan) | flags
+    return replace(config, refresh_hz=hz, thresholds=t, plan=p, explicit_plan=config.explicit_plan | explicit)
+
+
+PLAN_FIELDS = ("model", "format", "kv_dtype", "context", "users", "tp")
+
+
+def plan_fields_given(plan: PlanDefaults) -> frozenset[str]:
+    """Plan fields the config file set to something other than the built-in default. A field set to
+    exactly the default cannot be told from no value: there an agent's loaded model still wins (a flag
+    always wins)."""
+    defaults = PlanDefaults()
+    return frozenset(name for name in PLAN_FIELDS if getattr(plan, name) != getattr(defaults, name))
 
 
 def display_options(config: Config) -> dict[str, Any]:
@@ -101,6 +115,7 @@ def display_options(config: Config) -> dict[str, Any]:
             model=p.model, format=p.format, kv_dtype=p.kv_dtype, context=p.context, users=p.users, tp=p.tp
         ),
         "unified_os_reserve_bytes": p.unified_os_reserve_bytes,
+        "plan_explicit": config.explicit_plan,
     }
 
 
@@ -163,6 +178,14 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         )
     elif name == "demo":
         parser.add_argument("--speed", type=float, default=1.0, help="replay speed (1 = as recorded)")
+        parser.add_argument(
+            "--recording",
+            choices=("manual", "transformers"),
+            default="manual",
+            help="which bundled recording: 'manual' (a torch script tracking its model and cache with "
+            "agent.track_model / track_kv) or 'transformers' (an unmodified transformers generate script, "
+            "tracked automatically)",
+        )
 
 
 def app_arguments(args: argparse.Namespace, name: str) -> tuple[Any, dict[str, Any]]:
@@ -174,7 +197,7 @@ def app_arguments(args: argparse.Namespace, name: str) -> tuple[Any, dict[str, A
 
         if args.speed <= 0:
             raise ConfigError(f"--speed must be positive, got {args.speed}")
-        recording = bundled_recording()
+        recording = bundled_recording(getattr(args, "recording", "manual"))
         monitor = ReplayMonitor(recording, speed=args.speed, alert_options=config.thresholds)
         about = recording_about(recording)
         options = demo_plan_options(about, recording, options, args)

@@ -65,6 +65,7 @@ class Config:
     thresholds: AlertOptions = field(default_factory=AlertOptions)
     plan: PlanDefaults = field(default_factory=PlanDefaults)
     path: str | None = None  # where it was read from; None: built-in defaults
+    explicit_plan: frozenset[str] = frozenset()  # plan fields set by a flag (resolve_config) or the file
 
 
 # Every key the file takes: the command-line option's name (`--kv-dtype` is `kv_dtype`, `-` works too), at

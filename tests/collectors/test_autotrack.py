@@ -27,6 +27,7 @@ CONFIG = REPO_ROOT / "collectors" / "data" / "demo_transformers_config.json"
 def agent_env(directory, **extra) -> dict:
     env = dict(os.environ)
     env.update(
+        OMP_NUM_THREADS="1",  # see test_autotrack_run.py
         MEMSIGHT_AGENT="1",
         MEMSIGHT_AGENT_DIR=str(directory),
         PYTHONPATH=os.pathsep.join([str(REPO_ROOT / "collectors" / "bootstrap"), str(REPO_ROOT)]),
@@ -83,7 +84,10 @@ def test_unmodified_generate_script_is_tracked_without_any_memsight_call(tmp_pat
         # one prefill (2 x 16 prompt tokens), 63 decode steps (the last token is never fed back), labelled
         assert info["phases"]["prefill"]["calls"] == 1 and info["phases"]["prefill"]["last_tokens"] == 32
         assert info["phases"]["decode"]["calls"] == 63 and info["phases"]["decode"]["last_tokens"] == 2
-        assert info["phases"]["prefill"]["peak_bytes"] > 0
+        # a prefill this small (2 x 16 tokens) may stay under the RSS high that building the model set: then
+        # it is counted as unresolved, never given a made-up figure
+        prefill = info["phases"]["prefill"]
+        assert (prefill["peak_bytes"] or 0) > 0 or prefill["unresolved_calls"] == 1
         assert "ru_maxrss" in info["phase_counter"]
         # the ring: weights on the CPU (device -1) == parameters + buffers; the cache is gone after generate
         reader = AgentReader(ring)
@@ -158,4 +162,23 @@ def test_cache_of_unknown_structure_is_named_once_and_never_raises(tmp_path):
     agent.collect()
     assert agent.info()["untracked"] == ["MyCache, unknown structure"]
     assert MyCache_instance is not None
+    agent.stop()
+
+
+def test_a_hook_that_cannot_install_disables_itself_and_says_which(tmp_path):
+    import types  # noqa: PLC0415
+
+    from collectors.autotrack import AutoTracker  # noqa: PLC0415
+
+    agent = Agent(hz=10, directory=str(tmp_path))
+    agent.open()
+    tracker = AutoTracker(agent)
+    # a transformers whose modules lack the classes this memsight patches (other internals)
+    tracker.patch("transformers.modeling_utils", types.ModuleType("transformers.modeling_utils"))
+    tracker.patch("transformers.cache_utils", types.ModuleType("transformers.cache_utils"))
+    assert tracker.status["models"].startswith("failed: AttributeError")
+    assert tracker.status["caches"].startswith("failed: AttributeError: transformers.cache_utils has no")
+    agent.autotrack = tracker
+    assert agent.info()["hooks"]["phases"].startswith("failed")
+    tracker.close()
     agent.stop()

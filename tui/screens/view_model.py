@@ -6,12 +6,16 @@ and plans always give the same values (no clock, no hostname, no /proc), so snap
 
 from __future__ import annotations
 
+import json
 import pathlib
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from collectors.alerts import AlertOptions
 from collectors.snapshots import AgentView, DeviceInfo, MeasuredBuckets, MonitorState, short_command
+from planner.budget import PlanInputs
 from tui.widgets.data import (
     AgentRow,
     AlertRow,
@@ -69,6 +73,13 @@ def _buckets_for(state: MonitorState, pool: PoolCapacity) -> list[MeasuredBucket
     return [b for b in state.buckets if b.device == pool.index]
 
 
+def _host_rss(state: MonitorState, pid: int) -> int | None:
+    for view in state.agents:
+        if view.pid == pid:
+            return next((r.rss for r in view.latest if r.device < 0 and r.rss is not None), None)
+    return None
+
+
 def _process_held(b: MeasuredBuckets) -> int | None:
     """What the driver sees this agent hold on the device; reserved + non-PyTorch when NVML does not say."""
     if b.driver_used_bytes is not None:
@@ -78,9 +89,12 @@ def _process_held(b: MeasuredBuckets) -> int | None:
     return b.reserved + (b.non_torch_bytes or 0)
 
 
-def measured_segments(state: MonitorState, pool: PoolCapacity) -> tuple[tuple[Segment, ...], str]:
-    """Measured buckets of one pool, in MEASURED_KEYS order, and one line on what is missing."""
-    buckets = _buckets_for(state, pool)
+def measured_segments(
+    state: MonitorState, pool: PoolCapacity, pid: int | None = None
+) -> tuple[tuple[Segment, ...], str]:
+    """Measured buckets of one pool (of one agent's process when `pid` is given), in MEASURED_KEYS order, and
+    one line on what is missing."""
+    buckets = [b for b in _buckets_for(state, pool) if pid is None or b.pid == pid]
     missing: list[str] = []
     weights = _sum([b.weights_bytes for b in buckets])
     kv = _sum([b.kv_bytes for b in buckets])
@@ -88,7 +102,13 @@ def measured_segments(state: MonitorState, pool: PoolCapacity) -> tuple[tuple[Se
     activations = _sum([b.activations_bytes for b in buckets])
     gap = _sum([b.allocator_gap_bytes for b in buckets])
     non_torch = _sum([b.non_torch_bytes for b in buckets])
-    held = _sum([_process_held(b) for b in buckets]) or 0
+    held = _held(state, pool, buckets)
+    if pool.index < 0 and buckets:
+        # a CPU-only program is shown as itself: its RSS is its total (weights + KV + the rest of the
+        # process, drawn as "untracked"), not part of "other processes / OS" (other_processes_bytes)
+        rss = _sum([_host_rss(state, pid) for pid in {b.pid for b in buckets}])
+        if rss is not None:
+            untracked = max(0, rss - (weights or 0) - (kv or 0))
     if not buckets:
         missing.append("no memsight agent attached: weights/KV/activations/gap unknown (memsight run -- CMD)")
     elif weights is None or kv is None:
@@ -132,8 +152,18 @@ def other_processes_bytes(state: MonitorState, pool: PoolCapacity) -> int | None
     plan for "this machine" (tui/app.py) are this one figure."""
     if state.os is None:
         return None
-    held = _sum([_process_held(b) for b in _buckets_for(state, pool)]) or 0
+    held = _held(state, pool, _buckets_for(state, pool))
     return max(0, state.os.mem_total - state.os.mem_available - held)
+
+
+def _held(state: MonitorState, pool: PoolCapacity, buckets: list[MeasuredBuckets]) -> int:
+    """What the agents' processes hold in the pool: per device their driver-visible figure; in host RAM (a
+    CPU-only program) their RSS, its total."""
+    if pool.index < 0:
+        rss = _sum([_host_rss(state, pid) for pid in {b.pid for b in buckets}])
+        if rss is not None:
+            return rss
+    return _sum([_process_held(b) for b in buckets]) or 0
 
 
 def _device(state: MonitorState, index: int) -> DeviceInfo | None:
@@ -181,21 +211,60 @@ def plan_label(plan) -> str:
     return f"{name} {fmt}, KV {i.kv_dtype}, {i.context:,} ctx × {i.users} users{tp}: {verdict}"
 
 
+def comparison_groups(state: MonitorState, pool: PoolCapacity, sources) -> list[tuple[str, int | None]]:
+    """(plan key, pid) of each comparison drawn for `pool`: the pool once (pid: the one agent in it that
+    published a model, or None), or one per agent when several in it published their own model."""
+    published = {s.pid for s in sources}
+    pids = sorted({b.pid for b in _buckets_for(state, pool) if b.pid in published})
+    if len(pids) <= 1:
+        return [(pool.key, pids[0] if pids else None)]
+    return [(f"{pool.key}:{pid}", pid) for pid in pids]
+
+
 def bucket_comparisons(
-    state: MonitorState, plans: Mapping[str, object], plan_errors: Mapping[str, str]
+    state: MonitorState,
+    plans: Mapping[str, object],
+    plan_errors: Mapping[str, str],
+    sources: tuple[PlanSource, ...] = (),
 ) -> tuple[BucketComparison, ...]:
-    """One comparison per pool; `plans[pool.key]` is the plan made for that pool's capacity."""
+    """One comparison per pool (per agent process in it, when several published their own loaded model);
+    `plans[key]` is the plan made for that pool's capacity (and that process's inputs)."""
     out = []
+    by_pid = {s.pid: s for s in sources}
+    infos = {v.pid: v.info for v in state.agents}
     for pool in pools(state):
-        measured, missing = measured_segments(state, pool)
-        plan = plans.get(pool.key)
-        if plan is not None:
-            planned = planned_segments(plan, rank=pool.index if pool.index >= 0 else None)
-            label = plan_label(plan)
-        else:
-            planned = None
-            label = plan_errors.get(pool.key, "no plan inputs (set a model on the Plan screen, key 2)")
-        out.append(BucketComparison(pool.title, pool.capacity_bytes, measured, planned, label, missing))
+        groups = comparison_groups(state, pool, sources)
+        for key, pid in groups:
+            measured, missing = measured_segments(state, pool, pid if len(groups) > 1 else None)
+            plan = plans.get(key)
+            notes: list[str] = []
+            source = by_pid.get(pid) if pid is not None else None
+            info = infos.get(pid) if pid is not None else None
+            if plan is not None:
+                planned = planned_segments(plan, rank=pool.index if pool.index >= 0 else None)
+                label = plan_label(plan)
+            else:
+                planned = None
+                label = plan_errors.get(key, "no plan inputs (set a model on the Plan screen, key 2)")
+            if source is not None:
+                notes.append(" · ".join(source.provenance))
+                if source.error:
+                    notes.append(source.error)
+            if info is not None:
+                line = phase_line(info)
+                if line:
+                    notes.append(line)
+                if plan is not None and source is not None and source.spec is not None:
+                    rank = pool.index if 0 <= pool.index < len(plan.ranks) and len(plan.ranks) > 1 else None
+                    planned_w = plan.ranks[rank].weight_bytes if rank is not None else plan.weight_bytes
+                    check = weights_check(info, planned_w, pool.index)
+                    if check:
+                        notes.append(check)
+                notes.extend(agent_notes(info))
+            title = pool.title if len(groups) == 1 else f"{pool.title} · pid {pid}"
+            out.append(
+                BucketComparison(title, pool.capacity_bytes, measured, planned, label, missing, tuple(notes))
+            )
     return tuple(out)
 
 
@@ -374,6 +443,167 @@ def vllm_line(state: MonitorState) -> str:
             f"prefix cache hits {pct(m.prefix_cache_hit_rate)}"
         )
     return "vLLM " + " | ".join(parts)
+
+
+# --- the plan follows what the agents loaded (collectors/agent_info.py) ------------------------------
+# torch dtype of a loaded model -> the planner's weight format
+DTYPE_FORMATS = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+
+
+@dataclass(frozen=True, slots=True)
+class PlanSource:
+    """The plan inputs one agent's process implies: its loaded model (config, dtype) and its cache (batch,
+    tokens), under the flags and config file, which win where given. `spec` is None when the process
+    published no model (or one the planner cannot read: `error`)."""
+
+    pid: int
+    inputs: PlanInputs
+    spec: Any  # planner.ModelSpec | None
+    spec_key: str  # identifies the published config (memo key)
+    provenance: tuple[str, ...]  # "model: from pid 4121's loaded model (...)", "context: from its cache, ..."
+    error: str = ""
+
+
+def _largest_model(info):
+    with_config = [m for m in info.models if m.config is not None]
+    if not with_config:
+        return None
+    return max(with_config, key=lambda m: sum(m.params_bytes.values()) + sum(m.buffers_bytes.values()))
+
+
+def _cache_for_plan(info):
+    live = [c for c in info.caches if c.tokens and c.batch]
+    if live:
+        return max(live, key=lambda c: c.total_bytes), "its cache"
+    largest = info.largest_cache
+    if largest is not None and largest.tokens and largest.batch:
+        return largest, "its largest cache so far"
+    return None, ""
+
+
+def plan_sources(state: MonitorState, base: PlanInputs, explicit: frozenset[str]) -> tuple[PlanSource, ...]:
+    """One PlanSource per agent that published a loaded model (pid order). Fields named in `explicit` (given
+    as flags or in the config file) keep `base`'s value and say so."""
+    from planner import load_spec  # noqa: PLC0415  (stdlib-only planner; loaded when a model is published)
+
+    out = []
+    for view in state.agents:
+        info = view.info
+        model = _largest_model(info) if info is not None else None
+        if model is None:
+            continue
+        notes = []
+        fields: dict[str, Any] = {}
+        spec = None
+        error = ""
+        key = json.dumps(dict(model.config), sort_keys=True, default=str)
+        if "model" in explicit:
+            notes.append(f"model: {base.model} (given; pid {view.pid} loaded a {model.cls})")
+        else:
+            try:
+                spec = load_spec(dict(model.config))
+            except ValueError as exc:  # PlannerError: shown, never a crash
+                error = f"pid {view.pid}'s loaded {model.cls}: {exc}"
+            else:
+                spec = replace(spec, name=f"pid {view.pid}'s {model.cls}")
+                fields["model"] = f"pid {view.pid}: {model.cls}"
+                notes.append(f"model: from pid {view.pid}'s loaded model")
+        cache, where = _cache_for_plan(info)
+        if cache is not None:
+            if "context" not in explicit:
+                fields["context"], fields["output_tokens"] = cache.tokens, 0
+                notes.append(f"context: from {where}, {cache.tokens:,} tokens")
+            if "users" not in explicit:
+                fields["users"] = cache.batch
+                notes.append(f"batch {cache.batch}")
+        elif "context" not in explicit:
+            notes.append(f"context: no cache seen yet, {base.context:,} tokens (default)")
+        if "format" not in explicit and spec is not None:
+            quantized = model.config.get("quantization_config") is not None
+            fmt_name = spec.default_format if quantized else DTYPE_FORMATS.get(model.dtype or "")
+            if fmt_name is not None:
+                fields["format"] = fmt_name
+                notes.append(f"{fmt_name} as loaded")
+        out.append(
+            PlanSource(view.pid, replace(base, **fields), spec, key if spec else "", tuple(notes), error)
+        )
+    return tuple(out)
+
+
+def phase_line(info) -> str:
+    """"activations: prefill peak 3.1 GiB at 12:03:41 UTC, decode 0.2 GiB at ..." from the agent's phases."""
+    parts = []
+    for name in ("prefill", "decode"):
+        p = info.phase(name)
+        if p is None or p.calls == 0:
+            continue
+        if p.peak_bytes is None:
+            parts.append(f"{name}: {p.calls:,} calls, none above an earlier high (peak not known)")
+            continue
+        when = time.strftime("%H:%M:%S", time.gmtime(p.peak_t)) if p.peak_t else "?"
+        text = f"{name} peak {_bytes_short(p.peak_bytes)} at {when}"
+        if p.unresolved_calls:
+            text += f" ({p.calls - p.unresolved_calls:,}/{p.calls:,} calls seen)"
+        parts.append(text)
+    if not parts:
+        return ""
+    where = "RSS high-water mark" if "ru_maxrss" in info.phase_counter else "allocator peak"
+    return "activations: " + ", ".join(parts) + f" (UTC; {where}, never reset)"
+
+
+def _bytes_short(n: int) -> str:
+    if n >= GIB // 10:
+        return f"{n / GIB:.1f} GiB"
+    if n >= 2**20:
+        return f"{n / 2**20:.1f} MiB"
+    return f"{n / 2**10:.0f} KiB"
+
+
+def weights_check(info, planned_weight_bytes: int, device: int) -> str:
+    """The tracked weights on `device` (-1: host) against the planner's bytes for the same config and format:
+    equal up to the model's buffers (rotary tables...) is the boring, expected case; otherwise the likely
+    cause."""
+    model = _largest_model(info)
+    if model is None:
+        return ""
+    params = model.params_bytes.get(device, 0)
+    buffers = model.buffers_bytes.get(device, 0)
+    measured = params + buffers
+    elsewhere = sum(v for d, v in model.params_bytes.items() if d != device)
+    diff = params - planned_weight_bytes
+    if diff == 0:
+        planned = _exact(planned_weight_bytes)
+        return f"weights: measured = planned {planned} + buffers {_exact(buffers)}: as planned"
+    head = f"weights: measured {_exact(measured)} (params {_exact(params)} + buffers {_exact(buffers)})"
+    cause = "cause unknown"
+    config = model.config or {}
+    embed = config.get("vocab_size", 0) * config.get("hidden_size", 0)
+    if elsewhere and diff < 0:
+        cause = f"{_exact(elsewhere)} of weights kept off this device (device_map offload?)"
+    elif planned_weight_bytes and params == 2 * planned_weight_bytes:
+        cause = "twice the plan: weights duplicated (a second copy, or a model loaded twice)"
+    elif embed and config.get("tie_word_embeddings") and diff > 0 and diff % embed == 0:
+        cause = "tied embeddings untied (a separate head copy)"
+    elif diff > 0:
+        cause = "more than planned: a tensor upcast (e.g. kept in fp32), or a format other than planned"
+    else:
+        cause = "less than planned: part of the model elsewhere, or a format other than planned"
+    return f"{head} vs planned {_exact(planned_weight_bytes)}: {diff:+,} B, {cause}"
+
+
+def _exact(n: int) -> str:
+    return f"{n:,} B" if n < 2**20 else f"{n / 2**20:,.1f} MiB"
+
+
+def agent_notes(info) -> tuple[str, ...]:
+    """Hook status worth a line: failed hooks, untracked caches (named once), autotrack off."""
+    if info is None:
+        return ()
+    notes = [f"autotrack hook {h}" for h in info.failed_hooks]
+    notes += [f"untracked: {u}" for u in info.untracked]
+    if info.autotrack.startswith("off"):
+        notes.append(f"autotrack {info.autotrack}")
+    return tuple(notes)
 
 
 def vllm_log_line(log, buckets, plan_pool_bytes: int | None, plan_note: str, nvml_bytes: int | None) -> str:

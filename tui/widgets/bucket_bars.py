@@ -63,6 +63,7 @@ def _signature(data: BucketComparison | None) -> tuple | None:
         data.title,
         data.plan_label,
         data.missing,
+        data.notes,
         shown(data.capacity_bytes),
         tuple((s.key, shown(s.bytes)) for s in data.measured),
         planned,
@@ -70,7 +71,7 @@ def _signature(data: BucketComparison | None) -> tuple | None:
 
 
 def _shape(data: BucketComparison) -> tuple:
-    return (data.planned is None, bool(data.missing), len(data.measured))
+    return (data.planned is None, bool(data.missing), len(data.measured), len(data.notes))
 
 
 class BucketBars(Widget):
@@ -133,6 +134,8 @@ class BucketBars(Widget):
         lines.append(plan_line)
         if data.planned:
             lines.append(Text(f"plan: {data.plan_label}", style="grey62", overflow="ellipsis", no_wrap=True))
+        for note in data.notes:
+            lines.append(Text(note, style="grey62", overflow="ellipsis", no_wrap=True))
         if data.missing:
             lines.append(Text(data.missing, style="yellow", overflow="ellipsis", no_wrap=True))
         lines.append(self._table(data))

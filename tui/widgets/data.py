@@ -83,6 +83,8 @@ class BucketComparison:
     planned: tuple[Segment, ...] | None
     plan_label: str  # what the plan is for, or the planner's error message
     missing: str = ""  # one line on what could not be measured, "" when nothing is missing
+    # lines from the agent's info: where each plan input came from, the phase peaks, the weights check
+    notes: tuple[str, ...] = ()
 
     def measured_bytes(self, key: str) -> int | None:
         return _lookup(self.measured, key)

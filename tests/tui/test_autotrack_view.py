@@ -1,0 +1,154 @@
+# ruff: noqa: E501  (agent info documents laid out one field group per line)
+"""The Live screen's plan follows what an agent's process loaded (tui/screens/view_model.py plan_sources,
+bucket_comparisons, weights_check, phase_line), fed with agent info documents shaped as the agent writes them
+(collectors/agent.py Agent.info) and a real MonitorState built by the collectors' StateBuilder."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from collectors.agent_info import parse_info
+from collectors.snapshots import AgentRecord, OSSnapshot
+from collectors.state import StateBuilder
+from planner import load_spec, weight_bytes
+from planner.budget import PlanInputs
+from tests.conftest import REPO_ROOT
+from tui.app import MemsightApp
+from tui.screens.view_model import bucket_comparisons, plan_sources, weights_check
+
+GIB = 2**30
+CONFIG = json.loads((REPO_ROOT / "collectors" / "data" / "demo_transformers_config.json").read_text())
+BASE = PlanInputs(model="llama-3.1-8b", format="bf16", kv_dtype="auto", context=8192, users=8)
+
+
+def info_doc(pid, *, params, buffers=128, device="-1", batch=8, tokens=300, config=CONFIG, dtype="float32"):
+    return {
+        "version": 1, "t": 100.0, "pid": pid, "autotrack": "on",
+        "hooks": {"models": "ok", "caches": "ok", "phases": "ok"}, "versions": {"transformers": "5.24.0"},
+        "models": [{"class": "LlamaForCausalLM", "name": "", "dtype": dtype, "config": config, "auto": True,
+                    "params_bytes": {device: params}, "buffers_bytes": {device: buffers}}],
+        "caches": [{"class": "DynamicCache", "auto": True, "structure": "layers", "batch": batch,
+                    "tokens": tokens, "layer_tokens": [tokens] * 4, "layers": 4,
+                    "bytes": {device: 2048 * batch * tokens}}],
+        "largest_cache": None,
+        "phases": {"prefill": {"calls": 1, "last_tokens": 256, "peak_bytes": 12 * 2**20, "peak_t": 3600.0,
+                               "unresolved_calls": 0},
+                   "decode": {"calls": 299, "last_tokens": 8, "peak_bytes": 40960, "peak_t": 3661.0,
+                              "unresolved_calls": 290}},
+        "phase_counter": "process RSS high-water mark (ru_maxrss, never reset by memsight) above the RSS at entry",
+        "untracked": ["MyCache, unknown structure"],
+    }  # fmt: skip
+
+
+def state_with(*docs):
+    builder = StateBuilder()
+    builder.update_os(
+        OSSnapshot(t=100.0, mem_total=64 * GIB, mem_available=40 * GIB, cached=None, shmem=None, swap_total=0,
+                   swap_free=0, psi_some_avg10=None, psi_full_avg10=None, oom_kill=None, processes=())
+    )  # fmt: skip
+    for doc in docs:
+        pid = doc["pid"]
+        builder.agent_track(pid, 1, "python generate.py", "/x", 10.0)
+        weights = sum(doc["models"][0]["params_bytes"].values()) + sum(doc["models"][0]["buffers_bytes"].values())
+        record = AgentRecord(
+            t=100.0, device=-1, cuda_state="CUDA not initialized", allocated=None, reserved=None,
+            peak_allocated=None, active=None, inactive_split=None, alloc_retries=None, num_ooms=None,
+            segments=None, large_pool_reserved=None, small_pool_reserved=None, cuda_free=None, cuda_total=None,
+            is_integrated=None, rss=2 * GIB, weights_bytes=weights, kv_bytes=sum(doc["caches"][0]["bytes"].values()),
+            step_index=0, step_label="", step_t=None, tick_cost_s=None,
+        )  # fmt: skip
+        builder.update_agent((pid, 1), (record,), status=None, alive=True, lost=0)
+        builder.update_agent_info((pid, 1), parse_info(doc))
+    return builder.build(100.0)
+
+
+def planned_fp32():
+    return weight_bytes(load_spec(CONFIG), "fp32").total
+
+
+def comparisons(state, explicit=frozenset(), base=BASE):
+    app = MemsightApp(None, plan_inputs=base, manage_monitor=False, plan_explicit=explicit)
+    result = app._plans(state)
+    return bucket_comparisons(state, result.live_plans, result.live_errors, result.sources)
+
+
+def test_plan_follows_the_loaded_model_and_its_cache_and_says_where_each_input_came_from():
+    state = state_with(info_doc(4121, params=planned_fp32(), tokens=4096, batch=8))
+    (source,) = plan_sources(state, BASE, frozenset())
+    assert (source.inputs.format, source.inputs.context, source.inputs.users) == ("fp32", 4096, 8)
+    (c,) = comparisons(state)
+    assert c.plan_label.startswith("pid 4121's LlamaForCausalLM fp32, KV auto, 4,096 ctx × 8 users")
+    assert c.notes[0].startswith("model: from pid 4121's loaded model · context: from its cache, 4,096 tokens")
+    assert "context: from its cache, 4,096 tokens" in c.notes[0]
+    # the plan's KV is the planner's per-token figure x tokens x batch for the loaded config
+    assert c.planned_bytes("kv") == 2048 * 4096 * 8
+    # a CPU-only program: its RSS is its total, the rest of it drawn as untracked, not as "other"
+    assert c.measured_bytes("other") == 24 * GIB - 2 * GIB
+    assert c.measured_bytes("tensors") == 2 * GIB - planned_fp32() - 128 - 2048 * 4096 * 8
+    assert any(n.startswith("activations: prefill peak 12.0 MiB at 01:00:00, decode peak 40 KiB at 01:01:01")
+               for n in c.notes)  # fmt: skip
+    assert "untracked: MyCache, unknown structure" in c.notes
+
+
+def test_flags_and_the_config_file_still_win():
+    state = state_with(info_doc(4121, params=planned_fp32(), tokens=4096, batch=8))
+    (c,) = comparisons(state, explicit=frozenset({"model", "context"}))
+    assert c.plan_label.startswith("llama-3.1-8b bf16, KV auto, 8,192 ctx × 8 users")
+    assert "model: llama-3.1-8b (given; pid 4121 loaded a LlamaForCausalLM)" in c.notes[0]
+
+
+def test_several_agents_each_get_their_own_plan():
+    small = dict(CONFIG, num_hidden_layers=2)
+    state = state_with(
+        info_doc(4121, params=planned_fp32(), tokens=4096, batch=8),
+        info_doc(5000, params=weight_bytes(load_spec(small), "fp32").total, tokens=112, batch=1, config=small),
+    )
+    a, b = comparisons(state)
+    assert a.title.endswith("pid 4121") and b.title.endswith("pid 5000")
+    assert a.planned_bytes("kv") == 2048 * 4096 * 8 and b.planned_bytes("kv") == 1024 * 112 * 1
+    assert a.planned_bytes("weights") == planned_fp32() != b.planned_bytes("weights")
+
+
+@pytest.mark.parametrize(
+    ("params", "device", "expected"),
+    [
+        ("planned", "-1", "as planned"),
+        ("double", "-1", "weights duplicated"),
+        ("more", "-1", "a tensor upcast"),
+        ("offload", "-1", "kept off this device"),
+    ],
+)
+def test_weights_check_names_the_likely_cause(params, device, expected):
+    planned = planned_fp32()
+    doc = info_doc(1, params={"planned": planned, "double": 2 * planned, "more": planned + 4096}.get(params, 0))
+    if params == "offload":
+        doc["models"][0]["params_bytes"] = {"0": planned // 2, "-1": planned - planned // 2}
+        device = "0"
+    info = parse_info(doc)
+    line = weights_check(info, planned, int(device))
+    assert expected in line
+
+
+def test_demo_transformers_recording_shows_the_automatic_buckets_and_the_plan_it_implies():
+    import argparse  # noqa: PLC0415
+
+    from tui import cmd_watch  # noqa: PLC0415
+
+    parser = argparse.ArgumentParser()
+    cmd_watch.add_arguments(parser, "demo")
+    monitor, options = cmd_watch.app_arguments(parser.parse_args(["--recording", "transformers"]), "demo")
+    assert "demo_transformers_generate.jsonl" in options["source_label"]
+    script = (REPO_ROOT / "collectors" / "data" / "demo_transformers_generate.py").read_text()
+    assert "collectors" not in script.split('"""', 2)[2]  # no memsight import in the recorded script
+    # in the middle of generation: weights, a growing cache, both phases seen
+    state = monitor.advance_to(monitor.duration_s * 0.6)
+    (view,) = [v for v in state.agents if v.info is not None]
+    (c,) = comparisons(state, base=options["plan_inputs"])
+    assert c.measured_bytes("weights") == planned_fp32() + 128
+    assert c.planned_bytes("weights") == planned_fp32()
+    assert "weights: measured = planned 18.6 MiB + buffers 128 B: as planned" in c.notes
+    cache = view.info.caches[0]
+    assert c.plan_label.startswith(f"pid {view.pid}'s LlamaForCausalLM fp32, KV auto, {cache.tokens:,} ctx × 8 users")
+    assert any(n.startswith("activations: prefill peak") and "decode peak" in n for n in c.notes)
