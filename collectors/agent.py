@@ -237,6 +237,8 @@ def _cmdline() -> str:
 def sweep_dead_files(directory: str) -> int:
     """Remove ring files of processes that are gone (killed before their atexit ran); returns how many."""
     removed = 0
+    if fmt.unsafe_dir_reason(directory) is not None:
+        return 0  # another user's directory (or one others can write): never touched
     try:
         names = os.listdir(directory)
     except OSError:
@@ -247,6 +249,8 @@ def sweep_dead_files(directory: str) -> int:
             continue
         path = os.path.join(directory, name)
         try:
+            if os.lstat(path).st_uid != os.getuid():
+                continue  # another user's file: never removed
             os.unlink(path)
             removed += 1
         except OSError:

@@ -241,6 +241,37 @@ def ensure_private_dir(path: str) -> str:
     return path
 
 
+def unsafe_dir_reason(path: str) -> str | None:
+    """Why the monitor must not read agent files from this directory, or None when it may: it must be a real
+    directory (not a symlink) owned by this user and writable by no one else (anyone who can write there can
+    plant a ring that shows a fake agent, or swap one under a reader)."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return None  # no agent has run yet: nothing to read
+    except OSError as exc:
+        return f"cannot look at the agent directory {path}: {exc.strerror or exc}"
+    if not stat.S_ISDIR(info.st_mode):
+        return f"agent directory {path} is not a directory (a symlink?): not read"
+    if info.st_uid != os.getuid():
+        return f"agent directory {path} belongs to uid {info.st_uid}, not to you ({os.getuid()}): not read"
+    if info.st_mode & 0o022:
+        return f"agent directory {path} is mode {oct(info.st_mode & 0o777)}, writable by others: not read"
+    return None
+
+
+def unsafe_file_reason(info: os.stat_result, path: str) -> str | None:
+    """Why an agent file (fstat of the open descriptor) must not be read, or None: a regular file of this user
+    that no one else can write."""
+    if not stat.S_ISREG(info.st_mode):
+        return f"{path}: not a regular file, so not an agent file"
+    if info.st_uid != os.getuid():
+        return f"{path}: belongs to uid {info.st_uid}, not to you ({os.getuid()}): not read"
+    if info.st_mode & 0o022:
+        return f"{path}: mode {oct(info.st_mode & 0o777)}, writable by others: not read"
+    return None
+
+
 # ------------------------------------------------------------------------------------------ info file
 # Beside each ring file, `agent-<pid>-<start>.info.json` (0600): one JSON document the agent rewrites
 # atomically (a temporary file renamed over it) when its content changed, at most every 0.2 s: the tracked

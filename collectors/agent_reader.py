@@ -17,16 +17,37 @@ from dataclasses import dataclass
 from collectors import agent_format as fmt
 from collectors.errors import CollectorError
 from collectors.snapshots import AgentRecord
+from planner import limits  # a stdlib-only leaf: the limits every reader shares
 
 
 def _opt_int(x: float) -> int | None:
     return None if x != x else int(x)
 
 
+_MAX_DEVICES = 4096  # a device index at or above this is not a device
+
+
+def _check_numbers(v: dict[str, float]) -> None:
+    """CollectorError unless every number is NaN (unknown) or finite within the limits: a slot is written by
+    another process, so it is input like any file (inf in one slot crashed `watch` before this check)."""
+    for name, x in v.items():
+        if x != x:
+            continue
+        if not math.isfinite(x) or abs(x) > limits.MAX_MEASURED:
+            raise CollectorError(f"agent record field {name} is {x!r}, not a finite number within 2**63")
+    t, device = v["t"], v["device"]
+    if t != t or not 0 <= t <= limits.MAX_TIMESTAMP:
+        raise CollectorError(f"agent record time {t!r} is not a time (0 .. {limits.bound('MAX_TIMESTAMP')})")
+    if device != device or not -1 <= device < _MAX_DEVICES or device != int(device):  # -1: the CPU
+        raise CollectorError(f"agent record device {device!r} is not a device index")
+
+
 def decode(values: tuple) -> AgentRecord:
-    """A slot payload (RECORD_FIELDS floats + label bytes) -> AgentRecord."""
+    """A slot payload (RECORD_FIELDS floats + label bytes) -> AgentRecord; CollectorError for a payload with
+    a non-finite or out-of-range number (the reader counts it as a bad record and goes on)."""
     *numbers, label = values
     v = dict(zip(fmt.RECORD_FIELDS, numbers, strict=True))
+    _check_numbers(v)
     state_index = _opt_int(v["cuda_state"])
     state = fmt.CUDA_STATES[state_index] if state_index is not None and 0 <= state_index < 3 else "unknown"
     integrated = v["is_integrated"]
@@ -62,6 +83,7 @@ class ReadResult:
     records: tuple[AgentRecord, ...]  # new records, oldest first
     lost: int  # records overwritten before this reader got to them
     torn: int  # slots that failed the seqlock check (being rewritten while read)
+    bad: int = 0  # intact slots holding numbers no agent writes (inf, out of range): skipped, counted
 
 
 class AgentReader:
@@ -69,27 +91,37 @@ class AgentReader:
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = os.fspath(path)
+        # O_NONBLOCK: a FIFO named like a ring cannot block the open; fstat of the open descriptor: what is
+        # checked is what is read. Only this user's regular files that no one else can write are read, and
+        # only the bytes the (bounded) header describes are mapped.
+        flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
         try:
-            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            fd = os.open(self.path, flags)
         except OSError as exc:
-            raise CollectorError(f"cannot open agent ring file {self.path}: {exc}") from exc
+            raise CollectorError(f"cannot open agent ring file {self.path}: {exc.strerror or exc}") from None
         try:
-            size = os.fstat(fd).st_size
+            info = os.fstat(fd)
+            reason = fmt.unsafe_file_reason(info, self.path)
+            if reason is not None:
+                raise CollectorError(reason)
+            size = info.st_size
             if size < fmt.HEADER_SIZE:
                 raise CollectorError(f"{self.path}: truncated agent ring file ({size} bytes)")
-            self._mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
-        except OSError as exc:
-            raise CollectorError(f"cannot map agent ring file {self.path}: {exc}") from exc
-        finally:
-            os.close(fd)
-        try:
-            header = fmt.unpack_header(self._mm, self.path)
+            header = fmt.unpack_header(os.pread(fd, fmt.HEADER_SIZE, 0), self.path)
+            for key in ("fine_capacity", "coarse_capacity"):
+                if header[key] > limits.MAX_RING_CAPACITY:
+                    raise CollectorError(
+                        f"{self.path}: agent ring header claims {header[key]} slots, over "
+                        f"{limits.bound('MAX_RING_CAPACITY')}: not read"
+                    )
             expected = fmt.file_size(header["fine_capacity"], header["coarse_capacity"])
             if size < expected:
                 raise CollectorError(f"{self.path}: truncated agent ring file ({size} of {expected} bytes)")
-        except CollectorError:
-            self._mm.close()
-            raise
+            self._mm = mmap.mmap(fd, expected, mmap.MAP_SHARED, mmap.PROT_READ)
+        except OSError as exc:
+            raise CollectorError(f"cannot map agent ring file {self.path}: {exc.strerror or exc}") from None
+        finally:
+            os.close(fd)
         self.pid: int = header["pid"]
         self.start_ticks: int = header["start_ticks"]
         self.cmdline: str = header["cmdline"]
@@ -100,6 +132,7 @@ class AgentReader:
         self._next = 0  # next fine record number to read
         self.lost = 0
         self.torn = 0
+        self.bad = 0  # records refused by decode() (non-finite or out-of-range numbers)
 
     def close(self) -> None:
         try:
@@ -119,11 +152,18 @@ class AgentReader:
     def count(self) -> int:
         return fmt.read_u64(self._mm, fmt.OFF_FINE_COUNT)
 
-    def _read(self, ring: str, first: int, end: int) -> Iterator[AgentRecord | None]:
+    def _read(self, ring: str, first: int, end: int) -> Iterator[AgentRecord | None | CollectorError]:
+        """Each slot: its record, None (torn), or the CollectorError that refused its numbers."""
         for number in range(first, end):
             offset = fmt.slot_offset(ring, number, self.fine_capacity, self.coarse_capacity)
             values = fmt.read_slot(self._mm, offset, number)
-            yield None if values is None else decode(values)
+            if values is None:
+                yield None
+                continue
+            try:
+                yield decode(values)
+            except CollectorError as exc:
+                yield exc
 
     def read_new(self, limit: int | None = None) -> ReadResult:
         """Records written since the last call (all still in the ring on the first call)."""
@@ -134,22 +174,25 @@ class AgentReader:
             lost = oldest - self._next
             self._next = oldest
         first = self._next if limit is None else max(self._next, count - limit)
-        records, torn = [], 0
+        records, torn, bad = [], 0, 0
         for record in self._read("fine", first, count):
             if record is None:
                 torn += 1
+            elif isinstance(record, CollectorError):
+                bad += 1
             else:
                 records.append(record)
         self._next = count
         self.lost += lost
         self.torn += torn
-        return ReadResult(tuple(records), lost, torn)
+        self.bad += bad
+        return ReadResult(tuple(records), lost, torn, bad)
 
     def read_coarse(self) -> tuple[AgentRecord, ...]:
         """The coarse tier (one record per device per window, the highest-reserved one), oldest first."""
         count = fmt.read_u64(self._mm, fmt.OFF_COARSE_COUNT)
         first = max(0, count - self.coarse_capacity)
-        return tuple(r for r in self._read("coarse", first, count) if r is not None)
+        return tuple(r for r in self._read("coarse", first, count) if isinstance(r, AgentRecord))
 
     def process_status(self, proc_root: str = "/proc") -> str:
         """ "alive" | "exited" | "pid reused", from /proc/<pid>/stat's start time."""
@@ -162,7 +205,10 @@ class AgentReader:
 
 
 def discover(directory: str) -> dict[tuple[int, int], str]:
-    """(pid, start_ticks) -> path of every ring file in the directory (missing directory: none)."""
+    """(pid, start_ticks) -> path of every ring file in the directory (missing directory: none; a directory
+    another user owns or can write: none, see agent_format.unsafe_dir_reason); at most MAX_RING_FILES."""
+    if fmt.unsafe_dir_reason(directory) is not None:
+        return {}
     try:
         names = os.listdir(directory)
     except OSError:
@@ -172,6 +218,8 @@ def discover(directory: str) -> dict[tuple[int, int], str]:
         key = fmt.parse_ring_file_name(name)
         if key is not None:
             out[key] = os.path.join(directory, name)
+            if len(out) >= limits.MAX_RING_FILES:
+                break
     return out
 
 

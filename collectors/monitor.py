@@ -323,6 +323,8 @@ class Monitor:
             self._discover()
         for key, reader in list(self._readers.items()):
             result = reader.read_new()
+            if result.bad:
+                self._agents_status()
             process = reader.process_status(self.proc_root)
             alive = process == "alive" and not reader.closed_by_agent
             status = None
@@ -378,6 +380,11 @@ class Monitor:
                 self.recorder.agent_info(reader.pid, reader.start_ticks, now, raw)
 
     def _discover(self) -> None:
+        unsafe = fmt.unsafe_dir_reason(self.agent_dir)
+        if unsafe is not None:  # another user's (or a world-writable) directory: nothing in it is read
+            self.builder.status["agents"] = unsafe
+            self.builder.input_warnings["agents"] = unsafe
+            return
         found = discover(self.agent_dir)
         for key, path in found.items():
             if key in self._readers or path in self._bad_files:
@@ -395,11 +402,21 @@ class Monitor:
                 continue
             self._readers[key] = reader
             self.builder.agent_track(reader.pid, reader.start_ticks, reader.cmdline, reader.path, reader.hz)
-        self.builder.status["agents"] = (
-            f"{len(self._readers)} agent(s); skipped {len(self._bad_files)} bad "
-            f"file(s): {next(iter(self._bad_files.values()))}"
-            if self._bad_files
-            else f"{len(self._readers)} agent(s)"
-        )
+        self._agents_status()
+
+    def _agents_status(self) -> None:
+        problems = []
+        bad_records = sum(r.bad for r in self._readers.values())
+        if bad_records:
+            problems.append(f"skipped {bad_records} bad agent record(s) (non-finite or out-of-range numbers)")
+        if self._bad_files:
+            problems.append(
+                f"skipped {len(self._bad_files)} bad agent file(s): {next(iter(self._bad_files.values()))}"
+            )
+        self.builder.status["agents"] = "; ".join([f"{len(self._readers)} agent(s)", *problems])
         if self._info_errors:
             self.builder.status["agents"] += f"; {next(iter(self._info_errors.values()))}"
+        if problems:
+            self.builder.input_warnings["agents"] = "; ".join(problems)
+        else:
+            self.builder.input_warnings.pop("agents", None)

@@ -22,6 +22,7 @@ truncated last line (and counts any other unreadable line instead of failing).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -46,6 +47,7 @@ from collectors.snapshots import (
     VLLMSnapshot,
 )
 from collectors.summary import RunSummary, alert_to_json, summary_to_json
+from planner import limits  # a stdlib-only leaf: the limits every reader shares
 
 FORMAT_VERSION = 1
 ALERT_KEYS = ("t", "kind", "severity", "message", "pid", "device", "value")
@@ -267,17 +269,20 @@ class Recording:
     events: tuple[dict, ...]  # every line after the header, in file order
     bad_lines: int  # unreadable lines skipped (a truncated last line included)
     truncated_tail: bool
+    first_bad: str = ""  # why the first skipped line was skipped (line number and reason)
 
 
 def read_recording(path: str | os.PathLike) -> Recording:
+    """Read a recording: a regular file within MAX_RECORDING_BYTES. Every event is checked against what the
+    readers use (check_event): a line that is not JSON, over MAX_RECORDING_LINE, or an event with a missing
+    or wrong-typed field is skipped and counted (bad_lines, first_bad), never raised later."""
     path = os.fspath(path)
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            lines = f.read().split("\n")
-    except OSError as exc:
-        raise CollectorError(f"cannot read the recording {path}: {exc}") from exc
+    data = limits.read_regular(path, "MAX_RECORDING_BYTES", CollectorError, "memsight recording")
+    lines = data.decode("utf-8", errors="replace").split("\n")
+    del data
     events: list[dict] = []
     bad = 0
+    first_bad = ""
     truncated = False
     header = None
     last_index = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
@@ -285,11 +290,17 @@ def read_recording(path: str | os.PathLike) -> Recording:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
-            if not isinstance(obj, dict) or "k" not in obj:
+            if len(line) > limits.MAX_RECORDING_LINE:
+                over = limits.bound("MAX_RECORDING_LINE")
+                raise ValueError(f"a line of {len(line)} characters, over {over}")
+            obj = limits.loads_json(line)
+            if not isinstance(obj, dict) or not isinstance(obj.get("k"), str):
                 raise ValueError("not a memsight record")
-        except ValueError:
+            if header is not None:
+                check_event(obj)
+        except ValueError as exc:
             bad += 1
+            first_bad = first_bad or f"line {i + 1}: {exc}"
             if i == last_index:
                 truncated = True
             continue
@@ -298,15 +309,160 @@ def read_recording(path: str | os.PathLike) -> Recording:
                 raise CollectorError(f"{path}: not a memsight recording (first record is not a header)")
             if obj.get("version") != FORMAT_VERSION:
                 raise CollectorError(
-                    f"{path}: recording format version {obj.get('version')}, "
+                    f"{path}: recording format version {str(obj.get('version'))[:40]}, "
                     f"this memsight reads {FORMAT_VERSION}"
                 )
+            try:
+                _check_fields(obj, _HEADER_FIELDS)
+            except ValueError as exc:
+                raise CollectorError(f"{path}: bad recording header: {exc}") from None
             header = obj
             continue
         events.append(obj)
     if header is None:
         raise CollectorError(f"{path}: empty or not a memsight recording")
-    return Recording(header=header, events=tuple(events), bad_lines=bad, truncated_tail=truncated)
+    return Recording(
+        header=header, events=tuple(events), bad_lines=bad, truncated_tail=truncated, first_bad=first_bad
+    )
+
+
+# ------------------------------------------------------------------------------------------ event checks
+# What each event kind must hold for the readers (os_snapshot_from, summarize, ReplayMonitor...) to use it,
+# with the types of the snapshot fields they become (collectors/snapshots.py: `int | None` is "num?").
+# Kinds: "num" a finite number within MAX_MEASURED (not a bool), "time" one within [0, MAX_TIMESTAMP],
+# "int" an integer within MAX_MEASURED, "str", "bool"; a trailing "?" allows null (a missing "?" field is
+# null); "list-" a list when present (the readers iterate `event.get(name, [])`, so null is refused).
+# Fields not listed are not read, so not checked (newer recordings may add some).
+_HEADER_FIELDS = {"created": "time?", "host": "str?", "hz": "num?"}
+_OS_FIELDS = {
+    "t": "time", "mem_total": "num", "mem_available": "num", "cached": "num?", "shmem": "num?",
+    "swap_total": "num", "swap_free": "num", "psi_some_avg10": "num?", "psi_full_avg10": "num?",
+    "oom_kill": "num?", "skipped": "int?", "source": "str?", "procs": "list-",
+}  # fmt: skip
+_PROC_ROW = ("int", "int", "str", "num", "num?", "any", "str")  # pid, start, name, rss, growth, is_new, user
+_PROC_FIELDS = {"pid": "int", "start": "int", "cmdline": "str?"}
+_NVML_FIELDS = {"t": "time", "status": "str", "available": "bool", "driver": "str?", "devices": "list-"}
+_DEVICE_FIELDS = {
+    "index": "int", "name": "str", "uuid": "str", "total": "num?", "reserved": "num?", "used": "num?",
+    "free": "num?", "unified": "bool", "utilization_gpu": "num?", "processes": "list-",
+    "unsupported": "list-", "errors": "list-",
+}  # fmt: skip
+_GPU_PROCESS_FIELDS = {"pid": "int", "used_bytes": "num?", "kind": "str"}
+_VLLM_FIELDS = {
+    "t": "time", "url": "str?", "status": "str", "available": "bool", "models": "list-",
+    "num_gpu_blocks": "int?", "block_size": "int?", "gpu_memory_utilization": "num?", "samples": "int?",
+}  # fmt: skip
+_VLLM_MODEL_FIELDS = {
+    "model_name": "str", "engine": "str?", "kv_cache_usage": "num?", "kv_cache_metric": "str?",
+    "requests_running": "int?", "requests_waiting": "int?", "requests_swapped": "int?",
+    "preemptions_total": "int?", "prefix_cache_hits": "int?", "prefix_cache_queries": "int?",
+    "prefix_cache_metrics": "list-", "gpu_prefix_cache_hit_rate": "num?", "cpu_cache_usage": "num?",
+}  # fmt: skip
+_AGENT_META_FIELDS = {"pid": "int", "start": "int", "cmdline": "str?", "path": "str?", "hz": "num?"}
+_AGENT_FIELDS = {
+    "pid": "int", "start": "int", "status": "str?", "alive": "bool?", "lost": "int?", "r": "list",
+}  # fmt: skip
+
+
+def _fits(value: Any, kind: str) -> bool:
+    if kind.endswith("?"):
+        if value is None:
+            return True
+        kind = kind[:-1]
+    if kind == "any":
+        return True
+    if kind == "str":
+        return isinstance(value, str) and len(value) <= limits.MAX_STRING_CHARS
+    if kind == "bool":
+        return isinstance(value, bool)
+    if kind == "list":
+        return isinstance(value, list)
+    if kind == "int":
+        return isinstance(value, int) and limits.finite(value)
+    if kind == "time":
+        return limits.finite(value, 0.0, float(limits.MAX_TIMESTAMP))
+    return limits.finite(value)  # "num"
+
+
+def _check_fields(obj: Any, fields: dict[str, str], where: str = "") -> None:
+    if not isinstance(obj, dict):
+        raise ValueError(f"{where or 'event'} is not an object")
+    for name, kind in fields.items():
+        if kind == "list-":
+            if not isinstance(obj.get(name, []), list):
+                raise ValueError(f"{where}{name} is {repr(obj[name])[:60]}, expected a list")
+            continue
+        value = obj.get(name)
+        if not _fits(value, kind):
+            shown = repr(value)[:60] if name in obj else "missing"
+            raise ValueError(f"{where}{name} is {shown}, expected {kind.rstrip('?')}")
+
+
+def _check_list(items: list, fields: dict[str, str], cls: type, where: str) -> None:
+    """Each item becomes cls(**item): its fields checked, none unknown, every one without a default given
+    (list fields are filled in by the converters)."""
+    allowed = {f.name for f in dataclasses.fields(cls)}
+    required = {
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+        and fields.get(f.name) != "list-"
+    }
+    for item in items:
+        _check_fields(item, fields, where)
+        extra = set(item) - allowed
+        if extra:
+            raise ValueError(f"{where}has unknown field {sorted(extra)[0]!r}")
+        missing = required - set(item)
+        if missing:
+            raise ValueError(f"{where}{sorted(missing)[0]} is missing")
+
+
+def _check_strings(items: list | None, where: str) -> None:
+    if items and not all(isinstance(x, str) and len(x) <= limits.MAX_STRING_CHARS for x in items):
+        raise ValueError(f"{where} must be a list of strings")
+
+
+def check_event(e: dict) -> None:
+    """ValueError (one line) unless event `e` holds what the readers use, with the types they expect."""
+    k = e["k"]
+    if not _fits(e.get("t"), "time?"):  # every kind: replay orders events by it (alert, summary, ...)
+        raise ValueError(f"{k[:20]} event: t is {repr(e['t'])[:60]}, expected time")
+    if k == "os":
+        _check_fields(e, _OS_FIELDS, "os event: ")
+        for row in e.get("procs") or ():
+            if not isinstance(row, list) or not 7 <= len(row) <= 8:
+                raise ValueError("os event: a process row is not a list of 7 or 8 values")
+            for value, kind in zip(row, (*_PROC_ROW, "num"), strict=False):
+                if not _fits(value, kind):
+                    raise ValueError(f"os event: process row value {repr(value)[:60]}, expected {kind}")
+    elif k == "proc":
+        _check_fields(e, _PROC_FIELDS, "proc event: ")
+    elif k == "nvml":
+        _check_fields(e, _NVML_FIELDS, "nvml event: ")
+        devices = e.get("devices") or []
+        _check_list(devices, _DEVICE_FIELDS, DeviceInfo, "nvml device: ")
+        for d in devices:
+            _check_list(d.get("processes") or [], _GPU_PROCESS_FIELDS, GpuProcess, "nvml process: ")
+            _check_strings(d.get("unsupported"), "nvml device: unsupported")
+            _check_strings(d.get("errors"), "nvml device: errors")
+    elif k == "vllm":
+        _check_fields(e, _VLLM_FIELDS, "vllm event: ")
+        models = e.get("models") or []
+        _check_list(models, _VLLM_MODEL_FIELDS, VLLMModelStats, "vllm model: ")
+        for m in models:
+            _check_strings(m.get("prefix_cache_metrics"), "vllm model: prefix_cache_metrics")
+    elif k == "agent_meta":
+        _check_fields(e, _AGENT_META_FIELDS, "agent_meta event: ")
+    elif k == "agent":
+        _check_fields(e, _AGENT_FIELDS, "agent event: ")
+        r = e["r"]
+        if len(r) != len(fmt.RECORD_FIELDS) + 1 or not all(_fits(v, "num?") for v in r[:-1]):
+            raise ValueError(f"agent event: r must hold {len(fmt.RECORD_FIELDS)} numbers and a label")
+        if not _fits(r[-1], "str"):
+            raise ValueError("agent event: the record's label is not a string")
+        record_from_values(r)  # CollectorError (a ValueError) for out-of-range times and devices
 
 
 def os_snapshot_from(event: dict, cmdlines: dict[tuple[int, int], str]) -> OSSnapshot:

@@ -76,6 +76,8 @@ class ReplayMonitor:
         self._base = 0.0  # offset (s) at _began; the play clock is _base + (now - _began) * speed
         self._began = time.monotonic()
         self._scan: RunSummary | None = None
+        self.bad_events = 0  # events the readers refused while playing (counted, skipped, shown on screen)
+        self.first_bad_event = ""
         self._reset()
 
     def _reset(self) -> None:
@@ -84,6 +86,17 @@ class ReplayMonitor:
         self._cursor = 0
         self._cmdlines: dict[tuple[int, int], str] = {}
         self.position_t = self.start_t
+        self._show_bad()
+
+    def _show_bad(self) -> None:
+        """The counted warning on screen: lines skipped on reading, events refused while playing."""
+        parts = []
+        if self.recording.bad_lines:
+            parts.append(f"skipped {self.recording.bad_lines} bad line(s) ({self.recording.first_bad})")
+        if self.bad_events:
+            parts.append(f"skipped {self.bad_events} bad event(s) ({self.first_bad_event})")
+        if parts:
+            self.builder.input_warnings["replay"] = "recording: " + "; ".join(parts)
 
     def describe(self) -> str:
         """One line for the UI: which file, how long, made where."""
@@ -104,7 +117,17 @@ class ReplayMonitor:
         return self.builder.state
 
     def _apply(self, e: dict) -> bool:
-        """Feed one event; True if it changes what the UI shows."""
+        """Feed one event; True if it changes what the UI shows. An event the builder cannot use is counted
+        and skipped (shown on screen), so one bad event never stops the replay thread."""
+        try:
+            return self._apply_one(e)
+        except Exception as exc:  # read_recording checked the fields; this is the last line of defence
+            self.bad_events += 1
+            self.first_bad_event = self.first_bad_event or f"{e.get('k')!s:.20} event: {type(exc).__name__}"
+            self._show_bad()
+            return True
+
+    def _apply_one(self, e: dict) -> bool:
         k = e["k"]
         b = self.builder
         if k == "proc":
@@ -150,6 +173,10 @@ class ReplayMonitor:
         target = self.start_t + offset_s
         if target < self.position_t:
             self._reset()
+        return self._advance(target)
+
+    def _advance(self, target: float) -> MonitorState:
+        """Apply every event up to the absolute time `target` (never backwards)."""
         changed = False
         while self._cursor < len(self._events) and _event_time(self._events[self._cursor]) <= target:
             changed |= self._apply(self._events[self._cursor])
@@ -164,7 +191,9 @@ class ReplayMonitor:
         while self._cursor < len(self._events):
             e = self._events[self._cursor]
             if e["k"] == "os" and _event_time(e) > self.position_t:
-                return self.advance_to(_event_time(e) - self.start_t)
+                # the absolute time, not start + (t - start): that can round below t, and the step then
+                # never reached the event (found by the fuzz suite: step() spun forever)
+                return self._advance(_event_time(e))
             self._apply(e)
             self._cursor += 1
         self.builder.build(self.end_t)
@@ -207,7 +236,13 @@ class ReplayMonitor:
             with self._lock:
                 if self.paused:
                     continue
-                self.advance_to(self.offset_s)
+                try:
+                    self.advance_to(self.offset_s)
+                except Exception as exc:  # never let the view freeze silently: count it, skip, go on
+                    self.bad_events += 1
+                    self.first_bad_event = self.first_bad_event or f"{type(exc).__name__}: {exc}"[:120]
+                    self._show_bad()
+                    self._cursor += 1
                 if self.at_end and self.loop:
                     self._reset()
                     self._rebase(0.0)
@@ -249,7 +284,7 @@ class ReplayMonitor:
             if t > target:
                 break
             if e["k"] == "os" and t > self.position_t:
-                self.advance_to(t - self.start_t)
+                self._advance(t)  # absolute: start + (t - start) can round below t (see step)
                 i = self._cursor
                 continue
             i += 1

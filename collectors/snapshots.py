@@ -324,6 +324,9 @@ class MonitorState:
     source_status: Mapping[str, str] = field(default_factory=lambda: _EMPTY)  # "os"/"nvml"/"agents": ok|why
     restarts: Mapping[str, int] = field(default_factory=lambda: _EMPTY)  # sampling thread: times restarted
     replay: bool = False  # True when the state comes from a recording (ReplayMonitor)
+    # bad input skipped while everything else goes on, per source, one line with its count ("agents":
+    # "skipped 3 bad record(s) ...", "replay": "skipped 2 bad event(s) ..."); shown on screen
+    input_warnings: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     vllm: VLLMSnapshot | None = None  # the latest scrape of --vllm-url; None when no URL was given
     # peaks, lowest headroom and alerts since the monitor started (collectors/summary.py); None before a build
     summary: RunSummary | None = None

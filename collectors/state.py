@@ -90,6 +90,7 @@ class StateBuilder:
         self.dropped: dict[str, int] = {}
         self.restarts: dict[str, int] = {}  # sampling thread name -> times the Monitor restarted it
         self.status: dict[str, str] = {"os": "not sampled yet", "nvml": "not sampled yet", "agents": "ok"}
+        self.input_warnings: dict[str, str] = {}  # source -> one counted line about bad input it skipped
         self.summary = SummaryAccumulator()  # peaks, lowest headroom, every alert: the end-of-run summary
         self.on_alert: Callable[[Alert], None] | None = None  # called (under the lock) for each new alert
         self.state: MonitorState = self._empty()
@@ -311,6 +312,7 @@ class StateBuilder:
                 source_status=MappingProxyType(dict(self.status)),
                 restarts=MappingProxyType(dict(self.restarts)),
                 replay=self.replay,
+                input_warnings=MappingProxyType(dict(self.input_warnings)),
             )
             self.recent.append(state)
             while self.recent and t - self.recent[0].t > self.alert_window_s:

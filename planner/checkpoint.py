@@ -13,15 +13,17 @@ header or a file of another kind is a PlannerError naming the file.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import pathlib
+import stat
 import struct
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, BinaryIO
 
+from planner import limits
 from planner.errors import PlannerError
 from planner.formats import GGML_TYPES
 
@@ -40,7 +42,6 @@ AUX_SUFFIXES = (
     ".weight_global_scale", ".input_global_scale", ".weight_g_idx",
 )  # fmt: skip
 
-_MAX_SAFETENSORS_HEADER = 100 * 1024 * 1024  # the safetensors reference implementation's limit
 GGUF_MAGIC = b"GGUF"
 GGUF_DEFAULT_ALIGNMENT = 32
 
@@ -76,7 +77,11 @@ def read_checkpoint(path: str | os.PathLike) -> CheckpointInfo:
     """Read a checkpoint's headers: a .safetensors file, a model.safetensors.index.json, a .gguf file, or a
     folder holding any of these."""
     p = pathlib.Path(path).expanduser()
-    if p.is_dir():
+    try:
+        st = p.stat()
+    except (OSError, ValueError) as exc:
+        raise PlannerError(f"{p}: no such file or folder ({getattr(exc, 'strerror', None) or exc})") from None
+    if stat.S_ISDIR(st.st_mode):
         bits = _packed_bits(p)
         index = p / "model.safetensors.index.json"
         if index.is_file():
@@ -88,12 +93,15 @@ def read_checkpoint(path: str | os.PathLike) -> CheckpointInfo:
         if ggufs:
             return _read_gguf_files(p, ggufs)
         raise PlannerError(f"{p}: no *.safetensors, model.safetensors.index.json or *.gguf file here")
-    if not p.is_file():
-        raise PlannerError(f"{p}: no such file or folder")
     if p.name.endswith(".index.json"):
         return _read_sharded(p, _packed_bits(p.parent))
-    with open(p, "rb") as fh:
-        magic = fh.read(4)
+    fd = limits.open_regular(p, PlannerError, "checkpoint file")
+    try:
+        magic = os.read(fd, 4)
+    except OSError as exc:
+        raise PlannerError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
     if magic == GGUF_MAGIC:
         return _read_gguf_files(p, [p])
     if p.suffix == ".gguf":
@@ -108,8 +116,10 @@ def _packed_bits(folder: pathlib.Path) -> int:
     if not config.is_file():
         return 4
     try:
-        data = json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        data = limits.loads_json(
+            limits.read_regular(config, "MAX_CONFIG_BYTES", PlannerError, "config.json"), finite_only=False
+        )
+    except (PlannerError, limits.JSONLimitError):
         return 4  # the weights can still be read; load_spec reports a broken config.json
     qc = data.get("quantization_config") if isinstance(data, dict) else None
     bits = qc.get("bits", qc.get("w_bit")) if isinstance(qc, dict) else None
@@ -133,16 +143,19 @@ class _FileTensors:
 
 def _read_safetensors(path: pathlib.Path, packed_bits: int = 4) -> _FileTensors:
     """One safetensors file; packed_bits: bits per weight packed into int32 words (AWQ/GPTQ qweight)."""
+    fd = limits.open_regular(path, PlannerError, "safetensors file")
     try:
-        size = path.stat().st_size
-        with open(path, "rb") as fh:
+        size = os.fstat(fd).st_size
+        with os.fdopen(fd, "rb") as fh:
+            fd = -1  # the file object owns it now
             head = fh.read(8)
             if len(head) < 8:
                 raise PlannerError(f"{path}: too short for a safetensors file ({size} bytes)")
             (header_len,) = struct.unpack("<Q", head)
-            if header_len > _MAX_SAFETENSORS_HEADER:
+            if header_len > limits.MAX_SAFETENSORS_HEADER:
                 raise PlannerError(
-                    f"{path}: not a safetensors file (header length {header_len} is implausible)"
+                    f"{path}: not a safetensors file (a header of {header_len} bytes, over "
+                    f"{limits.bound('MAX_SAFETENSORS_HEADER')})"
                 )
             if 8 + header_len > size:
                 raise PlannerError(
@@ -152,13 +165,19 @@ def _read_safetensors(path: pathlib.Path, packed_bits: int = 4) -> _FileTensors:
             raw = fh.read(header_len)
     except OSError as exc:
         raise PlannerError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    finally:
+        if fd >= 0:
+            os.close(fd)
     try:
-        header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise PlannerError(f"{path}: not a safetensors file (its header is not JSON: {exc})") from None
+        header = limits.loads_json(raw)
+    except limits.JSONLimitError as exc:
+        raise PlannerError(f"{path}: not a safetensors file (its header: {exc})") from None
+    del raw
     if not isinstance(header, dict):
         raise PlannerError(f"{path}: not a safetensors file (its header is not a JSON object)")
     metadata = header.pop("__metadata__", None) or {}
+    if len(header) > limits.MAX_TENSORS:
+        raise PlannerError(f"{path}: {len(header)} tensors, over {limits.bound('MAX_TENSORS')}")
     data_size = size - 8 - header_len
     tensors = [_safetensors_tensor(path, name, entry, data_size) for name, entry in header.items()]
     dtypes = {t.name: t.dtype for t in tensors}
@@ -173,9 +192,13 @@ def _safetensors_tensor(path: pathlib.Path, name: str, entry: Any, data_size: in
     if not isinstance(entry, dict):
         raise PlannerError(f"{path}: tensor {name!r}: header entry is not an object")
     dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
-    if dtype not in SAFETENSORS_DTYPE_BITS:
-        raise PlannerError(f"{path}: tensor {name!r}: unknown dtype {dtype!r}")
-    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+    if not isinstance(dtype, str) or dtype not in SAFETENSORS_DTYPE_BITS:  # a list is unhashable
+        raise PlannerError(f"{path}: tensor {name!r}: unknown dtype {str(dtype)[:40]!r}")
+    if (
+        not isinstance(shape, list)
+        or len(shape) > 8
+        or not all(isinstance(d, int) and 0 <= d <= limits.MAX_MEASURED for d in shape)
+    ):
         raise PlannerError(f"{path}: tensor {name!r}: malformed shape {shape!r}")
     if (
         not isinstance(offsets, list)
@@ -219,17 +242,31 @@ def _logical_params(name: str, dtype: str, numel: int, dtypes: Mapping[str, str]
 
 
 def _read_sharded(index: pathlib.Path, packed_bits: int = 4) -> CheckpointInfo:
+    raw = limits.read_regular(index, "MAX_INDEX_BYTES", PlannerError, "safetensors index")
     try:
-        data = json.loads(index.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise PlannerError(f"{index}: cannot read: {exc.strerror or exc}") from exc
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = limits.loads_json(raw)
+    except limits.JSONLimitError as exc:
         raise PlannerError(f"{index}: malformed index JSON: {exc}") from None
     weight_map = data.get("weight_map") if isinstance(data, dict) else None
     if not isinstance(weight_map, dict) or not weight_map:
         raise PlannerError(f"{index}: no 'weight_map' object in the index")
+    if len(weight_map) > limits.MAX_TENSORS:
+        raise PlannerError(f"{index}: {len(weight_map)} tensors, over {limits.bound('MAX_TENSORS')}")
+    meta = data.get("metadata")
+    if meta is not None and not isinstance(meta, dict):
+        raise PlannerError(f"{index}: 'metadata' must be an object, found {type(meta).__name__}")
     folder = index.parent
     files = sorted({str(f) for f in weight_map.values()})
+    for name in files:
+        if (
+            not name
+            or "/" in name
+            or "\\" in name
+            or name in (".", "..")
+            or len(name.encode("utf-8", "surrogatepass")) > 255
+            or not name.isprintable()  # a lone surrogate or a control character (found by the fuzz suite)
+        ):
+            raise PlannerError(f"{index}: shard name {name[:80]!r} is not a file name in the index's folder")
     shards = []
     for name in files:
         shard = folder / name
@@ -244,7 +281,7 @@ def _read_sharded(index: pathlib.Path, packed_bits: int = 4) -> CheckpointInfo:
             f"e.g. {missing[0]!r}"
         )
     notes = []
-    declared = (data.get("metadata") or {}).get("total_size")
+    declared = (meta or {}).get("total_size")
     summary = _summarise(index.parent, "safetensors", shards, {}, notes)
     if isinstance(declared, int) and declared != summary.tensor_bytes:
         notes.append(
@@ -258,9 +295,13 @@ def _summarise(
     path: pathlib.Path, fmt: str, parts: list[_FileTensors], metadata: Mapping[str, Any], notes: list[str]
 ) -> CheckpointInfo:
     tensors = tuple(t for part in parts for t in part.tensors)
-    names = [t.name for t in tensors]
-    if len(set(names)) != len(names):
-        dupes = sorted({n for n in names if names.count(n) > 1})
+    if not tensors:
+        raise PlannerError(f"{path}: the checkpoint holds no tensors, so there are no weights to plan from")
+    if len(tensors) > limits.MAX_TENSORS:
+        raise PlannerError(f"{path}: {len(tensors)} tensors, over {limits.bound('MAX_TENSORS')}")
+    counts = Counter(t.name for t in tensors)
+    if len(counts) != len(tensors):
+        dupes = sorted(n for n, c in counts.items() if c > 1)
         raise PlannerError(f"{path}: tensor {dupes[0]!r} appears in more than one file")
     bytes_by: dict[str, int] = {}
     params_by: dict[str, int] = {}
@@ -353,10 +394,12 @@ class _Reader:
 
 
 def _read_gguf(path: pathlib.Path) -> tuple[_FileTensors, dict[str, Any]]:
+    fd = limits.open_regular(path, PlannerError, "GGUF file")
     try:
-        size = path.stat().st_size
-        fh = open(path, "rb")  # noqa: SIM115 - closed below
+        size = os.fstat(fd).st_size
+        fh = os.fdopen(fd, "rb")
     except OSError as exc:
+        os.close(fd)
         raise PlannerError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     with fh:
         r = _Reader(fh, path, size)
@@ -372,7 +415,7 @@ def _read_gguf(path: pathlib.Path) -> tuple[_FileTensors, dict[str, Any]]:
             raise PlannerError(f"{path}: GGUF version {version} is not supported (only versions 2 and 3)")
         n_tensors = r.unpack("Q")
         n_kv = r.unpack("Q")
-        if n_tensors > size or n_kv > size:
+        if n_tensors > min(size, limits.MAX_TENSORS) or n_kv > size:
             raise PlannerError(f"{path}: corrupt GGUF header ({n_tensors} tensors, {n_kv} metadata entries)")
         metadata: dict[str, Any] = {}
         for _ in range(n_kv):

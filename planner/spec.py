@@ -14,11 +14,13 @@ import json
 import os
 import pathlib
 import re
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from planner import limits
 from planner.errors import PlannerError
 from planner.units import canonical_dtype
 
@@ -171,13 +173,18 @@ def load_spec(source: str | os.PathLike | Mapping[str, Any], *, allow_download: 
     if isinstance(source, Mapping):
         return spec_from_config(source, name="<config dict>")
     text = os.fspath(source)
+    if len(text) > limits.MAX_NAME_CHARS:
+        raise PlannerError(
+            f"{text[:60]!r}...: a model name of {len(text)} characters, over {limits.bound('MAX_NAME_CHARS')}"
+        )
     path = pathlib.Path(text).expanduser()
-    if path.is_dir():
+    kind = _path_kind(path)
+    if kind == "dir":
         config_path = path / "config.json"
-        if not config_path.is_file():
+        if _path_kind(config_path) is None:
             raise PlannerError(f"{path}: a checkpoint folder needs a config.json; none found there")
         return spec_from_config(read_config_file(config_path), name=str(path))
-    if path.is_file():
+    if kind == "file":
         return spec_from_config(read_config_file(path), name=str(path))
 
     from planner import catalog  # the catalog loads its JSON lazily, on first use
@@ -215,20 +222,24 @@ def load_spec(source: str | os.PathLike | Mapping[str, Any], *, allow_download: 
     )
 
 
+def _path_kind(path: pathlib.Path) -> str | None:
+    """"dir", "file" (anything else that exists: read_config_file refuses FIFOs and devices) or None; a
+    name the OS cannot even look up (ENAMETOOLONG, ...) is None: it is then tried as a catalog name."""
+    try:
+        st = path.stat()
+    except (OSError, ValueError):
+        return None
+    return "dir" if stat.S_ISDIR(st.st_mode) else "file"
+
+
 def read_config_file(path: pathlib.Path) -> dict[str, Any]:
-    """Parse a config.json; malformed JSON is reported with file, line and column."""
+    """Parse a config.json (a regular file within MAX_CONFIG_BYTES, JSON within the limits); malformed JSON
+    is reported with file, line and column."""
+    raw = limits.read_regular(path, "MAX_CONFIG_BYTES", PlannerError, "config.json")
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PlannerError(f"{path}: cannot read config: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise PlannerError(f"{path}: not a UTF-8 text file, so not a config.json ({exc.reason})") from exc
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise PlannerError(
-            f"{path}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
-        ) from exc
+        data = limits.loads_json(raw, finite_only=False)
+    except limits.JSONLimitError as exc:
+        raise PlannerError(f"{path}: {exc}") from None
     if not isinstance(data, dict):
         raise PlannerError(f"{path}: a config.json must hold a JSON object, found {type(data).__name__}")
     return data
@@ -409,13 +420,7 @@ class _Fields:
         return None if value is None else self._check_int(key, value, minimum)
 
     def _check_int(self, key: str, value: Any, minimum: int) -> int:
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise PlannerError(
-                f"{self.name}: config field {key!r} must be an integer >= {minimum}, found {value!r}"
-            )
-        return value
+        return config_int(self.name, key, value, minimum)
 
     def bool(self, key: str, fallback: bool = False) -> bool:
         value = self.get(key, fallback)
@@ -427,6 +432,24 @@ class _Fields:
 
     def note(self, text: str) -> None:
         self.assumptions.append(text)
+
+
+def config_int(name: str, key: str, value: Any, minimum: int) -> int:
+    """An integer config field within [minimum, its plausible bound] (planner/limits.py names the bound)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        shown = repr(value) if not isinstance(value, int) or value.bit_length() < 200 else "a huge integer"
+        raise PlannerError(
+            f"{name}: config field {key!r} must be an integer >= {minimum}, found {shown[:80]}"
+        )
+    limit = limits.config_int_limit(key)
+    if value > getattr(limits, limit):
+        shown = str(value) if value.bit_length() < 200 else f"an integer of {value.bit_length()} bits"
+        raise PlannerError(
+            f"{name}: config field {key!r} is {shown}, over {limits.bound(limit)}: not a plausible model"
+        )
+    return value
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -623,6 +646,10 @@ def _unwrap(config: Mapping[str, Any], name: str) -> tuple[Mapping[str, Any], st
     data = _transformers_defaults()
     known = data["model_types"]
     model_type = config.get("model_type")
+    if model_type is not None and not isinstance(model_type, str):  # a list is unhashable (fuzz suite)
+        raise PlannerError(
+            f"{name}: config field 'model_type' must be a string, found {str(model_type)[:40]}"
+        )
     notes: list[str] = []
     decoder = config
     text_config = config.get("text_config")
@@ -715,14 +742,10 @@ def _layer_types(f: _Fields, model_type: str, num_layers: int, name: str) -> lis
         return ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(num_layers)]
     if model_type == "gemma3_text":
         # five local layers, then a global one (Gemma3TextConfig: sliding_window_pattern, default 6)
-        pattern = f.raw.get("sliding_window_pattern", 6)
-        if not isinstance(pattern, int) or pattern < 1:
-            raise PlannerError(f"{name}: config field 'sliding_window_pattern' must be a positive integer")
+        pattern = config_int(name, "sliding_window_pattern", f.raw.get("sliding_window_pattern", 6), 1)
         return ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(num_layers)]
     if model_type in _HYBRID_FAMILIES:
-        interval = f.raw.get("full_attention_interval", 4)
-        if not isinstance(interval, int) or interval < 1:
-            raise PlannerError(f"{name}: config field 'full_attention_interval' must be a positive integer")
+        interval = config_int(name, "full_attention_interval", f.raw.get("full_attention_interval", 4), 1)
         return ["linear_attention" if (i + 1) % interval else "full_attention" for i in range(num_layers)]
     if model_type in ("mistral", "mixtral", "phi3"):
         # These attention classes apply config.sliding_window to every layer when it is set.
@@ -785,13 +808,16 @@ def _moe_layer_mask(f: _Fields, model_type: str, num_layers: int, num_experts: i
         return [True] * num_layers
     if model_type in ("deepseek_v2", "deepseek_v3"):
         first_dense = f.opt_int("first_k_dense_replace") or 0
-        freq = f.raw.get("moe_layer_freq", 1) or 1
+        freq = config_int(f.name, "moe_layer_freq", f.raw.get("moe_layer_freq") or 1, 1)
         return [i >= first_dense and i % freq == 0 for i in range(num_layers)]
     mlp_only = f.get("mlp_only_layers") or []
-    if not isinstance(mlp_only, list):
+    if not isinstance(mlp_only, list) or not all(
+        isinstance(i, int) and not isinstance(i, bool) for i in mlp_only
+    ):
         raise PlannerError(f"{f.name}: config field 'mlp_only_layers' must be a list of layer indices")
-    step = f.raw.get("decoder_sparse_step", 1) or 1
-    return [i not in mlp_only and (i + 1) % step == 0 for i in range(num_layers)]
+    dense = set(mlp_only)
+    step = config_int(f.name, "decoder_sparse_step", f.raw.get("decoder_sparse_step") or 1, 1)
+    return [i not in dense and (i + 1) % step == 0 for i in range(num_layers)]
 
 
 def _nemotron_h(
@@ -807,12 +833,21 @@ def _nemotron_h(
     if isinstance(pattern, str):
         blocks = pattern
     elif isinstance(block_types, list):
+        if len(block_types) > limits.MAX_LAYERS:
+            raise PlannerError(
+                f"{name}: layers_block_type lists {len(block_types)} blocks, "
+                f"over {limits.bound('MAX_LAYERS')}"
+            )
         try:
             blocks = "".join(symbol[str(t)] for t in block_types)
         except KeyError as exc:
             raise PlannerError(f"{name}: layers_block_type has an unknown block {exc.args[0]!r}") from None
     else:
         raise PlannerError(f"{name}: nemotron_h needs 'hybrid_override_pattern' or 'layers_block_type'")
+    if len(blocks) > limits.MAX_LAYERS:
+        raise PlannerError(
+            f"{name}: hybrid_override_pattern has {len(blocks)} blocks, over {limits.bound('MAX_LAYERS')}"
+        )
     bad = sorted(set(blocks) - set("M*-E"))
     if bad:
         raise PlannerError(
@@ -901,9 +936,7 @@ def _quantization(config: Mapping[str, Any], decoder: Mapping[str, Any], name: s
 
     def need_int(key: str, default: int | None = None) -> int:
         value = qc.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise PlannerError(f"{name}: quantization_config.{key} must be a positive integer, not {value!r}")
-        return value
+        return config_int(name, f"quantization_config.{key}", value, 1)
 
     if method == "fp8":
         block = qc.get("weight_block_size")
@@ -912,7 +945,7 @@ def _quantization(config: Mapping[str, Any], decoder: Mapping[str, Any], name: s
         if (
             not isinstance(block, Sequence)
             or len(block) != 2
-            or not all(isinstance(b, int) and b > 0 for b in block)
+            or not all(isinstance(b, int) and 0 < b <= limits.MAX_CONFIG_INT for b in block)
         ):
             raise PlannerError(f"{name}: quantization_config.weight_block_size must be [rows, cols]")
         return QuantSpec("fp8_block", 8, block_size=(block[0], block[1]), modules_to_not_convert=skip)
@@ -925,8 +958,7 @@ def _quantization(config: Mapping[str, Any], decoder: Mapping[str, Any], name: s
             raise PlannerError(
                 f"{name}: quantization_config.group_size -1 (one scale per output channel) is not modelled"
             )
-        if isinstance(group, bool) or not isinstance(group, int) or group <= 0:
-            raise PlannerError(f"{name}: quantization_config.group_size must be a positive integer")
+        group = config_int(name, "quantization_config.group_size", group, 1)
         if bits != 4:
             raise PlannerError(f"{name}: quantization_config.bits={bits}: only 4-bit {method} is modelled")
         # GPTQ checkpoints store qzeros even when symmetric; AWQ only with zero_point (the default).
@@ -979,7 +1011,8 @@ def _compressed_tensors(qc: Mapping[str, Any], skip: tuple[str, ...], name: str)
     if bits == 8 and kind == "float":
         block = w.get("block_structure")
         if strategy == "block" and isinstance(block, Sequence) and len(block) == 2:
-            rows, cols = int(block[0]), int(block[1])
+            rows = config_int(name, "quantization_config block_structure[0]", block[0], 1)
+            cols = config_int(name, "quantization_config block_structure[1]", block[1], 1)
             return QuantSpec("fp8_block", 8, block_size=(rows, cols), modules_to_not_convert=skip)
         return QuantSpec("fp8", 8, modules_to_not_convert=skip)
     if bits == 8 and kind == "int":
@@ -987,9 +1020,7 @@ def _compressed_tensors(qc: Mapping[str, Any], skip: tuple[str, ...], name: str)
     if bits == 4 and kind == "float" and w.get("group_size") == 16:
         return QuantSpec("nvfp4", 4, group_size=16, modules_to_not_convert=skip)
     if bits == 4 and kind == "int" and strategy == "group":
-        group = w.get("group_size")
-        if not isinstance(group, int) or group <= 0:
-            raise PlannerError(f"{name}: compressed-tensors group_size must be a positive integer")
+        group = config_int(name, "compressed-tensors group_size", w.get("group_size"), 1)
         return QuantSpec("gptq", 4, group_size=group, modules_to_not_convert=skip,
                          zero_point=not bool(w.get("symmetric", True)))  # fmt: skip
     raise PlannerError(

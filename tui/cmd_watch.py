@@ -14,7 +14,7 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from tui.config import Config, ConfigError, PlanDefaults, load_config, merge_plan_args
+from tui.config import Config, ConfigError, PlanDefaults, load_config, merge_plan_args, parse_refresh_hz
 from tui.options import DEFAULT_MODEL, add_plan_input_arguments, argparse_type, parse_number, parse_size
 
 ALL_PROCESSES = 10_000  # "every process" on any ordinary machine
@@ -27,7 +27,7 @@ def add_display_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--hz",
-        type=argparse_type(parse_number, "--hz", strict=True),
+        type=argparse_type(parse_refresh_hz, "--hz"),
         metavar="HZ",
         help="refresh rate of the screen and sampling (default 2)",
     )

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from collectors.alerts import AlertOptions
+from planner import limits
 from tui import options
 
 GIB = 2**30
@@ -72,7 +73,7 @@ class Config:
 # `context = "32k"` and `headroom_warn = "1.5GiB"` mean what they mean on the command line.
 # key -> (section, field of AlertOptions / PlanDefaults / Config, parser)
 KEYS: dict[str, tuple[str, str, Any]] = {
-    "hz": ("", "refresh_hz", lambda v, w: options.parse_number(v, w, strict=True)),
+    "hz": ("", "refresh_hz", lambda v, w: parse_refresh_hz(v, w)),
     "headroom_warn": ("thresholds", "headroom_warning_bytes", options.parse_size),
     "headroom_critical": ("thresholds", "headroom_critical_bytes", options.parse_size),
     "new_process": ("thresholds", "new_process_bytes", options.parse_size),
@@ -121,17 +122,38 @@ def default_path(env: dict[str, str] | None = None) -> pathlib.Path:
 def load_config(path: str | os.PathLike[str] | None = None, *, required: bool = False) -> Config:
     """Read the config; a missing file gives the defaults unless `required` (an explicit --config)."""
     file = pathlib.Path(path) if path is not None else default_path()
-    try:
-        raw = tomllib.loads(file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    if not os.path.lexists(file):
         if required:
-            raise ConfigError(f"config file {file} does not exist") from None
+            raise ConfigError(f"config file {file} does not exist")
         return Config()
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {file}: {exc.strerror}") from None
+    if os.path.realpath(file) == os.devnull:  # --config /dev/null: the defaults, whatever file exists
+        return config_from_dict({}, str(file))
+    # A regular file within MAX_TOML_BYTES (--config /dev/zero, a FIFO: refused without reading), UTF-8.
+    data = limits.read_regular(file, "MAX_TOML_BYTES", ConfigError, "memsight config file")
+    try:
+        raw = tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"config file {file} is not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {file} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"config file {file} nests too deep to be a memsight config") from None
+    except ValueError as exc:  # an integer over Python's 4300 digits (found by the fuzz suite)
+        raise ConfigError(f"config file {file} is not a memsight config: {exc}"[:300]) from None
     return config_from_dict(raw, str(file))
+
+
+def parse_refresh_hz(value: object, what: str) -> float:
+    """A refresh rate within [MIN_REFRESH_HZ, MAX_REFRESH_HZ] (inf once killed the sampling thread, and a
+    rate of 1e-300 Hz overflows the thread's wait)."""
+    hz = options.parse_number(value, what, strict=True)
+    if not limits.MIN_REFRESH_HZ <= hz <= limits.MAX_REFRESH_HZ:
+        raise options.InputError(
+            f"{what} is {hz:g}, outside {limits.bound('MIN_REFRESH_HZ')} .. {limits.bound('MAX_REFRESH_HZ')}"
+        )
+    return hz
 
 
 def _key(raw_key: str, section: str, where: str) -> str:

@@ -22,6 +22,8 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from planner import limits
+
 # The plan inputs' defaults for every command and the config file (the lesson's: Llama 3.1 8B, its own
 # weights, KV in the model's dtype, 8K context, 8 users, one rank).
 DEFAULT_MODEL = "llama-3.1-8b"
@@ -105,6 +107,8 @@ def parse_size(
         amount, scale = _digits(match.group(1), what, value), _SIZE_UNITS[suffix] if suffix else default
     if not math.isfinite(amount):
         raise InputError(f"{what} must be a finite size, got {value!r}")
+    if not math.isfinite(amount * scale) or abs(amount * scale) > limits.MAX_MEASURED:
+        raise InputError(f"{what} is {value!r}, over {limits.bound('MAX_MEASURED')} bytes")
     number = round(amount * scale)
     if number < minimum * default or (strict and number <= minimum * default):
         bound = f"greater than {minimum:g}" if strict else f"at least {minimum:g}"

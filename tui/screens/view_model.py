@@ -132,6 +132,7 @@ def measured_segments(
             missing.append(f"NVML: not supported: {', '.join(device.unsupported)}")
     if not state.nvml.available:
         missing.append(f"no GPU data: {state.nvml.status}")
+    missing[:0] = state.input_warnings.values()  # bad input skipped (counted) first: the line is cut short
     segments = (
         Segment("other", other),
         Segment("weights", weights),

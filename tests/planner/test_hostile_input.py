@@ -1,0 +1,202 @@
+"""Hostile input to the planner's readers (issue 12): each example refuses in one line naming the limit it
+hit, never a traceback, never a hang, never unbounded memory. Each test here failed on main before the readers
+checked their input (planner/limits.py holds the limits)."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+import sys
+
+import pytest
+
+from planner import limits
+from planner.checkpoint import read_checkpoint
+from planner.errors import PlannerError
+from planner.spec import load_spec
+from tests.conftest import REPO_ROOT, SHARED_CONFIGS, needs_shared
+
+HANG_GUARD_S = 60  # a hang guard, not a speed check: each of these takes well under a second when it works
+
+
+def memsight(*args: str) -> subprocess.CompletedProcess:
+    """The real CLI in a subprocess; a hang fails the test (TimeoutExpired) instead of blocking the suite."""
+    return subprocess.run(
+        [sys.executable, "-m", "tui.cli", *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def one_line_refusal(proc: subprocess.CompletedProcess) -> str:
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("memsight: "), proc.stderr[-2000:]
+    return lines[0]
+
+
+def llama_config() -> dict:
+    return json.loads((SHARED_CONFIGS / "Llama-3.1-8B.json").read_text())
+
+
+# ---------------------------------------------------------------------------------------------- config.json
+
+
+def test_deeply_nested_config_json_is_refused(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text("[" * 200_000 + "]" * 200_000)
+    line = one_line_refusal(memsight("plan", str(path)))
+    assert "nested deeper than MAX_JSON_DEPTH = 64" in line
+
+
+def test_integer_over_4300_digits_in_config_json_is_refused(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text('{"model_type": "llama", "hidden_size": ' + "9" * 5000 + "}")
+    line = one_line_refusal(memsight("plan", str(path)))
+    assert "an integer of 5000 digits, over MAX_INT_DIGITS = 24" in line
+
+
+@needs_shared
+@pytest.mark.parametrize(
+    ("field", "value", "bound"),
+    [
+        ("num_hidden_layers", 1_000_000, "MAX_LAYERS = 4096"),
+        ("num_hidden_layers", 10**30, "MAX_LAYERS = 4096"),
+        ("hidden_size", 10**400, "MAX_HIDDEN_SIZE = 1048576"),
+        ("vocab_size", 2**40, "MAX_VOCAB = 16777216"),
+    ],
+    ids=["1e6-layers", "1e30-layers", "1e400-hidden", "2**40-vocab"],
+)
+def test_implausible_model_dimensions_are_refused_naming_the_bound(field, value, bound):
+    config = llama_config() | {field: value}
+    with pytest.raises(PlannerError) as info:
+        load_spec(config)
+    assert f"config field {field!r}" in str(info.value) and bound in str(info.value)
+
+
+@needs_shared
+def test_a_million_layers_from_a_file_is_refused_at_once(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(llama_config() | {"num_hidden_layers": 1_000_000}))
+    line = one_line_refusal(memsight("plan", str(path)))
+    assert "'num_hidden_layers' is 1000000, over MAX_LAYERS = 4096" in line
+
+
+@needs_shared
+def test_moe_layer_freq_string_is_refused():
+    config = json.loads((SHARED_CONFIGS / "DeepSeek-V2-Lite.json").read_text()) | {"moe_layer_freq": "2"}
+    with pytest.raises(PlannerError, match="'moe_layer_freq' must be an integer >= 1, found '2'"):
+        load_spec(config)
+
+
+@needs_shared
+@pytest.mark.parametrize("block", [[0, 0], ["a", 128], [128, 10**30]])
+def test_compressed_tensors_bad_block_structure_is_refused(block):
+    config = llama_config() | {
+        "quantization_config": {
+            "quant_method": "compressed-tensors",
+            "config_groups": {
+                "group_0": {
+                    "weights": {"num_bits": 8, "type": "float", "strategy": "block", "block_structure": block}
+                }
+            },
+        }
+    }
+    with pytest.raises(PlannerError, match="block_structure"):
+        load_spec(config)
+
+
+def test_a_300_character_model_name_is_one_line():
+    line = one_line_refusal(memsight("plan", "x" * 300))
+    assert "is not a config file, a checkpoint folder, a catalog name" in line
+
+
+def test_a_name_over_max_name_chars_is_refused_naming_the_bound():
+    with pytest.raises(PlannerError, match="over MAX_NAME_CHARS = 1024"):
+        load_spec("y" * 5000)
+
+
+def test_config_json_that_is_a_fifo_does_not_block(tmp_path):
+    os.mkfifo(tmp_path / "config.json")
+    line = one_line_refusal(memsight("plan", str(tmp_path)))
+    assert "not a regular file (a FIFO)" in line
+
+
+# ---------------------------------------------------------------------------------------------- checkpoints
+
+
+def write_safetensors(path, header: dict, data: bytes = b"") -> None:
+    raw = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + data)
+
+
+@needs_shared
+def test_fifo_named_model_safetensors_does_not_hang_plan(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(llama_config()))
+    os.mkfifo(tmp_path / "model.safetensors")
+    line = one_line_refusal(memsight("plan", str(tmp_path)))
+    assert "model.safetensors: not a regular file (a FIFO)" in line
+
+
+def test_sixty_thousand_same_named_tensors_over_two_shards_is_refused_in_linear_time(tmp_path):
+    header = {f"t{i}": {"dtype": "U8", "shape": [0], "data_offsets": [0, 0]} for i in range(60_000)}
+    write_safetensors(tmp_path / "a.safetensors", header)
+    write_safetensors(tmp_path / "b.safetensors", header)
+    code = (
+        "import sys\nfrom planner.checkpoint import read_checkpoint\n"
+        "from planner.errors import PlannerError\n"
+        f"try: read_checkpoint({str(tmp_path)!r})\n"
+        "except PlannerError as e: print(e); sys.exit(0)\n"
+        "sys.exit(1)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=HANG_GUARD_S
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "tensor 't0' appears in more than one file" in proc.stdout
+
+
+def test_index_metadata_that_is_not_an_object_is_refused(tmp_path):
+    entry = {"dtype": "U8", "shape": [2], "data_offsets": [0, 2]}
+    write_safetensors(tmp_path / "m.safetensors", {"w": entry}, b"ab")
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text(json.dumps({"metadata": 5, "weight_map": {"w": "m.safetensors"}}))
+    with pytest.raises(PlannerError, match="'metadata' must be an object, found int"):
+        read_checkpoint(tmp_path)
+
+
+def test_index_shard_outside_its_folder_is_refused(tmp_path):
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text(json.dumps({"weight_map": {"w": "../elsewhere.safetensors"}}))
+    with pytest.raises(PlannerError, match="is not a file name in the index's folder"):
+        read_checkpoint(tmp_path)
+
+
+@needs_shared
+def test_an_empty_safetensors_file_does_not_plan_zero_weights(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(llama_config()))
+    (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", 2) + b"{}")  # 10 bytes
+    line = one_line_refusal(memsight("plan", str(tmp_path)))
+    assert "holds no tensors" in line
+
+
+def test_a_98_mib_safetensors_header_is_refused_before_it_is_read(tmp_path):
+    path = tmp_path / "model.safetensors"
+    header_len = 98 * 2**20
+    with open(path, "wb") as fh:
+        fh.write(struct.pack("<Q", header_len))
+        fh.truncate(8 + header_len)  # sparse: the header length is what matters
+    with pytest.raises(PlannerError, match="over MAX_SAFETENSORS_HEADER = 32 MiB"):
+        read_checkpoint(path)
+
+
+def test_limits_name_their_values():
+    assert limits.bound("MAX_LAYERS") == "MAX_LAYERS = 4096"
+    assert limits.bound("MAX_SAFETENSORS_HEADER") == "MAX_SAFETENSORS_HEADER = 32 MiB"
+    assert limits.bound("MAX_MEASURED") == "MAX_MEASURED = 2**63"
