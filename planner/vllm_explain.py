@@ -241,29 +241,9 @@ def explain(
 
     world = tp * pp
     non_torch = predicted_non_torch(ver_text, engine, world)
-    max_num_seqs = int(float(mns)) if mns else None
-    pool = vllm_pool(
-        spec,
-        max_model_len=mml,
-        version=ver_text,
-        engine=engine,
-        total_bytes=total_bytes,
-        gpu_memory_utilization=util,
-        weight_format=fmt,
-        non_torch_bytes=non_torch.bytes,
-        kv_dtype="auto" if kv_dtype in ("auto", "None") else kv_dtype,
-        tp=tp,
-        pp=pp,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=int(float(mnbt)) if mnbt else None,
-        enable_prefix_caching=prefix_caching,
-        cudagraph_bytes=0,
-        device_name=device.name if device else None,
-        cuda_capability=device.capability if device else None,
-    )
-    graphs = predicted_cudagraphs(ver_text, engine, pool.max_num_seqs, enforce_eager=enforce_eager)
-    if graphs.bytes:
-        pool = vllm_pool(
+
+    def pool_with(max_num_seqs, max_num_batched_tokens, cudagraph_bytes):
+        return vllm_pool(
             spec,
             max_model_len=mml,
             version=ver_text,
@@ -275,13 +255,20 @@ def explain(
             kv_dtype="auto" if kv_dtype in ("auto", "None") else kv_dtype,
             tp=tp,
             pp=pp,
-            max_num_seqs=pool.max_num_seqs,
-            max_num_batched_tokens=pool.max_num_batched_tokens,
+            max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens,
             enable_prefix_caching=prefix_caching,
-            cudagraph_bytes=graphs.bytes,
+            cudagraph_bytes=cudagraph_bytes,
             device_name=device.name if device else None,
             cuda_capability=device.capability if device else None,
         )
+
+    # The graph estimate needs the pool's resolved max_num_seqs, so the pool is sized once without graphs,
+    # then again with them deducted.
+    pool = pool_with(int(float(mns)) if mns else None, int(float(mnbt)) if mnbt else None, 0)
+    graphs = predicted_cudagraphs(ver_text, engine, pool.max_num_seqs, enforce_eager=enforce_eager)
+    if graphs.bytes:
+        pool = pool_with(pool.max_num_seqs, pool.max_num_batched_tokens, graphs.bytes)
     terms = (
         Term("device total", total_bytes, total_how, total_source),
         Term("requested", pool.requested_bytes or 0, "PREDICTED", f"device total x {util:g} (a.1)"),
