@@ -16,6 +16,7 @@ import time
 
 import torch
 from transformers import AutoModelForCausalLM, LlamaConfig
+from transformers.generation.streamers import BaseStreamer
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--batch", type=int, default=8)
@@ -23,7 +24,19 @@ parser.add_argument("--prompt", type=int, default=32)
 parser.add_argument("--new", type=int, default=480)
 parser.add_argument("--rounds", type=int, default=1)
 parser.add_argument("--hold", type=float, default=1.0, help="seconds to wait after generating")
+parser.add_argument("--token-delay", type=float, default=0.0, help="seconds a reader takes per token")
 args = parser.parse_args()
+
+
+class PacedReader(BaseStreamer):
+    """A streamer that reads each new token slowly, as a client on the other end of a stream would."""
+
+    def put(self, value):
+        time.sleep(args.token_delay)
+
+    def end(self):
+        pass
+
 
 here = pathlib.Path(__file__).resolve().parent
 config = LlamaConfig(**json.loads((here / "demo_transformers_config.json").read_text()))
@@ -40,6 +53,7 @@ for r in range(args.rounds):
             max_new_tokens=args.new,
             min_new_tokens=args.new,
             do_sample=False,
+            streamer=PacedReader() if args.token_delay else None,
         )
     print(f"round {r}: {tuple(out.shape)} in {time.time() - t0:.1f} s", flush=True)
 time.sleep(args.hold)

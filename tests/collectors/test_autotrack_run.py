@@ -32,11 +32,14 @@ def recording(tmp_path_factory):
     path = tmp / "run.jsonl"
     # one torch thread: on a shared 2-core CI machine, OpenMP threads spinning against other jobs made this
     # generate() a hundred times slower
+    # and a streaming reader that takes 10 ms a token, so that on a fast, quiet machine generation still
+    # lasts longer (>= 2.4 s) than several of the agent's publishing intervals (0.2 s)
     env = dict(os.environ, OMP_NUM_THREADS="1")
     done = subprocess.run(
         [sys.executable, "-m", "tui.cli", "run", "--headless", "--record", str(path), "--hz", "5",
          "--agent-dir", str(tmp / "agents"), "--", sys.executable, str(SCRIPT),
-         "--batch", str(BATCH), "--prompt", str(PROMPT), "--new", str(NEW), "--hold", "1"],
+         "--batch", str(BATCH), "--prompt", str(PROMPT), "--new", str(NEW), "--hold", "1",
+         "--token-delay", "0.01"],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, env=env,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
