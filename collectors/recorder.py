@@ -483,17 +483,18 @@ def os_snapshot_from(event: dict, cmdlines: dict[tuple[int, int], str]) -> OSSna
                 growth_window_s=window,
             )
         )
+    # a "?" field of _OS_FIELDS may be missing: check_event reads that as null, and so does this
     return OSSnapshot(
         t=event["t"],
         mem_total=event["mem_total"],
         mem_available=event["mem_available"],
-        cached=event["cached"],
-        shmem=event["shmem"],
+        cached=event.get("cached"),
+        shmem=event.get("shmem"),
         swap_total=event["swap_total"],
         swap_free=event["swap_free"],
-        psi_some_avg10=event["psi_some_avg10"],
-        psi_full_avg10=event["psi_full_avg10"],
-        oom_kill=event["oom_kill"],
+        psi_some_avg10=event.get("psi_some_avg10"),
+        psi_full_avg10=event.get("psi_full_avg10"),
+        oom_kill=event.get("oom_kill"),
         processes=tuple(procs),
         skipped_processes=event.get("skipped", 0),
         source=event.get("source", "proc"),  # recordings made before psutil fallback: all /proc
