@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -10,6 +12,21 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 SHARED = REPO_ROOT.parent / "shared"
 SHARED_CONFIGS = SHARED / "configs"
 SHARED_FIXTURES = SHARED / "fixtures"
+HANG_GUARD_S = 60  # a hang guard for the CLI in a subprocess, not a speed check
+
+
+def run_memsight(*args: str, **popen_kwargs) -> subprocess.CompletedProcess:
+    """The real CLI in a subprocess, no stdin; a hang fails the test (TimeoutExpired) instead of blocking the
+    suite."""
+    return subprocess.run(
+        [sys.executable, "-m", "tui.cli", *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+        stdin=subprocess.DEVNULL,
+        **popen_kwargs,
+    )
 
 needs_shared = pytest.mark.skipif(
     not SHARED_CONFIGS.is_dir(),

@@ -22,7 +22,7 @@ from collectors.monitor import Monitor
 from collectors.nvml_collector import NVMLCollector
 from collectors.recorder import read_recording, summarize
 from collectors.replay import ReplayMonitor, demo_recording_path
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, run_memsight
 
 HANG_GUARD_S = 60  # a hang guard, not a speed check
 OTHER_UID = 54321  # a uid nobody here runs as; the tests run as root, so they can chown files to it
@@ -191,14 +191,7 @@ def os_event(t: float, **override) -> dict:
 
 
 def memsight(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tui.cli", *args],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=HANG_GUARD_S,
-        stdin=subprocess.DEVNULL,
-    )
+    return run_memsight(*args)
 
 
 @pytest.mark.parametrize(

@@ -16,21 +16,13 @@ from planner import limits
 from planner.checkpoint import read_checkpoint
 from planner.errors import PlannerError
 from planner.spec import load_spec
-from tests.conftest import REPO_ROOT, SHARED_CONFIGS, needs_shared
+from tests.conftest import REPO_ROOT, SHARED_CONFIGS, needs_shared, run_memsight
 
 HANG_GUARD_S = 60  # a hang guard, not a speed check: each of these takes well under a second when it works
 
 
 def memsight(*args: str) -> subprocess.CompletedProcess:
-    """The real CLI in a subprocess; a hang fails the test (TimeoutExpired) instead of blocking the suite."""
-    return subprocess.run(
-        [sys.executable, "-m", "tui.cli", *args],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=HANG_GUARD_S,
-        stdin=subprocess.DEVNULL,
-    )
+    return run_memsight(*args)
 
 
 def one_line_refusal(proc: subprocess.CompletedProcess) -> str:

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import run_memsight
 from tui.config import ConfigError, load_config
 
 HANG_GUARD_S = 60  # a hang guard, not a speed check
@@ -23,15 +23,7 @@ def _one_gib_address_space() -> None:  # main read /dev/zero to 8 GiB: here it f
 
 
 def memsight(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tui.cli", *args],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=HANG_GUARD_S,
-        stdin=subprocess.DEVNULL,
-        preexec_fn=_one_gib_address_space,
-    )
+    return run_memsight(*args, preexec_fn=_one_gib_address_space)
 
 
 def one_line(proc: subprocess.CompletedProcess) -> str:
