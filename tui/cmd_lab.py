@@ -358,20 +358,26 @@ def _tail(path: str, n: int) -> str:
 
 
 # ------------------------------------------------------------------------------------ predictions
+def nvml_first_device():
+    """GPU 0 as NVML sees it (a DeviceInfo), or None where NVML has no device to give."""
+    from collectors.nvml_collector import NVMLCollector  # noqa: PLC0415
+
+    collector = NVMLCollector()
+    try:
+        snap = collector.sample()
+    finally:
+        collector.close()
+    return snap.devices[0] if snap.available and snap.devices else None
+
+
 def capacity_bytes(args: argparse.Namespace, lab_model: LabModel) -> tuple[int, str]:
     """The capacity the prediction uses: the cap, else the device's total (NVML) or this machine's RAM."""
     if args.cap_bytes is not None:
         return args.cap_bytes, "--cap-gib"
     if args.device == "cuda":
-        from collectors.nvml_collector import NVMLCollector  # noqa: PLC0415
-
-        collector = NVMLCollector()
-        try:
-            snap = collector.sample()
-        finally:
-            collector.close()
-        if snap.available and snap.devices and snap.devices[0].total:
-            return snap.devices[0].total, f"GPU 0 total ({snap.devices[0].name}, NVML)"
+        dev = nvml_first_device()
+        if dev is not None and dev.total:
+            return dev.total, f"GPU 0 total ({dev.name}, NVML)"
         raise CollectorError("no capacity for the prediction: NVML gives no GPU total; give --cap-gib X")
     from planner.machines import this_machine  # noqa: PLC0415
 
@@ -852,14 +858,7 @@ def predict_two(lab_model: LabModel, args, cap: int, out: Out) -> dict | int:
 
     weights = weight_bytes(lab_model.spec).total
     if args.device == "cuda":
-        from collectors.nvml_collector import NVMLCollector  # noqa: PLC0415
-
-        c = NVMLCollector()
-        try:
-            snap = c.sample()
-        finally:
-            c.close()
-        dev = snap.devices[0] if snap.available and snap.devices else None
+        dev = nvml_first_device()
         if dev is None or dev.total is None:
             raise CollectorError("lab two on a GPU needs NVML's device total (nvidia-ml-py); none here")
         claim = args.claim_bytes if args.claim_bytes else max(0, int(0.9 * dev.total) - weights)
