@@ -1391,8 +1391,9 @@ DEVICE_TOTALS: dict[str, tuple[float, str, tuple[int, int], str]] = {
 #   the weights are in it, the non-torch part is again the growth after the baseline.
 # The growth constants: logged one-GPU values 0.04 (8 GiB card, vllm #12095), 0.10 (A100 40GB, vllm #12330),
 # 0.16 (H100, vllm PR #12126) GiB; several GPUs 0.20 (TP=4 RTX 3090, vllm PR #14447) and 0.33 (PP=2 RTX 5090,
-# vllm #14452, which is also a test log) GiB. The context constant: 0.35 GiB, the one logged value with the
-# context inside that we hold (vllm #10517, 0.6.4, RTX 3090); a GPU with more SMs has a larger context.
+# vllm #14452, which is also a test log) GiB. The context constant: 0.35 GiB, logged with the context inside
+# on an RTX 3090 (vllm #10517, 0.6.4); an A6000 logged 0.44 (vllm #10360, 0.6.4.post1, also a test log). No
+# H100 value with the context inside is held; a GPU with more SMs has a larger context.
 NON_TORCH_GROWTH_ONE_GPU = round(0.10 * GiB)
 NON_TORCH_GROWTH_DISTRIBUTED = round(0.25 * GiB)
 NON_TORCH_WITH_CONTEXT = round(0.35 * GiB)  # vllm issue #10517 (0.6.4, RTX 3090): non_torch_memory=0.35GiB
@@ -1412,7 +1413,8 @@ NON_TORCH_SOURCE_CONTEXT = (
     "counted: cuda used - torch allocated after the profile, no baseline, so the CUDA context, loaded kernel "
     "modules and fragmentation count (v0.6.4.post1:vllm/worker/worker.py:177-248; "
     "v0.7.1:vllm/v1/worker/gpu_worker.py:180-187; v0.8.5:vllm/v1/worker/gpu_worker.py:165-212); size "
-    "EMPIRICAL (a driver figure): 0.35 GiB logged on an RTX 3090 (vllm #10517); larger on GPUs with more SMs"
+    "EMPIRICAL (a driver figure): 0.35 GiB logged on an RTX 3090 (vllm #10517; an A6000 logged 0.44, vllm "
+    "#10360); larger on GPUs with more SMs"
 )
 # CUDA graphs, deducted before the pool by V1 from 0.20 (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS default
 # "1", v0.20.0:vllm/envs.py:1724; v0.26.0:vllm/v1/worker/gpu_worker.py:508-544). The estimate captures two
