@@ -46,36 +46,51 @@ class ExpertLayout:
         return self.bytes_per_layer - self.config_bytes_per_layer
 
 
+TRITON_KERNELS_VENDORED: Version = (0, 14, 0)  # first read version that ships vllm/third_party/triton_kernels
+
+
 def mxfp4_backend(version: Version, capability: tuple[int, int] | None) -> tuple[str, str]:
-    """The MXFP4 MoE backend vLLM picks with no environment variable set (v0.19.0 oracle/mxfp4.py:170-372:
-    the first of FLASHINFER_TRTLLM_MXFP4_BF16, CK, TRITON, FLASHINFER_CUTLASS_MXFP4_BF16, TRITON_UNFUSED,
-    MARLIN whose kernel class supports the device). FlashInfer is in vLLM's CUDA requirements
-    (v0.19.0:requirements/cuda.txt flashinfer-python==0.6.6) and triton_kernels is vendored
-    (setup.py:369-377)."""
+    """The MXFP4 MoE backend vLLM picks with no environment variable set.
+
+    v0.19.0 oracle/mxfp4.py:170-372: the first of FLASHINFER_TRTLLM_MXFP4_BF16, CK, TRITON,
+    FLASHINFER_CUTLASS_MXFP4_BF16, TRITON_UNFUSED, MARLIN whose kernel class supports the device; FlashInfer
+    is in vLLM's CUDA requirements (requirements/cuda.txt flashinfer-python==0.6.6) and triton_kernels'
+    kernels support 9.0 <= sm < 11.0 (gpt_oss_triton_kernels_moe.py:555-564). v0.10.1.1 / v0.11.0
+    quantization/mxfp4.py _should_use_marlin: Marlin on CUDA below sm 10 unless sm >= 9 and the optional
+    triton_kernels package is installed; vLLM ships it from 0.14 (v0.14.1:setup.py, vllm/third_party) and
+    not in 0.10.1.1 / 0.11.0, so a pip install of those runs Marlin on an H100 (vllm #23278 logs it)."""
     if capability is None:
         raise PlannerError("the MXFP4 expert layout depends on the GPU: give --gpu")
     if capability[0] == 10:
         return "FLASHINFER_TRTLLM_MXFP4_BF16", "sm 10.x with FlashInfer: the TRT-LLM MXFP4 kernel"
-    if (9, 0) <= capability < (11, 0):
+    if capability[0] == 9 and version >= TRITON_KERNELS_VENDORED:
         return "TRITON", (
-            "sm 9.x: triton_kernels' matmul_ogs "
+            "sm 9.x: triton_kernels' matmul_ogs, vendored from vLLM 0.14 "
             "(gpt_oss_triton_kernels_moe.py:555-564 supports 9.0 <= sm < 11.0)"
+        )
+    if capability[0] == 9:
+        return "MARLIN", (
+            "sm 9.x before vLLM 0.14: triton_kernels is optional and not installed with vLLM, so Marlin "
+            "(v0.11.0 quantization/mxfp4.py _should_use_marlin)"
         )
     return "MARLIN", (
         f"sm {capability[0]}.{capability[1]}: no FlashInfer/Triton MXFP4 kernel supports it, so Marlin "
-        "(gpt_oss_triton_kernels_moe.py:555-564: Triton only for 9.0 <= sm < 11.0)"
+        "(Triton only for 9.0 <= sm < 11.0)"
     )
 
 
-def _mxfp4_expert_bytes(hidden: int, width: int, bias: bool) -> int:
+def _mxfp4_expert_bytes(
+    hidden: int, width: int, bias: bool, *, scale_copies: int = 1, bias_bytes: int = BF16_BYTES
+) -> int:
     """One expert's w13 (gate+up, [2*width, hidden]) and w2 ([hidden, width]) as uint8 e2m1 pairs + one uint8
-    e8m0 scale per 32 (quantization/mxfp4.py create_weights), + bf16 biases. Marlin repacks the same number
+    e8m0 scale per 32 (quantization/mxfp4.py create_weights), + biases. Marlin repacks the same number
     of 4-bit values (gptq_marlin_repack) and converts the scales back to e8m0 (marlin_utils_fp4.py
-    mxfp4_marlin_process_scales), so the sizes hold after process_weights_after_loading."""
-    w13 = 2 * width * (hidden // 2) + 2 * width * (hidden // MXFP4_BLOCK)
-    w2 = hidden * (width // 2) + hidden * (width // MXFP4_BLOCK)
-    biases = (2 * width + hidden) * BF16_BYTES if bias else 0
-    return w13 + w2 + biases
+    mxfp4_marlin_process_scales), so the sizes hold after process_weights_after_loading. Triton keeps the
+    loaded scale parameters and a swizzled copy (scale_copies=2) and fp32 biases (bias_bytes=4)."""
+    values = 2 * width * (hidden // 2) + hidden * (width // 2)
+    scales = 2 * width * (hidden // MXFP4_BLOCK) + hidden * (width // MXFP4_BLOCK)
+    biases = (2 * width + hidden) * bias_bytes if bias else 0
+    return values + scale_copies * scales + biases
 
 
 def mxfp4_expert_layout(
@@ -104,7 +119,16 @@ def mxfp4_expert_layout(
         padded_width, padded_hidden = _round_up(width_rank, 64), hidden
     experts = spec.num_experts
     bias = moe.expert_bias
-    padded = experts * _mxfp4_expert_bytes(padded_hidden, padded_width, bias)
+    if backend == "TRITON":
+        # v0.19.0 oracle/mxfp4.py:721-754 (v0.14.1 quantization/mxfp4.py:746-785 the same): the biases are
+        # cast to fp32, _swizzle_mxfp4 returns new weight and scale tensors; the loaded weights are deleted,
+        # the loaded scale parameters are not (the swizzled scales live in the PrecisionConfig). The swizzled
+        # layouts are taken as the loaded sizes (their own padding is not derived).
+        padded = experts * _mxfp4_expert_bytes(
+            padded_hidden, padded_width, bias, scale_copies=2, bias_bytes=4
+        )
+    else:
+        padded = experts * _mxfp4_expert_bytes(padded_hidden, padded_width, bias)
     plain = experts * _mxfp4_expert_bytes(hidden, width_rank, bias)
     return ExpertLayout(
         backend=backend,
@@ -116,7 +140,8 @@ def mxfp4_expert_layout(
         config_bytes_per_layer=plain,
         why=why,
         source="v0.19.0:vllm/model_executor/layers/fused_moe/oracle/mxfp4.py:376-399 (padding by backend), "
-        "quantization/mxfp4.py:138-229 (parameters created padded)",
+        "721-754 (Triton: fp32 biases, scales kept twice), quantization/mxfp4.py:138-229 (parameters "
+        "created padded); v0.10.1.1 quantization/mxfp4.py:150-186 the same padding",
     )
 
 
@@ -144,13 +169,13 @@ def vllm_weight_extras(
             )
         if layout.extra_bytes_per_layer:
             notes.append(
-                f"+ MXFP4 experts padded for vLLM's {layout.backend} kernel ({layout.why}): hidden "
+                f"+ MXFP4 experts as vLLM's {layout.backend} kernel holds them ({layout.why}): hidden "
                 f"{layout.hidden_config} -> {layout.hidden}, expert width per rank "
                 f"{layout.intermediate_config} -> {layout.intermediate}, "
                 f"{layout.extra_bytes_per_layer:,} B per MoE layer; {layout.source}"
             )
         else:
-            notes.append(f"MXFP4 experts: {layout.backend} kernel, no padding needed; {layout.source}")
+            notes.append(f"MXFP4 experts: {layout.backend} kernel, held as loaded; {layout.source}")
     return extras, notes
 
 

@@ -37,9 +37,14 @@ def test_backend_by_gpu_and_its_padding():
     assert mxfp4_backend((0, 19, 0), (9, 0))[0] == "TRITON"
     assert mxfp4_backend((0, 19, 0), (10, 0))[0] == "FLASHINFER_TRTLLM_MXFP4_BF16"
     assert mxfp4_backend((0, 19, 0), (12, 0))[0] == "MARLIN"  # RTX 5090: Triton only for 9.0 <= sm < 11.0
+    assert mxfp4_backend((0, 11, 0), (9, 0))[0] == "MARLIN"  # triton_kernels not shipped before 0.14
     hopper = mxfp4_expert_layout(spec, (0, 19, 0), (9, 0))
     assert (hopper.hidden, hopper.intermediate) == (2880, 2880)  # 2880 is a multiple of 64
-    assert hopper.extra_bytes_per_layer == 0
+    # Triton keeps the loaded scales next to the swizzled copy and casts the biases to fp32
+    scales = 2 * 2880 * (2880 // 32) + 2880 * (2880 // 32)
+    assert hopper.extra_bytes_per_layer == 32 * (scales + (2 * 2880 + 2880) * 2) == 32 * 794_880
+    old_hopper = mxfp4_expert_layout(spec, (0, 11, 0), (9, 0))
+    assert old_hopper.extra_bytes_per_layer == 38_248_448  # Marlin's padding, as on the A100
     blackwell = mxfp4_expert_layout(spec, (0, 19, 0), (10, 0))
     assert (blackwell.hidden, blackwell.intermediate) == (3072, 3072)
     assert blackwell.bytes_per_layer == 32 * _expert_bytes(3072, 3072)
@@ -92,3 +97,30 @@ def test_fused_moe_chunks_and_formats():
     assert big is not None and big.tokens == FUSED_MOE_CHUNK  # buffers sized for one chunk of 32768 rows
     assert fused_moe_forward_bytes(spec, 8192, fmt="nvfp4") is None  # 4-bit kernels: not derived
     assert fused_moe_forward_bytes(load_spec("llama-3.1-8b"), 8192) is None
+
+
+# Real logs that state the weights vLLM loaded (sources in tests/data/vllm_logs/SOURCES.md): the predicted
+# weights (checkpoint tensors + the layout of vLLM's MoE kernel for that GPU and version, from the config
+# alone) against the logged "Model loading took X GiB"; recorded error, asserted to +-0.5 percentage points.
+WEIGHT_CASES = (
+    # log, catalog model, vLLM version, compute capability, recorded relative error
+    ("myoceane_v0.19.0_gpt-oss-20b_a100.log", "gpt-oss-20b", (0, 19, 0), (8, 0), -0.0036),
+    ("issue23278_gpt-oss-120b_h100_marlin.log", "gpt-oss-120b", (0, 10, 1), (9, 0), -0.0010),
+    ("issue33155_v0.14.1_gpt-oss-120b_h100_triton.log", "gpt-oss-120b", (0, 14, 1), (9, 0), -0.0031),
+)
+
+
+@pytest.mark.parametrize("case", WEIGHT_CASES, ids=[c[0] for c in WEIGHT_CASES])
+def test_mxfp4_weights_against_real_logs(case):
+    from planner.formats import weight_bytes
+    from planner.vllm_log import parse_log
+    from tests.conftest import REPO_ROOT
+
+    log_name, model, version, capability, recorded = case
+    log = parse_log((REPO_ROOT / "tests" / "data" / "vllm_logs" / log_name).read_text(encoding="utf-8"))
+    logged = log.first("weights").value
+    spec = load_spec(model)
+    extras, _ = vllm_weight_extras(spec, "mxfp4", version, capability, 1, 1)
+    predicted = (weight_bytes(spec, "mxfp4").total + extras[0]) / 2**30
+    error = predicted / logged - 1
+    assert abs(error - recorded) <= 0.005, (log_name, predicted, logged, error)
