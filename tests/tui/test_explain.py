@@ -96,6 +96,14 @@ CASES = (
          "decoder's 0.37) now count; the rest depends on the NVFP4 checkpoint's own recipe (which "
          "layers it keeps in bf16/fp8 is not in the log) and on its preprocessor's max_pixels "
          "(Qwen3-VL's 16,777,216 assumed)"),
+    Case("issue27508_v0.11.0_gpt-oss-120b_h100.log",
+         ("--model", "gpt-oss-120b", "--vllm-version", "0.11.0", "--gpu", "h100",
+          "--gpu-memory-utilization", "0.95", "--max-num-batched-tokens", "1024"),
+         "0.11.0", "kv_pool", 0.1267,
+         "a small pool: 0.22 GiB off is +12.7%. The version is the one whose gpu_worker.py logs this line "
+         "at :298 (0.11.0); the command is in the post's text. Weights as Marlin holds them on an H100 "
+         "without triton_kernels (65.90 GiB; #23278 logs 65.97 for that layout); the activation is the "
+         "sampler's peak over 1,024 rows of a 201,088 vocabulary (7.34 GiB), not in the log"),
     Case("club3090_652_v0.24.0_qwen36-35b-a3b-nvfp4_rtx5090.log",
          ("--model", "tests/data/vllm_logs/configs/Qwen3.5-35B-A3B.json", "--gpu", "rtx5090"),
          "0.24.0", "kv_pool", -0.0633,
