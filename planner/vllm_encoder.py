@@ -26,9 +26,10 @@ from planner.errors import PlannerError
 
 BF16 = 2
 FP32 = 4
-# Qwen3-VL's published preprocessor_config.json: "size": {"longest_edge": 16777216, "shortest_edge": 65536}
-# (4096 x 4096 pixels). preprocessor_config.json is not part of config.json, so this is an assumption the
-# caller can replace (max_pixels).
+# The published preprocessor_config.json of the Qwen3-VL / Qwen3.5 / Qwen3.6 checkpoints: "size":
+# {"longest_edge": 16777216, "shortest_edge": 65536} (4096 x 4096 pixels; quoted in public repositories for
+# Qwen/Qwen3.5-2B-Base and Qwen/Qwen3.6-35B-A3B-FP8). preprocessor_config.json is not part of config.json,
+# so this is an assumption the caller can replace (max_pixels).
 QWEN3_VL_MAX_PIXELS = 16_777_216
 QWEN3_VL_FAMILY = frozenset({"qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"})
 
