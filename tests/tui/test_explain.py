@@ -84,8 +84,9 @@ CASES = (
          "not derived: 2.31 GiB more than predicted is used. The fused-MoE buffers are now derived "
          "(v0.10.0 fused_experts: cache13/cache2 and the fp8 inputs, 0.79 GiB at 8,192 tokens x "
          "top-8) but stay below the sampler's peak (1,024 rows), so the activation is unchanged; the "
-         "LMCache connector's GPU buffer (need_gpu_interm_buffer: on when not PD) is torch memory "
-         "allocated before the profile, which vLLM does not count; the post (2025-07-22) states neither "
+         "LMCache connector's GPU buffer (need_gpu_interm_buffer: on when not PD, in LMCache's current "
+         "source; its July 2025 source was not found) would be torch memory allocated before the "
+         "profile, which vLLM 0.10's memory_profiling does not count; the post (2025-07-22) states neither "
          "the version (0.10.0 assumed; 0.9.2 gives the same prediction), the GPU (H100 80GB assumed) nor "
          "gpu_memory_utilization (0.9 assumed)"),
     Case("club3090_612_v0.24.0_qwen36-35b-a3b-nvfp4_rtx5090.log",
