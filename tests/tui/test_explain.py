@@ -148,6 +148,20 @@ def test_print_config_alone_table(capsys):
     assert len(errors) == len(CASES)
 
 
+def test_vision_language_checkpoint_counts_its_tower_only_with_the_full_config():
+    log = str(LOGS / "club3090_612_v0.24.0_qwen36-35b-a3b-nvfp4_rtx5090.log")
+    config = "tests/data/vllm_logs/configs/Qwen3.5-35B-A3B.json"
+    full = explain_json(log, "--model", config, "--gpu", "rtx5090")
+    terms = {t["name"]: t for t in full["terms"]}
+    assert "vision tower 893,142,496 B" in terms["weights"]["source"]
+    assert "encoder profile: 1 dummy image(s) of 16,384 tokens" in terms["activation peak"]["source"]
+    assert not any("only the text decoder" in n for n in full["notes"])
+    # the catalog keeps the text decoder only: the tower is left out, and the output says so
+    text_only = explain_json(log, "--model", "qwen3.5-35b-a3b", "--gpu", "rtx5090")
+    assert any("the catalog keeps the text decoder only" in n for n in text_only["notes"])
+    assert text_only["rows"]["kv_pool"]["predicted"] > full["rows"]["kv_pool"]["predicted"] + 2
+
+
 def test_text_output_starts_with_the_worksheet_and_lists_every_row():
     done = explain(str(LOGS / "myoceane_v0.19.0_gpt-oss-20b_a100.log"), "--gpu", "a100-80gb")
     assert done.returncode == 0, done.stderr
