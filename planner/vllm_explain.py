@@ -355,7 +355,13 @@ def explain(
         rows=rows,
         pool=pool,
         worksheet=worksheet,
-        notes=(*notes, *spec.assumptions),
+        notes=(
+            *notes,
+            *(
+                # the planner's "only the text decoder is counted": explain adds the vision tower itself
+                a for a in spec.assumptions if not (tower is not None and a.startswith("multimodal config ("))
+            ),
+        ),
         stage=log.stage,
     )
 

@@ -96,8 +96,9 @@ CASES = (
          "not derived: 2.31 GiB more than predicted is used. The fused-MoE buffers are now derived "
          "(v0.10.0 fused_experts: cache13/cache2 and the fp8 inputs, 0.79 GiB at 8,192 tokens x "
          "top-8) but stay below the sampler's peak (1,024 rows), so the activation is unchanged; the "
-         "LMCache connector's GPU buffer (need_gpu_interm_buffer: on when not PD) is torch memory "
-         "allocated before the profile, which vLLM does not count; the post (2025-07-22) states neither "
+         "LMCache connector's GPU buffer (need_gpu_interm_buffer: on when not PD, in LMCache's current "
+         "source; its July 2025 source was not found) would be torch memory allocated before the "
+         "profile, which vLLM 0.10's memory_profiling does not count; the post (2025-07-22) states neither "
          "the version (0.10.0 assumed; 0.9.2 gives the same prediction), the GPU (H100 80GB assumed) nor "
          "gpu_memory_utilization (0.9 assumed)"),
     Case("club3090_612_v0.24.0_qwen36-35b-a3b-nvfp4_rtx5090.log",
@@ -157,6 +158,20 @@ def test_print_config_alone_table(capsys):
     with capsys.disabled():
         print("\n" + "\n".join(rows))
     assert len(errors) == len(CASES)
+
+
+def test_vision_language_checkpoint_counts_its_tower_only_with_the_full_config():
+    log = str(LOGS / "club3090_612_v0.24.0_qwen36-35b-a3b-nvfp4_rtx5090.log")
+    config = "tests/data/vllm_logs/configs/Qwen3.5-35B-A3B.json"
+    full = explain_json(log, "--model", config, "--gpu", "rtx5090")
+    terms = {t["name"]: t for t in full["terms"]}
+    assert "vision tower 893,142,496 B" in terms["weights"]["source"]
+    assert "encoder profile: 1 dummy image(s) of 16,384 tokens" in terms["activation peak"]["source"]
+    assert not any("only the text decoder" in n for n in full["notes"])
+    # the catalog keeps the text decoder only: the tower is left out, and the output says so
+    text_only = explain_json(log, "--model", "qwen3.5-35b-a3b", "--gpu", "rtx5090")
+    assert any("the catalog keeps the text decoder only" in n for n in text_only["notes"])
+    assert text_only["rows"]["kv_pool"]["predicted"] > full["rows"]["kv_pool"]["predicted"] + 2
 
 
 def test_text_output_starts_with_the_worksheet_and_lists_every_row():
