@@ -456,6 +456,8 @@ def _pool_cause(pool_row: Row, rows: list[Row]) -> Row:
             if r.predicted and r.key != "requested":
                 unseen.append(terms[r.key])
             continue
+        if r.key == "cudagraphs" and r.cause.startswith("logged as an estimate only"):
+            continue  # the version logs the estimate but does not take it from the pool
         diff = r.predicted - r.logged
         if abs(diff) > 0.005:
             # a term predicted larger takes from the pool; the budget gives to it
@@ -517,6 +519,12 @@ def _cause(key: str, fig: Figure, value: float, pool: VLLMPool, ver, engine: str
             "size from typical logs"
         )
     if key == "cudagraphs":
+        if pool.cudagraph_bytes == 0:
+            return (
+                "logged as an estimate only: this vLLM does not deduct it before the pool "
+                "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS off by default before 0.20), so it is not in the "
+                "pool"
+            )
         return "graph estimate: PREDICTED as 24 MiB per captured size; vLLM measures two and extrapolates"
     if key == "kv_pool":
         return "the terms above (pool = requested - weights - activation - non-torch - graphs)"

@@ -22,7 +22,10 @@ The wordings come from vLLM's sources (file names as they appear in the logs' he
 - V1: gpu_model_runner "Model loading took W GiB", gpu_worker "Available KV cache memory: K GiB",
   kv_cache_utils "GPU KV cache size: N tokens" / "# GPU blocks: B" (0.7), "Maximum concurrency ...",
   0.18+ "Estimated CUDA graph memory: G GiB total", 0.27+ "Free memory on device (f/T GiB) on startup.
-  Desired GPU memory utilization is (u, R GiB)".
+  Desired GPU memory utilization is (u, R GiB)"; 0.11 - 0.26 (DEBUG from 0.19) the same summary with "Actual
+  usage is W GiB for weight, A GiB for peak activation, N GiB for non-torch memory, and G GiB for CUDAGraph
+  memory", and at DEBUG "Memory profiling takes S seconds. Total non KV cache memory: T GiB; torch peak memory
+  increase: A GiB; non-torch forward increase memory: N GiB; weights memory: W GiB".
 """
 
 from __future__ import annotations
@@ -292,6 +295,14 @@ _FIGURES: tuple[tuple[re.Pattern[str], tuple[tuple[str, str], ...]], ...] = (
                 rf"{_NUM} GiB for peak "
                 rf"activation, and {_NUM} GiB for CUDAGraph memory"),
      (("consumed", "GiB"), ("activation", "GiB"), ("cudagraph_actual", "GiB"))),
+    # 0.11 - 0.26: the same summary with the weights and non-torch apart (gpu_worker.py, DEBUG from 0.19)
+    (re.compile(rf"Actual usage is {_NUM} GiB for weight, {_NUM} GiB for peak activation, {_NUM} GiB for "
+                rf"non-torch memory, and {_NUM} GiB for CUDAGraph memory"),
+     (("weights", "GiB"), ("activation", "GiB"), ("non_torch", "GiB"), ("cudagraph_actual", "GiB"))),
+    # V1 0.10+ at DEBUG (MemoryProfilingResult.__repr__, gpu_worker.py): the profile's own breakdown
+    (re.compile(rf"Total non KV cache memory: {_NUM} ?GiB; torch peak memory increase: {_NUM} ?GiB; "
+                rf"non-torch forward increase memory: {_NUM} ?GiB; weights memory: {_NUM} ?GiB"),
+     (("non_kv", "GiB"), ("activation", "GiB"), ("non_torch", "GiB"), ("weights", "GiB"))),
     (re.compile(rf"CUDA graph pool memory: {_NUM} GiB \(actual\), {_NUM} GiB \(estimated\)"),
      (("cudagraph_actual", "GiB"), ("cudagraph_estimate", "GiB"))),
     (re.compile(rf"Graph capturing finished in \d+ secs?, took {_NUM} GiB"), (("cudagraph_actual", "GiB"),)),

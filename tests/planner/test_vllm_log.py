@@ -99,6 +99,42 @@ def test_v1_graph_estimate_and_tp_workers():
     assert hybrid.first("kv_pool").rank == "EngineCore"
 
 
+def test_v019_debug_breakdown_and_summary_per_rank_and_stage():
+    """vLLM 0.19.0 at DEBUG (llm-d-planner's H100 sweep): the profile's own breakdown ("Total non KV cache
+    memory: ..; torch peak memory increase: ..; non-torch forward increase memory: ..; weights memory: ..")
+    and the post-capture summary in its pre-0.27 wording ("Actual usage is W GiB for weight, A GiB for peak
+    activation, N GiB for non-torch memory, and G GiB for CUDAGraph memory")."""
+    one = read("llmdplanner_v0.19.0_h100_llama31-8b_tp1.log")
+    assert one.version == "0.19.0" and one.engine == "V1" and one.stage == "ready"
+    assert one.model == "meta-llama/Llama-3.1-8B-Instruct" and one.setting("max_seq_len") == "8192"
+    assert values(one, "non_kv") == [("17.12", 19, "EngineCore")]
+    assert values(one, "activation") == [("1.89", 19, "EngineCore"), ("1.89", 25, "EngineCore")]
+    assert values(one, "non_torch") == [("0.25", 19, "EngineCore"), ("0.25", 25, "EngineCore")]
+    assert values(one, "weights") == [("14.99", 12, "EngineCore"), ("14.99", 19, "EngineCore"),
+                                      ("14.99", 25, "EngineCore")]  # fmt: skip
+    assert values(one, "kv_pool") == [("58.11", 20, "EngineCore")]
+    assert values(one, "cudagraph_estimate") == [("0.84", 16, "EngineCore"), ("0.84", 24, "EngineCore")]
+    assert values(one, "cudagraph_actual") == [("0.91", 23, "EngineCore"), ("0.91", 24, "EngineCore"),
+                                               ("0.91", 25, "EngineCore")]  # fmt: skip
+    assert values(one, "total") == [("79.19", 25, "EngineCore")]
+    assert values(one, "requested") == [("75.23", 25, "EngineCore")]
+    assert values(one, "kv_tokens") == [("476,016", 21, "EngineCore")]
+    two = read("llmdplanner_v0.19.0_h100_llama31-8b_tp2.log")
+    assert two.setting("tensor_parallel_size") == "2"
+    assert values(two, "non_torch") == [("2.07", 25, "Worker_TP1"), ("2.07", 28, "Worker_TP0"),
+                                        ("2.07", 34, "Worker_TP0"), ("2.07", 36, "Worker_TP1")]  # fmt: skip
+    assert values(two, "kv_pool") == [("63.76", 29, "Worker_TP0")]
+    stages = read("llmdplanner_v0.19.0_h100_llama31-8b_pp2.log")
+    assert stages.setting("pipeline_parallel_size") == "2"
+    assert values(stages, "activation") == [
+        ("1.1", 21, "Worker_PP0"), ("2.01", 29, "Worker_PP1"), ("2.01", 33, "Worker_PP1"),
+        ("1.1", 36, "Worker_PP0"),
+    ]  # fmt: skip
+    assert values(stages, "non_kv") == [("8.69", 21, "Worker_PP0"), ("9.6", 29, "Worker_PP1")]
+    assert values(stages, "kv_pool") == [("66.54", 22, "Worker_PP0")]  # stage 1 does not log its pool
+    assert values(stages, "kv_tokens") == [("1,075,312", 30, "EngineCore")]
+
+
 def test_journald_and_compose_prefixes_banner_and_args():
     log = read("onecat237_journald_v100x4.log")
     assert values(log, "kv_pool") == [("5.35", 1, "Worker_TP0")]

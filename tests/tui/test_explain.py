@@ -46,6 +46,9 @@ def explain_json(*args: str) -> dict:
     return json.loads(done.stdout)
 
 
+V19 = "llmdplanner_v0.19.0_h100_"  # llm-d-planner's vLLM 0.19.0 sweep on H100s (SOURCES.md)
+
+
 @dataclass(frozen=True)
 class Case:
     log: str
@@ -121,6 +124,36 @@ CASES = (
          ("--model", "tests/data/vllm_logs/configs/Qwen3.5-35B-A3B.json", "--gpu", "rtx5090"),
          "0.24.0", "kv_pool", -0.0633,
          "a second run of the club-3090 #612 setup (same prediction, 6.01 GiB logged): the same causes"),
+    # llm-d-planner's measured sweep: full vLLM 0.19.0 logs on one H100 80GB (79.19 GiB) at DEBUG, so the
+    # profile's own breakdown is logged; the checkpoints' shapes are the catalog's (Instruct = base shapes)
+    Case(V19 + "llama31-8b_tp1.log", ("--model", "llama-3.1-8b"), "0.19.0", "kv_pool", -0.0460,
+         "weights -0.2% and the graph estimate rightly left out (0.19.0 logs it, does not deduct it); the "
+         "miss is the activation: 4.73 GiB PREDICTED (eager decoder layer over 8,192 tokens, then the "
+         "sampler over 1,024 rows of a 128,256 vocabulary, the rule read in 0.11's source) against 1.89 "
+         "logged - 0.19's compiled profile run peaks 2.5x lower; non-torch 0.25 logged vs the 0.10 constant"),
+    Case(V19 + "llama31-8b_tp2.log", ("--model", "llama-3.1-8b"), "0.19.0", "kv_pool", -0.0156,
+         "within 3% only because two misses cancel: activation +2.84 GiB (as at TP=1) and non-torch "
+         "-1.82 GiB (2.07 GiB logged per rank at TP=2 - NCCL / custom all-reduce buffers - against the "
+         "0.25 EMPIRICAL constant taken from 0.8-era TP/PP logs)"),
+    Case(V19 + "llama31-8b_pp2.log", ("--model", "llama-3.1-8b"), "0.19.0", "kv_tokens", -0.0455,
+         "compared on tokens: only stage 0 logs its pool (66.54 GiB) while the token count follows the last "
+         "stage's smaller one (75.23 - 7.51 - 2.01 - 0.07 = 65.64 GiB); that stage's activation 2.01 logged "
+         "vs 4.86 PREDICTED (forward + sampler), non-torch 0.07 logged vs 0.25"),
+    Case(V19 + "qwen25-7b_tp1.log", ("--model", "qwen2.5-7b"), "0.19.0", "kv_pool", -0.0542,
+         "activation 5.59 GiB PREDICTED (the Qwen2 MLP keeps gate_up alive; sampler over a 152,064 "
+         "vocabulary) vs 2.21 logged, as for Llama; non-torch 0.24 logged vs 0.10"),
+    Case(V19 + "qwen3-8b_tp1.log", ("--model", "qwen3-8b"), "0.19.0", "kv_pool", -0.0560,
+         "the same as Qwen2.5-7B: activation 5.59 PREDICTED vs 2.21 logged, non-torch 0.25 vs 0.10"),
+    Case(V19 + "gemma2-9b_tp1.log", ("--model", "gemma-2-9b"), "0.19.0", "kv_pool", -0.1027,
+         "activation 9.35 GiB PREDICTED vs 3.65 logged (Gemma-2's 256,000-row vocabulary makes the sampler "
+         "term the largest of these logs); the pages hold: 2 KV-cache groups (sliding window + global), "
+         "tokens per pool GiB predicted 3,121 vs logged 3,120"),
+    Case(V19 + "phi4_tp1.log", ("--model", "phi-4"), "0.19.0", "kv_pool", -0.0433,
+         "activation 3.74 GiB PREDICTED vs 1.52 logged, non-torch 0.25 vs 0.10; weights -0.3%"),
+    Case(V19 + "qwen25-72b_tp2.log", ("--model", "qwen2.5-72b"), "0.19.0", "kv_pool", -0.4765,
+         "the same two misses as the other 0.19.0 logs (activation +3.38 GiB, non-torch -1.84 GiB at TP=2) "
+         "on a pool of only 3.04 GiB: 72B in bf16 over two H100s leaves 4% of the budget to the KV cache, "
+         "so a 1.45 GiB miss is -48%"),
 )  # fmt: skip
 
 
@@ -141,16 +174,17 @@ def test_config_alone_prediction_against_real_logs(case):
 
 
 def test_print_config_alone_table(capsys):
-    rows = [f"{'log':<58}{'vLLM':>8}{'row':>11}{'logged':>10}{'PREDICTED':>11}{'error':>9}"]
+    rows = [f"{'log':<58}{'vLLM':>8}{'row':>11}{'logged':>12}{'PREDICTED':>12}{'error':>9}"]
     errors = []
     for case in CASES:
         out = explain_json(str(LOGS / case.log), *case.args)
         row = out["rows"][case.row]
         error = row["predicted"] / row["logged"] - 1
         errors.append(abs(error))
+        digits = 0 if case.row in ("num_blocks", "kv_tokens") else 2
         rows.append(
-            f"{case.log:<58}{case.version:>8}{case.row:>11}{row['logged']:>10,.2f}{row['predicted']:>11,.2f}"
-            f"{error:>+9.1%}"
+            f"{case.log:<58}{case.version:>8}{case.row:>11}{row['logged']:>12,.{digits}f}"
+            f"{row['predicted']:>12,.{digits}f}{error:>+9.1%}"
         )
     rows.append(
         f"median |error| {statistics.median(errors):.1%}, worst {max(errors):.1%}, {len(errors)} logs"
