@@ -45,6 +45,7 @@ from tui.screens.view_model import (
     plan_sources,
     pools,
     process_rows,
+    run_scope,
     vllm_line,
     vllm_log_line,
 )
@@ -208,6 +209,7 @@ class MemsightApp(App[int]):
         self.plan_explicit = frozenset(plan_explicit)
         self.plan_choices = PlanChoices(tuple(catalog_names()), tuple(weight_formats()), KV_DTYPES)
         self.state: MonitorState | None = None
+        self.scoped_state: MonitorState | None = None  # state with only this run's agents (memsight run)
         self.origin_t: float | None = None
         self.live_view: LiveView | None = None
         self.plan_view: PlanView | None = None
@@ -404,18 +406,22 @@ class MemsightApp(App[int]):
         if self.origin_t is None:
             self.origin_t = time_origin(state)
         self.gpu_roof, self.gpu_roof_missing = gpu_roof_for(state)
-        result = self._plans(state)
-        self.plan_view = result.view
         own = own_pids(state)
         if self.child is not None:  # memsight run: the command and its own agents, not other runs' agents
             own = self.child.family(own)
+        # the bars and their plans: under memsight run, the command's own agents only
+        self.scoped_state = run_scope(state, own) if self.child is not None else state
+        result = self._plans(self.scoped_state)
+        self.plan_view = result.view
         self.process_rows = process_rows(state, self.thresholds, own)
         self.process_status = process_status(state)
         child_fields = self._child_fields()
         self.live_view = LiveView(
             status=self._replay_status() if self.replaying else live_status(state, self.source_label),
             comparisons=ended_comparisons(
-                bucket_comparisons(state, result.live_plans, result.live_errors, result.sources),
+                bucket_comparisons(
+                    self.scoped_state, result.live_plans, result.live_errors, result.sources
+                ),
                 child_fields.get("ended", ""),
             ),
             headroom=headroom(state, self.thresholds),
@@ -533,13 +539,14 @@ class MemsightApp(App[int]):
         except ValueError as exc:  # our own parse errors and PlannerError (a ValueError) alike
             self.plan_error = str(exc)
         if self.state is not None:
-            result = self._plans(self.state, force=True)
+            scoped = self.scoped_state or self.state
+            result = self._plans(scoped, force=True)
             self.plan_view = result.view
             if self.live_view is not None:
                 self.live_view = replace(
                     self.live_view,
                     comparisons=bucket_comparisons(
-                        self.state, result.live_plans, result.live_errors, result.sources
+                        scoped, result.live_plans, result.live_errors, result.sources
                     ),
                 )
             self._push_to_screen()

@@ -286,6 +286,17 @@ def headroom(state: MonitorState, thresholds: AlertOptions) -> HeadroomData:
     )
 
 
+def run_scope(state: MonitorState, own: frozenset[int]) -> MonitorState:
+    """The state as `memsight run`'s bars and plans see it: only the command's own agents (`own`, from
+    RunChild.family). Other agents in the same directory (another run's) drop out of the measured buckets,
+    so what they hold is drawn with "other procs / OS" (their processes stay listed as processes)."""
+    buckets = tuple(b for b in state.buckets if b.pid in own)
+    agents = tuple(a for a in state.agents if a.pid in own)
+    if len(buckets) == len(state.buckets) and len(agents) == len(state.agents):
+        return state
+    return replace(state, buckets=buckets, agents=agents)
+
+
 def own_pids(state: MonitorState) -> frozenset[int]:
     """The experiments' processes: every agent's (under `memsight run` the app keeps only the command's own,
     tui/cmd_run.py RunChild.family)."""
