@@ -198,28 +198,34 @@ def parse_csv(text: str) -> SmiReport:
     header = [re.sub(r"\s*\[.*?\]\s*$", "", h.strip()) for h in lines[0].split(",")]
     devices = []
     for row_index, line in enumerate(lines[1:]):
-        cells = dict(zip(header, (c.strip() for c in line.split(",")), strict=False))
-
-        def mib(key: str, cells: dict[str, str] = cells) -> int | None:
-            cell = cells.get(key)
-            return None if cell is None or _not_supported(cell) else int(float(cell.split()[0])) * MiB
-
-        memory_cells = [cells[k] for k in ("memory.total", "memory.used", "memory.free") if k in cells]
-        util = cells.get("utilization.gpu")
-        devices.append(
-            SmiDevice(
-                index=int(cells.get("index", row_index)),
-                name=cells.get("name", f"GPU {row_index}"),
-                uuid=cells.get("uuid"),
-                total=mib("memory.total"),
-                used=mib("memory.used"),
-                free=mib("memory.free"),
-                memory_not_supported=any(_not_supported(c) for c in memory_cells),
-                utilization=None if util is None or _not_supported(util) else float(util.split()[0]),
-                utilization_not_supported=util is not None and _not_supported(util),
-            )
-        )
+        try:
+            devices.append(_csv_device(header, line, row_index))
+        except (ValueError, IndexError) as exc:
+            row = f"nvidia-smi CSV row {row_index + 1} ({line.strip()[:80]!r})"
+            raise CollectorError(f"{row}: {exc}") from exc
     return SmiReport(driver_version=None, devices=tuple(devices), processes=(), processes_listed=False)
+
+
+def _csv_device(header: list[str], line: str, row_index: int) -> SmiDevice:
+    cells = dict(zip(header, (c.strip() for c in line.split(",")), strict=False))
+
+    def mib(key: str) -> int | None:
+        cell = cells.get(key)
+        return None if cell is None or _not_supported(cell) else int(float(cell.split()[0])) * MiB
+
+    memory_cells = [cells[k] for k in ("memory.total", "memory.used", "memory.free") if k in cells]
+    util = cells.get("utilization.gpu")
+    return SmiDevice(
+        index=int(cells.get("index", row_index)),
+        name=cells.get("name", f"GPU {row_index}"),
+        uuid=cells.get("uuid"),
+        total=mib("memory.total"),
+        used=mib("memory.used"),
+        free=mib("memory.free"),
+        memory_not_supported=any(_not_supported(c) for c in memory_cells),
+        utilization=None if util is None or _not_supported(util) else float(util.split()[0]),
+        utilization_not_supported=util is not None and _not_supported(util),
+    )
 
 
 def parse_nvml_probe(text: str) -> SmiReport:

@@ -27,6 +27,7 @@ from planner.params import count_params
 from planner.spec import LayerSpec, ModelSpec
 from planner.topology import Topology, make_topology, stage_weight_bytes
 from planner.units import GiB, canonical_dtype, dtype_bytes
+from planner.vllm_moe import fused_moe_forward_bytes
 
 # The versions whose sdists the reference file was read from (section "Sources").
 READ_VERSIONS: tuple[str, ...] = (
@@ -415,10 +416,15 @@ def profile_activation(
     elif fmt in ("awq", "gptq"):
         terms.append(f"{fmt} below sm 80 uses non-Marlin kernels whose temporaries are not modelled")
     if spec.num_experts:
-        terms.append(
-            "MoE layers: counted with the dense-equivalent width (experts per token x expert width + "
-            "shared); the fused-MoE workspaces are not derived"
-        )
+        moe_peak = fused_moe_forward_bytes(spec, n, tp=tp, fmt=fmt, activation_bytes=a)
+        if moe_peak is None:
+            terms.append(
+                "MoE layers: counted with the dense-equivalent width (experts per token x expert width + "
+                f"shared); the {fmt} expert kernels' buffers are not derived"
+            )
+        else:  # planner.vllm_moe: the Triton fused_experts buffers
+            terms.extend(moe_peak.terms)
+            forward = max(forward, moe_peak.peak_bytes)
     if engine == "V1":
         terms.append(
             "V1 compiles the model (torch.compile/inductor frees each buffer after its last use), so its "

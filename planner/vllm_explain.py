@@ -28,7 +28,15 @@ from planner.vllm import (
     predicted_non_torch,
     vllm_pool,
 )
+from planner.vllm_encoder import (
+    encoder_profile,
+    full_config,
+    images_per_prompt,
+    vision_tower,
+    vision_weight_bytes,
+)
 from planner.vllm_log import STAGE_WORDS, Figure, VLLMLog
+from planner.vllm_moe import vllm_weight_extras
 
 # stable keys of the rows, in the order they are printed
 ROW_KEYS = (
@@ -242,6 +250,10 @@ def explain(
     world = tp * pp
     non_torch = predicted_non_torch(ver_text, engine, world)
 
+    weights_per_stage: list[int] | None = None
+    activation_given: int | None = None  # set when the profile run has more than the decoder (an encoder)
+    activation_notes: list[str] = []
+
     def pool_with(max_num_seqs, max_num_batched_tokens, cudagraph_bytes):
         return vllm_pool(
             spec,
@@ -251,6 +263,8 @@ def explain(
             total_bytes=total_bytes,
             gpu_memory_utilization=util,
             weight_format=fmt,
+            weights_bytes=weights_per_stage,
+            activation_bytes=activation_given,
             non_torch_bytes=non_torch.bytes,
             kv_dtype="auto" if kv_dtype in ("auto", "None") else kv_dtype,
             tp=tp,
@@ -266,6 +280,54 @@ def explain(
     # The graph estimate needs the pool's resolved max_num_seqs, so the pool is sized once without graphs,
     # then again with them deducted.
     pool = pool_with(int(float(mns)) if mns else None, int(float(mnbt)) if mnbt else None, 0)
+    # What vLLM holds beyond the checkpoint's tensors (padded MoE experts, ...), per pipeline stage.
+    extra_weights, weight_notes = vllm_weight_extras(
+        spec, fmt or spec.default_format, ver, device.capability if device else None, tp, pp
+    )
+    # A vision-language checkpoint: the vision tower's weights (first stage) and its profile run.
+    encoder = None
+    raw_config = full_config(model_id)
+    tower = vision_tower(raw_config or {})
+    if tower is not None:
+        images, images_why = images_per_prompt(setting("limit_mm_per_prompt")[0])
+        chunked = (setting("enable_chunked_prefill")[0] or "True").strip() not in ("False", "false", "0")
+        tower_bytes = vision_weight_bytes(tower)
+        extra_weights[0] += tower_bytes
+        weight_notes.append(
+            f"+ vision tower {tower_bytes:,} B in bf16 ({tower.depth} blocks of {tower.hidden}; "
+            "v0.24.0:vllm/model_executor/models/qwen3_vl.py:348-560; the published quantized checkpoints of "
+            "this family keep it unquantized)"
+        )
+        if images:
+            encoder = encoder_profile(
+                tower,
+                max_num_batched_tokens=pool.max_num_batched_tokens,
+                max_num_seqs=pool.max_num_seqs,
+                images_per_prompt=images,
+                max_model_len=mml,
+                chunked_prefill=chunked,
+            )
+            activation_notes.extend((images_why, *encoder.terms))
+    elif raw_config is None and setting("limit_mm_per_prompt")[0]:
+        notes.append(
+            "a multimodal run (limit_mm_per_prompt) of a catalog model: the catalog keeps the text decoder "
+            "only, so the vision tower and its profile run are left out; give --model CONFIG.json"
+        )
+    if any(extra_weights):
+        stage_weights = {r.pp_stage: r.weights_bytes for r in pool.ranks}
+        weights_per_stage = [stage_weights[s] + extra_weights[s] for s in range(pp)]
+        pool = pool_with(pool.max_num_seqs, pool.max_num_batched_tokens, 0)
+    if encoder is not None:
+        decoder = pool.activation_bytes
+        kept = pool.activation_profile.kept_bytes if pool.activation_profile else 0
+        activation_given = max(encoder.peak_bytes + kept, decoder + encoder.output_bytes)
+        activation_notes.append(
+            f"profile run peak = max(encoder {encoder.peak_bytes:,} + kept {kept:,}, decoder {decoder:,} + "
+            f"encoder outputs {encoder.output_bytes:,}) = {activation_given:,} B "
+            "(v0.24.0:vllm/v1/worker/gpu_model_runner.py:6239-6312: the encoder runs first, its outputs stay "
+            "in the encoder cache during the decoder's dummy run)"
+        )
+        pool = pool_with(pool.max_num_seqs, pool.max_num_batched_tokens, 0)
     graphs = predicted_cudagraphs(ver_text, engine, pool.max_num_seqs, enforce_eager=enforce_eager)
     if graphs.bytes:
         pool = pool_with(pool.max_num_seqs, pool.max_num_batched_tokens, graphs.bytes)
@@ -273,9 +335,9 @@ def explain(
         Term("device total", total_bytes, total_how, total_source),
         Term("requested", pool.requested_bytes or 0, "PREDICTED", f"device total x {util:g} (a.1)"),
         Term("weights", pool.weights_bytes, "PREDICTED",
-             f"planner.formats.weight_bytes: {fmt or spec.default_format}"),
+             "; ".join((f"planner.formats.weight_bytes: {fmt or spec.default_format}", *weight_notes))),
         Term("activation peak", pool.activation_bytes, "PREDICTED",
-             "planner.vllm.profile_activation (vLLM's profile run)"),
+             "; ".join(("planner.vllm.profile_activation (vLLM's profile run)", *activation_notes))),
         non_torch,
         graphs,
         Term("KV pool", pool.pool_bytes, "PREDICTED",
@@ -418,7 +480,10 @@ def _cause(key: str, fig: Figure, value: float, pool: VLLMPool, ver, engine: str
                 "(Unsloth's dynamic 4-bit llm_int8_skip_modules)"
             )
         if fmt == "mxfp4":
-            return "MXFP4 experts: vLLM's kernel for this GPU pads/repacks them (and keeps attention in bf16)"
+            return (
+                "MXFP4 experts padded as vLLM's kernel for this GPU creates them (see the weights term); the "
+                "rest: buffers vLLM adds (rotary cos/sin cache) and rounding"
+            )
         if tp > 1:
             return (
                 "per rank: the planner splits vocab/replicated tensors as vLLM's parallel layers do, rounding"

@@ -194,6 +194,8 @@ def _config_pairs(text: str) -> dict[str, str]:
             elif ch == "," and depth <= 0:
                 break
             k += 1
+        if quote or depth > 0:
+            break  # the line was cut inside this value (a pasted excerpt): keep only the whole values
         value = text[j:k].strip()
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
             value = value[1:-1]

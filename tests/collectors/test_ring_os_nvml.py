@@ -209,3 +209,20 @@ def test_not_nvidia_smi_is_a_clear_error(bad):
 
     with pytest.raises(CollectorError):
         parse(bad)
+
+
+@pytest.mark.parametrize(
+    ("csv", "names"),
+    [
+        ("index, name, memory.total [MiB]\nabc, NVIDIA GB10, 1024 MiB\n", "row 1"),
+        ("index, memory.total [MiB], memory.used [MiB]\n0, 81559 MiB, lots\n", "'lots'"),
+        ("index, memory.total [MiB]\n0, 81559 MiB\n1, \n", "row 2"),
+    ],
+)
+def test_damaged_csv_is_a_clear_error_naming_the_row(csv, names):
+    """A cut or edited `--format=csv` capture: one CollectorError naming the row, never a bare ValueError."""
+    from collectors.errors import CollectorError
+
+    with pytest.raises(CollectorError, match="nvidia-smi CSV row") as caught:
+        parse(csv)
+    assert names in str(caught.value)

@@ -118,6 +118,15 @@ def test_config_line_with_nested_values():
     assert log.setting("kv_cache_dtype") == "auto" and log.setting("quantization") is None
 
 
+def test_a_config_line_cut_inside_a_value_keeps_the_args_model():
+    # the post stops inside "model='~/.cache/huggin": the cut value is dropped, the non-default args
+    # name the model
+    log = read("club3090_652_v0.24.0_qwen36-35b-a3b-nvfp4_rtx5090.log")
+    assert log.version == "0.24.0" and "model" not in log.config
+    assert log.model == "~/.cache/huggingface/qwen3.6-35b-a3b-nvfp4"
+    assert log.first("kv_pool").value == 6.01 and log.first("kv_tokens").value == 569_878
+
+
 def test_startup_refusal_and_zero_blocks():
     refused = read("kvcached29_v0.9.2_free_memory_error.log")
     assert refused.is_vllm and refused.stage == "start" and refused.error_line == 3
