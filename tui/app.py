@@ -199,6 +199,7 @@ class MemsightApp(App[int]):
         child: ChildLike | None = None,
         exit_with_child: bool = False,
         plan_explicit: frozenset[str] = frozenset(),
+        vllm_hints: dict[str, str | None] | None = None,
     ) -> None:
         super().__init__()
         if refresh_hz <= 0:
@@ -241,6 +242,8 @@ class MemsightApp(App[int]):
         self._log_tail = LogTail(child.log_path) if child is not None and child.log_path else None
         # vLLM's own numbers, read from the same log as it streams (collectors/vllm_log_follow.py)
         self._vllm_follow = VLLMLogFollower(child.log_path) if child is not None and child.log_path else None
+        # memsight run --vllm-version / --vllm-gpu: what a vLLM log may not say, for vLLM's plan
+        self.vllm_hints = {k: v for k, v in (vllm_hints or {}).items() if v}
         self._vllm_plan: tuple[tuple, VLLMPlan] | None = None  # (inputs key, vLLM's plan for them)
         self._base_comparisons: tuple = ()  # the bucket comparisons before the vLLM process's is put in
         self._child_key: tuple | None = None
@@ -510,9 +513,10 @@ class MemsightApp(App[int]):
         model, given = vllm_given(self.plan_inputs, self.plan_explicit)
         key = (log.model, log.version, log.engine, tuple(sorted(log.args.items(), key=str)),
                tuple(log.config.items()), *(log.figures.get(n) for n in PLAN_FIGURES),
-               total, model, tuple(given.items()))  # fmt: skip
+               total, model, tuple(given.items()), tuple(self.vllm_hints.items()))  # fmt: skip
         if self._vllm_plan is None or self._vllm_plan[0] != key:
-            self._vllm_plan = (key, vllm_plan(log, total_bytes=total, model=model, given=given))
+            self._vllm_plan = (key, vllm_plan(log, total_bytes=total, model=model, given=given,
+                                              **self.vllm_hints))  # fmt: skip
         nvml_bytes = None
         if nvml is not None and nvml.available:
             by_pid = gpu_bytes_by_pid(nvml)
@@ -808,6 +812,7 @@ def run_app(
     exit_with_child: bool = False,
     app_ready: Any = None,
     plan_explicit: frozenset[str] = frozenset(),
+    vllm_hints: dict[str, str | None] | None = None,
 ) -> int:
     """Open the app on `monitor` (a live Monitor of this machine when None) until the user quits.
 
@@ -834,6 +839,7 @@ def run_app(
         child=child,
         exit_with_child=exit_with_child,
         plan_explicit=plan_explicit,
+        vllm_hints=vllm_hints,
     )
     if app_ready is not None:
         app_ready(app)

@@ -59,6 +59,17 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         help="do not track the models and KV caches transformers builds (sets MEMSIGHT_AUTOTRACK=0 for CMD); "
         "agent.track_model / track_kv in the script still work",
     )
+    parser.add_argument(
+        "--vllm-version",
+        metavar="V",
+        help="a vLLM CMD: its version, for vLLM's plan on the Live screen when its log does not say it",
+    )
+    parser.add_argument(
+        "--vllm-gpu",
+        metavar="NAME",
+        help="a vLLM CMD: the GPU whose recorded mem_get_info total its plan uses when NVML is not here and "
+        "the log states none (the names `memsight explain --gpu` knows)",
+    )
     add_export_arguments(parser)
     add_display_arguments(parser)
     parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the command to run")
@@ -353,6 +364,7 @@ def _run(args: argparse.Namespace, cmd: list[str], headless: bool, record: str |
                     source_label=f"pid {child.pid}",
                     manage_monitor=False,
                     child=run_child,
+                    vllm_hints={"version": args.vllm_version, "gpu": args.vllm_gpu},
                     exit_with_child=args.exit_with_child,
                     app_ready=ready,
                     **display_options(config),

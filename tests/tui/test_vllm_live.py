@@ -233,3 +233,25 @@ async def test_an_agent_and_the_log_each_give_their_buckets_once_with_the_pool_u
         "KV pool 53.29 GiB (vLLM's log) · in use 87.5% ≈ 46.63 GiB, 380,142 of 434,448 tokens (/metrics) · "
         "running 7 / waiting 3 · preemptions 12"
     )
+
+
+async def test_what_the_log_does_not_say_comes_from_memsight_run_flags(tmp_path):
+    from planner.vllm_explain import explain  # noqa: PLC0415
+
+    name = "pr10511_v0.6.5dev_llama3-8b_h100_tp1.log"  # names no version; its model is not in the cache
+    config = str(LOGS / "configs" / "Meta-Llama-3-8B.json")
+    inputs = replace(MemsightApp(FixedMonitor(two_rank_state())).plan_inputs, model=config)
+    explicit = frozenset({"model"})
+    _, app = await _live_line(tmp_path, name, nvml_gib=None, plan_inputs=inputs, plan_explicit=explicit,
+                              vllm_hints={"version": "0.6.5"})  # fmt: skip
+    c = _vllm_comparison(app)
+    log = parse_log((LOGS / name).read_text(encoding="utf-8"))
+    pool = explain(log, model=config, version="0.6.5", total_bytes=app.state.nvml.devices[0].total).pool
+    assert c.planned_bytes("kv") == pool.pool_bytes and c.planned_bytes("weights") == pool.weights_bytes
+    assert c.plan_label.startswith("vLLM 0.6.5 V0: Meta-Llama-3-8B.json, bf16, max_model_len ")
+    provenance = next(n for n in c.notes if n.startswith("plan follows vLLM's log: "))
+    assert "vLLM version 0.6.5 (given: flag)" in provenance
+    # without the flag, the screen names memsight run's flag (not `memsight explain`'s)
+    _, app = await _live_line(tmp_path, name, nvml_gib=None, plan_inputs=inputs,
+                              plan_explicit=frozenset({"model"}))  # fmt: skip
+    assert "give memsight run --vllm-version" in _vllm_comparison(app).plan_label

@@ -677,18 +677,31 @@ def vllm_given(inputs: PlanInputs, explicit: frozenset[str]) -> tuple[str | None
     return (inputs.model if "model" in explicit else None), given
 
 
-def vllm_plan(log, *, total_bytes: int | None, model: str | None, given: dict[str, str]) -> VLLMPlan:
-    """vLLM's own model of its memory (planner.vllm_explain.explain) for what the log says vLLM loaded."""
+def vllm_plan(
+    log,
+    *,
+    total_bytes: int | None,
+    model: str | None,
+    given: dict[str, str],
+    version: str | None = None,
+    gpu: str | None = None,
+) -> VLLMPlan:
+    """vLLM's own model of its memory (planner.vllm_explain.explain) for what the log says vLLM loaded;
+    version / gpu: `memsight run --vllm-version / --vllm-gpu`, for what the log does not say."""
     from planner.vllm_explain import explain  # noqa: PLC0415  (stdlib-only planner; only for a vLLM log)
 
     try:
-        ex = explain(log, model=model, total_bytes=total_bytes, given=given)
+        ex = explain(log, model=model, version=version, gpu=gpu, total_bytes=total_bytes, given=given)
     except (ValueError, KeyError) as exc:  # PlannerError is a ValueError: shown, never a crash
-        return VLLMPlan(None, str(exc), "")
+        # explain's own flags have other names under memsight run
+        why = str(exc).replace("give --vllm-version", "give memsight run --vllm-version")
+        why = why.replace("give --gpu NAME", "give memsight run --vllm-gpu NAME")
+        why = why.replace(" or --total-gib", "").replace("; or give the total as --total-gib", "")
+        return VLLMPlan(None, why, "")
     parts = []
     for name, value, how in ex.inputs:
-        if how == "--model":
-            how = "given: flag or config file, wins over the log"
+        if how in ("--model", "--vllm-version", "--gpu"):
+            how = "given: flag or config file, wins over the log" if how == "--model" else "given: flag"
         elif how == "given":
             how = "given: flag or config file"
         elif name == "model" and how == "log":
@@ -787,6 +800,8 @@ def vllm_comparison(
             sources["agent"].append("gap")
     held_log = sum(values[k] or 0 for k in ("weights", "kv", "activations", "nonpytorch"))
     other, free = a.get("other"), a.get("free")
+    # the log fills what the agent does not track: its "tracks no model/KV" line no longer applies
+    missing = "; ".join(m for m in missing.split("; ") if m and not m.startswith("agent tracks no model/KV"))
     if not has_agent:
         # the agents' held bytes are not known: what vLLM holds is NVML's per-process figure, else its log
         held = nvml_bytes if nvml_bytes is not None else held_log
@@ -836,8 +851,11 @@ def vllm_comparison(
             Segment("free", max(0, capacity - used)),
         )
         inputs = {name: value for name, value, _ in ex.inputs}
+        model = inputs.get("model", ex.model)
+        if model.endswith(".json"):  # a config path: its file name is what fits on the line
+            model = pathlib.PurePath(model).name
         label = (
-            f"vLLM {ex.version} {ex.engine}: {inputs.get('model', ex.model)}, "
+            f"vLLM {ex.version} {ex.engine}: {model}, "
             f"{inputs.get('weights format', '?')}, max_model_len {p.max_model_len:,}, "
             f"TP/PP {inputs.get('tensor/pipeline parallel', '1/1')}, util "
             f"{inputs.get('gpu_memory_utilization', '?')}: KV pool {p.pool_bytes / GIB:,.2f} GiB = "
