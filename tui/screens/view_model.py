@@ -700,6 +700,8 @@ def vllm_plan(
         return VLLMPlan(None, why, "")
     parts = []
     for name, value, how in ex.inputs:
+        if name == "model" and value.endswith(".json"):
+            value = pathlib.PurePath(value).name  # a config path: its file name fits the line
         if how in ("--model", "--vllm-version", "--gpu"):
             how = "given: flag or config file, wins over the log" if how == "--model" else "given: flag"
         elif how == "given":
@@ -855,12 +857,11 @@ def vllm_comparison(
         if model.endswith(".json"):  # a config path: its file name is what fits on the line
             model = pathlib.PurePath(model).name
         label = (
-            f"vLLM {ex.version} {ex.engine}: {model}, "
-            f"{inputs.get('weights format', '?')}, max_model_len {p.max_model_len:,}, "
-            f"TP/PP {inputs.get('tensor/pipeline parallel', '1/1')}, util "
-            f"{inputs.get('gpu_memory_utilization', '?')}: KV pool {p.pool_bytes / GIB:,.2f} GiB = "
-            f"{p.kv_cache_tokens:,} tokens, max concurrency {p.max_concurrency:.2f}x, PREDICTED "
-            f"(planner/vllm_explain)"
+            f"KV pool {p.pool_bytes / GIB:,.2f} GiB = {p.kv_cache_tokens:,} tokens, max concurrency "
+            f"{p.max_concurrency:.2f}x PREDICTED by vLLM {ex.version} {ex.engine}'s model "
+            f"(planner/vllm_explain): {model}, {inputs.get('weights format', '?')}, max_model_len "
+            f"{p.max_model_len:,}, TP/PP {inputs.get('tensor/pipeline parallel', '1/1')}, util "
+            f"{inputs.get('gpu_memory_utilization', '?')}"
         )
     else:
         label = f"vLLM's model of its memory: {plan.error or 'waiting for the model and version in the log'}"
