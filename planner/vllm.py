@@ -130,8 +130,8 @@ def _cdiv(a: int, b: int) -> int:
 # these release sdists (vllm-X.tar.gz from PyPI); versions in between take the rule of the nearest one before
 # them.
 ACTIVATION_READ_VERSIONS: tuple[str, ...] = (
-    "0.6.4", "0.6.5", "0.6.6", "0.7.2", "0.7.3", "0.8.5", "0.10.2", "0.11.0", "0.12.0", "0.13.0", "0.14.0",
-    "0.20.0", "0.26.0", "0.33.0",
+    "0.6.4", "0.6.5", "0.6.6", "0.7.0", "0.7.1", "0.7.2", "0.7.3", "0.8.0", "0.8.5", "0.9.0", "0.10.2",
+    "0.11.0", "0.12.0", "0.13.0", "0.14.0", "0.20.0", "0.26.0", "0.33.0",
 )  # fmt: skip
 USAGE_CONTEXTS = ("openai", "llm")  # `vllm serve` (UsageContext.OPENAI_API_SERVER) | offline LLM(...) class
 SAMPLER_PATHS = ("torch-sort", "triton", "flashinfer")
@@ -173,6 +173,9 @@ class ProfileActivation:
     non_driver_peak_bytes: int  # what the other TP ranks log: they run the forward but not the sampler
     phase: str  # "forward" | "sampler": which one sets the peak
     terms: tuple[str, ...]  # every term with its formula and source
+    # V1 < 0.9.1 counts the absolute torch peak, so the model runner's persistent input buffers (allocated
+    # before the weights, not part of "Model loading took") are in it; included in peak_bytes.
+    buffer_bytes: int = 0
 
 
 def _rule_version(ver: Version) -> str:
@@ -217,6 +220,24 @@ def default_scheduler_limits(
         )
         why.append("max_num_seqs 256 (V0 default; v0.6.6:engine/arg_utils.py)")
         return tokens, 256, tuple(why)
+    if ver < (0, 8, 5):
+        # V1 0.7.0 - 0.8.4: EngineArgs._override_v1_engine_args keys max_num_batched_tokens on the device NAME
+        # ("h100" or "h200" in current_platform.get_device_name().lower(): 16384 LLM / 8192 `vllm serve`,
+        # else 8192 / 2048) and max_num_seqs is 1024 whatever the device (v0.7.1:vllm/engine/arg_utils.py:214
+        # and 1280-1312; v0.7.3:arg_utils.py:224,1368-1378; v0.8.0:arg_utils.py:1693-1717).
+        name = (device_name or "").lower()
+        big = "h100" in name or "h200" in name
+        tokens = ({"llm": 16384, "openai": 8192} if big else {"llm": 8192, "openai": 2048})[usage_context]
+        if device_name is None:
+            why.append("device name not given: not an H100/H200 assumed (V1 < 0.8.5 keys its defaults on it)")
+        where = (
+            f"V1 {'.'.join(map(str, ver))} default for "
+            f"{'`vllm serve`' if usage_context == 'openai' else 'the LLM class'} on "
+            f"{'an H100/H200' if big else 'a GPU not named H100/H200'}; v0.7.1:engine/arg_utils.py:1280-1312"
+        )
+        why.append(f"max_num_batched_tokens {tokens} ({where})")
+        why.append("max_num_seqs 1024 (V1 < 0.8.5 default for every device; v0.7.1:engine/arg_utils.py:214)")
+        return tokens, 1024, tuple(why)
     # V1: EngineArgs._set_default_args (v0.8.5.post1:engine/arg_utils.py:1591-1621, v0.11.0:1585-1680,
     # v0.33.0:get_batch_defaults): by usage context and the device's total memory.
     tier = "small"
@@ -227,11 +248,11 @@ def default_scheduler_limits(
     elif total_bytes >= 70 * GiB:
         tier = "large"
         name = (device_name or "").lower()
-        if ver >= (0, 10, 2) and "a100" in name:  # PR #17885, read in v0.10.2 (absent in v0.8.5)
+        if ver >= (0, 9, 0) and "a100" in name:  # PR #17885: v0.9.0:arg_utils.py:1495 (absent in v0.8.5)
             tier = "small"
         if ver > (0, 29, 0) and cuda_capability == (12, 1):  # v0.33.0: GB10 (DGX Spark) stays small
             tier = "small"
-        if ver >= (0, 10, 2) and device_name is None:
+        if ver >= (0, 9, 0) and device_name is None:
             why.append("device name not given: not an A100 assumed (an A100-80GB gets the small defaults)")
     table = {
         "huge": ({"llm": 16384, "openai": 16384}, 1024),
@@ -432,23 +453,40 @@ def profile_activation(
         )
 
     # Sampler phase: the forward's temporaries are gone; the final hidden states stay referenced.
+    # V1 0.7.x has no dummy sampler run ("TODO(woosuk): Consider the memory usage of the sampler"): 0.7.0 -
+    # 0.7.2 compute the logits of EVERY dummy token (v0.7.1:vllm/v1/worker/gpu_model_runner.py:985-987
+    # `logits = self.model.compute_logits(hidden_states, None)` on _dummy_run(self.max_num_tokens)); 0.7.3
+    # first takes hidden_states[logit_indices], one row per dummy request (v0.7.3:gpu_model_runner.py
+    # profile_run, num_reqs = max_num_seqs). The sampler run arrives in 0.8.0 (v0.8.0:_dummy_sampler_run).
+    logits_only = engine == "V1" and ver < (0, 8, 0)
+    logit_rows = n if (engine == "V1" and ver < (0, 7, 3)) else r
     if engine == "V0":
         hidden = n * h * a  # execute_model keeps hidden_or_intermediate_states while it samples
+    elif logits_only and ver < (0, 7, 3):
+        hidden = n * h * a  # v0.7.1:gpu_model_runner.py:985 the whole hidden_states feed compute_logits
     elif ver >= (0, 10, 2):
         # v0.10.2+ profile_run keeps hidden_states and hidden_states[logit_indices]; _dummy_sampler_run adds
         # torch.rand_like of the latter.
         hidden = n * h * a + 2 * r * h * a
     else:
         hidden = r * h * a  # v0.8.5.post1: _dummy_run returns only hidden_states[logit_indices]
-    logits = r * vocab_padded * a  # LogitsProcessor._get_logits: lm_head GEMM output
+    logits = logit_rows * vocab_padded * a  # LogitsProcessor._get_logits: lm_head GEMM output
     fp32_copy = r * vocab * FP32_BYTES  # Sampler.forward: logits.to(torch.float32)
     elements = r * vocab
-    if sampler_path is None:
+    if logits_only:
+        why_path = "V1 0.7.x profile_run runs no sampler (v0.7.1:gpu_model_runner.py:988 TODO)"
+        if sampler_path is not None:
+            why_path += f"; the sampler path given ({sampler_path}) does not apply"
+        sampler_path = "none"
+    elif sampler_path is None:
         sampler_path, why_path = _default_sampler_path(ver, engine, r)
     else:
         why_path = "sampler path given"
     kept = 0
-    if sampler_path == "torch-sort":
+    if sampler_path == "none":
+        sampler = 0
+        terms.append(f"sampler: none - {why_path}")
+    elif sampler_path == "torch-sort":
         # _apply_top_k_top_p (V0 sampler.py; V1 topk_topp_sampler.apply_top_k_top_p): logits.sort() returns
         # fp32 values and int64 indices; the peak is inside the sort, with its temporaries.
         rows_per_call = max(1, min(r, INT_MAX // vocab))
@@ -484,7 +522,10 @@ def profile_activation(
             f"sampler (FlashInfer top-k/top-p): fp32 copy {fp32_copy:,} + masked logits and probs "
             f"{2 * elements * 4:,} B - " + why_path
         )
-    terms.append(f"logits: {r} rows x {vocab_padded} (vocab padded to 64) x {a} B = {logits:,} B")
+    terms.append(
+        f"logits: {logit_rows} rows x {vocab_padded} (vocab padded to 64) x {a} B = {logits:,} B"
+        + (" (every dummy token: V1 0.7.0 - 0.7.2)" if logit_rows != r else "")
+    )
     terms.append(f"hidden states held while sampling: {hidden:,} B")
 
     inputs = n * V0_INPUT_BYTES_PER_TOKEN if engine == "V0" else 0  # V1 keeps persistent input buffers
@@ -510,14 +551,23 @@ def profile_activation(
             "V1 > 0.20 may use model runner V2 (default in 0.33), whose sampler was not derived; "
             "the V1 runner's dummy sampler run is applied"
         )
+    buffers = 0
+    if engine == "V1" and ver < (0, 9, 1):
+        buffers = v1_persistent_buffer_bytes(spec, version, max_num_batched_tokens, max_num_seqs)
+        terms.append(
+            f"persistent input buffers {buffers:,} B: V1 < 0.9.1 subtracts torch's absolute peak (weights "
+            "included), so the model runner's buffers allocated before loading count too "
+            "(v0.7.1:vllm/v1/worker/gpu_worker.py:175 allocated_bytes.all.peak; v1_persistent_buffer_bytes)"
+        )
     forward_phase = forward
     sampler_phase = hidden + logits + sampler
-    peak = max(forward_phase, sampler_phase) + inputs + kept
+    peak = max(forward_phase, sampler_phase) + inputs + kept + buffers
     phase = "forward" if forward_phase >= sampler_phase else "sampler"
-    non_driver = forward_phase + inputs + (0 if engine == "V1" and ver >= (0, 27, 0) else workspace)
+    non_driver = forward_phase + inputs + buffers + (0 if engine == "V1" and ver >= (0, 27, 0) else workspace)
     terms.append(
         f"peak = max(forward {forward_phase:,}, sampler {sampler_phase:,}) + inputs {inputs:,} "
-        f"+ kept {kept:,} = {peak:,} B ({peak / GiB:.2f} GiB, {phase} phase); TP ranks > 0 skip the sampler"
+        f"+ kept {kept:,} + buffers {buffers:,} = {peak:,} B ({peak / GiB:.2f} GiB, {phase} phase); "
+        "TP ranks > 0 skip the sampler"
     )
     return ProfileActivation(
         version=rule,
@@ -535,7 +585,28 @@ def profile_activation(
         non_driver_peak_bytes=non_driver if tp > 1 else peak,
         phase=phase,
         terms=tuple(terms),
+        buffer_bytes=buffers,
     )
+
+
+def v1_persistent_buffer_bytes(
+    spec: ModelSpec, version: str, max_num_batched_tokens: int, max_num_seqs: int
+) -> int:
+    """The V1 GPUModelRunner's persistent device buffers allocated in __init__ (before the weights load),
+    which the absolute torch peak of V1 < 0.9.1 includes:
+    * 0.7.0 - 0.8.x: input_ids int32 [max_num_tokens], positions int64 [max_num_tokens], inputs_embeds
+      [max_num_tokens, hidden_size] in the model dtype (v0.7.1:vllm/v1/worker/gpu_model_runner.py:139-170,
+      v0.8.5:gpu_model_runner.py:245-248; allocated for every model, multimodal or not);
+    * 0.9.0 adds query_start_loc int32 [max_num_seqs + 1], seq_lens int32 [max_num_seqs] and slot_mapping
+      int64 [max_num_tokens] (v0.9.0:gpu_model_runner.py:205-218).
+    Left out: M-RoPE's mrope_positions (Qwen2-VL class models only) and the InputBatch's per-request vectors
+    and block table (int32 [max_num_seqs, cdiv(max_model_len, block_size)]: under 1 MiB at the defaults)."""
+    ver = parse_version(version)
+    n = max_num_batched_tokens
+    total = n * 4 + n * INT64_BYTES + n * spec.hidden_size * ACTIVATION_BYTES
+    if ver >= (0, 9, 0):
+        total += (max_num_seqs + 1) * 4 + max_num_seqs * 4 + n * INT64_BYTES
+    return total
 
 
 def predicted_profile_activation(
@@ -1305,46 +1376,63 @@ DEVICE_TOTALS: dict[str, tuple[float, str, tuple[int, int], str]] = {
              "119.6-121.7 GiB by driver/kernel (shared/fixtures top_gb10: 122502.8 MiB total)"),
 }  # fmt: skip
 
-# Non-torch memory as vLLM counts it, by era (a.2 of ../shared/reference/vllm-kv-formulas.md):
-# - V0 <= 0.6.4 (v0.6.4.post1:vllm/worker/worker.py:177-248): (total - free) - torch allocated after the
-# profile:
-#   everything not from torch, the CUDA context and cuBLAS/NCCL included.
-# - V0 0.6.5 - 0.10 and V1 0.9.1 - 0.26 (memory_profiling(), v0.8.5.post1:vllm/utils.py:~2180-2249,
-#   v0.11.0:vllm/utils/__init__.py:2783-2859): only what GREW after the baseline snapshot taken when the
-# worker
-#   initialised its device, so the CUDA context is before the baseline and not counted.
-# - V1 0.8.0 - 0.9.0 (v0.8.5.post1:vllm/v1/worker/gpu_worker.py:165-212): max(0, cuda used - torch allocated):
-#   the context again, plus other processes' memory on the device.
-# - V1 >= 0.27 (v0.33.0:vllm/utils/mem_utils.py:230-321): free before the instance - free after the profile;
+# Non-torch memory as vLLM counts it, by era. WHAT is counted is read from the release sdists (file:line
+# below); HOW MUCH it is cannot be derived from vLLM's source: it is the CUDA driver's context (its size grows
+# with the SM count and with every kernel module the process loads), NCCL's and the custom all-reduce's
+# buffers, and the caching allocator's fragmentation. Those sizes are EMPIRICAL constants, each taken from
+# the logged values named in its source string.
+# - V0 <= 0.6.4: (total - free) - torch allocated after the profile, with no baseline: the CUDA context,
+#   cuBLAS's handle and NCCL count (v0.6.4.post1:vllm/worker/worker.py:177-248; init_gpu_memory only checks).
+# - V0 0.6.5 - 0.6.6: memory_profiling(): used after - baseline - weights - torch ALLOCATED growth, where the
+#   baseline is total - free right after torch.cuda.set_device() (v0.6.5:vllm/worker/worker.py:138-143,
+#   v0.6.5:vllm/utils.py:1736, v0.6.6.post1:vllm/utils.py:1819): the context is before the baseline, but
+#   what torch reserves and does not use after empty_cache() (fragmentation) counts as non-torch.
+# - V0 0.7.0 - 0.10 and V1 0.9.1 - 0.26: the growth of (cuda used - torch RESERVED) after the baseline
+#   (v0.7.0:vllm/utils.py:1952-1954 MemorySnapshot, PR #11809; v0.8.5:vllm/utils.py:2145-2147): module
+#   loads after the baseline and NCCL / custom all-reduce buffers (TP/PP), no fragmentation.
+# - V1 0.7.0 - 0.9.0: max(0, cuda used - torch allocated) after the profile, no baseline: the context, the
+#   fragmentation and other processes on the device (v0.7.1:vllm/v1/worker/gpu_worker.py:180-187,
+#   v0.8.5:vllm/v1/worker/gpu_worker.py:165-212).
+# - V1 >= 0.27: free before the instance - free after the profile (v0.33.0:vllm/utils/mem_utils.py:230-321);
 #   the weights are in it, the non-torch part is again the growth after the baseline.
-# The sizes below are PREDICTED as the typical logged value of that era (logs in tests/data/vllm_logs):
-# growth after the baseline: 0.04 (8 GiB card), 0.10 (A100 40GB), 0.16 (H100) GiB with one GPU; 0.20 (TP=4),
-# 0.33 (PP=2) GiB with several (NCCL and custom all-reduce buffers are allocated outside torch).
+# The growth constants: logged one-GPU values 0.04 (8 GiB card, vllm #12095), 0.10 (A100 40GB, vllm #12330),
+# 0.16 (H100, vllm PR #12126) GiB; several GPUs 0.20 (TP=4 RTX 3090, vllm PR #14447) and 0.33 (PP=2 RTX 5090,
+# vllm #14452, which is also a test log) GiB. The context constant: 0.35 GiB, logged with the context inside
+# on an RTX 3090 (vllm #10517, 0.6.4); an A6000 logged 0.44 (vllm #10360, 0.6.4.post1, also a test log). No
+# H100 value with the context inside is held; a GPU with more SMs has a larger context.
 NON_TORCH_GROWTH_ONE_GPU = round(0.10 * GiB)
 NON_TORCH_GROWTH_DISTRIBUTED = round(0.25 * GiB)
 NON_TORCH_WITH_CONTEXT = round(0.35 * GiB)  # vllm issue #10517 (0.6.4, RTX 3090): non_torch_memory=0.35GiB
 NON_TORCH_SOURCE_GROWTH = (
-    "v0.8.5.post1:vllm/utils.py:~2180-2249 memory_profiling (non_torch_increase after the baseline; the CUDA "
-    "context is before it); size PREDICTED from logged values 0.04-0.16 GiB (1 GPU), 0.20-0.33 GiB (TP/PP)"
+    "counted by memory_profiling(): growth of (cuda used - torch reserved) after the baseline taken at "
+    "init_device, the CUDA context before it (v0.7.0:vllm/utils.py:1952-1954; "
+    "v0.8.5:vllm/utils.py:2145-2147); size EMPIRICAL (not derivable from the source): logged 0.04-0.16 GiB "
+    "on one GPU (vllm #12095, #12330, PR #12126), 0.20-0.33 GiB under TP/PP (vllm PR #14447, #14452)"
+)
+NON_TORCH_SOURCE_GROWTH_ALLOCATED = (
+    "counted by memory_profiling(): used - baseline - weights - torch ALLOCATED growth, so allocator "
+    "fragmentation is non-torch (v0.6.5:vllm/utils.py:1736, v0.6.6.post1:vllm/utils.py:1819; baseline after "
+    "set_device, v0.6.5:vllm/worker/worker.py:138-143); size EMPIRICAL: the growth constant (the "
+    "fragmentation is not derivable)"
 )
 NON_TORCH_SOURCE_CONTEXT = (
-    "v0.6.4.post1:vllm/worker/worker.py:177-248 and v0.8.5.post1:vllm/v1/worker/gpu_worker.py:165-212 "
-    "(cuda used - "
-    "torch allocated: the CUDA context counts); size PREDICTED from vllm issue #10517's logged 0.35 GiB"
+    "counted: cuda used - torch allocated after the profile, no baseline, so the CUDA context, loaded kernel "
+    "modules and fragmentation count (v0.6.4.post1:vllm/worker/worker.py:177-248; "
+    "v0.7.1:vllm/v1/worker/gpu_worker.py:180-187; v0.8.5:vllm/v1/worker/gpu_worker.py:165-212); size "
+    "EMPIRICAL (a driver figure): 0.35 GiB logged on an RTX 3090 (vllm #10517; an A6000 logged 0.44, vllm "
+    "#10360); larger on GPUs with more SMs"
 )
-# CUDA graphs, deducted before the pool by V1 from 0.20 (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS default "1",
-# v0.20.0:vllm/envs.py:1724; v0.26.0:vllm/v1/worker/gpu_worker.py:508-544). The estimate captures two
-# graphs per
-# mode and extrapolates the second one's cost to every capture size (vllm issue #45178); logged estimates:
-# 0.17 GiB
-# for 7 PIECEWISE graphs (club-3090 #127), 0.36 GiB for 16 (gpustack/runner #251): about 24 MiB per graph, the
-# figure vllm issue #50780 measured for one FULL graph. PREDICTED: 24 MiB x the graphs captured.
+# CUDA graphs, deducted before the pool by V1 from 0.20 (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS default
+# "1", v0.20.0:vllm/envs.py:1724; v0.26.0:vllm/v1/worker/gpu_worker.py:508-544). The estimate captures two
+# graphs per mode and extrapolates the second one's cost to every capture size (vllm issue #45178). What one
+# graph costs is the CUDA driver's (graph nodes, the private pool's segments), not derivable from vLLM's
+# source: EMPIRICAL 24 MiB per graph, from the logged estimates 0.17 GiB for 7 PIECEWISE graphs (club-3090
+# #127) and 0.36 GiB for 16 (gpustack/runner #251), and vllm issue #50780's measured FULL graph.
 CUDAGRAPH_BYTES_PER_GRAPH = 24 * 2**20
 CUDAGRAPH_SOURCE = (
-    "v0.26.0:vllm/v1/worker/gpu_worker.py:508-544 (estimate deducted, default on from 0.20, "
-    "v0.20.0:vllm/envs.py:"
-    "1724); size PREDICTED as 24 MiB per captured graph (logged 0.17 GiB / 7 graphs, 0.36 GiB / 16; vllm "
-    "#50780)"
+    "deducted from 0.20 by default (v0.20.0:vllm/envs.py:1724, "
+    "v0.26.0:vllm/v1/worker/gpu_worker.py:508-544); size EMPIRICAL: 24 MiB per captured graph (logged "
+    "0.17 GiB / 7 graphs, club-3090 #127; 0.36 GiB / 16, gpustack/runner #251; vllm #50780)"
 )
 
 
@@ -1403,12 +1491,13 @@ def device_total(gpu: str) -> Device:
 def predicted_non_torch(version: str, engine: str, world_size: int) -> Term:
     """vLLM's non-torch memory for a version/engine, PREDICTED (see the era table above)."""
     ver = parse_version(version)
-    # V1 0.7.x (not read) is taken to use the rule read in 0.8.0 - 0.9.0 ("cuda used - torch allocated")
     with_context = (engine == "V0" and ver <= (0, 6, 4)) or (engine == "V1" and ver < (0, 9, 1))
     if with_context:
         return Term("non-torch", NON_TORCH_WITH_CONTEXT, "PREDICTED", NON_TORCH_SOURCE_CONTEXT)
     size = NON_TORCH_GROWTH_ONE_GPU if world_size == 1 else NON_TORCH_GROWTH_DISTRIBUTED
-    return Term("non-torch", size, "PREDICTED", NON_TORCH_SOURCE_GROWTH)
+    allocated_era = engine == "V0" and (0, 6, 5) <= ver < (0, 7, 0)
+    source = NON_TORCH_SOURCE_GROWTH_ALLOCATED if allocated_era else NON_TORCH_SOURCE_GROWTH
+    return Term("non-torch", size, "PREDICTED", source)
 
 
 def predicted_cudagraphs(

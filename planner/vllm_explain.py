@@ -355,7 +355,13 @@ def explain(
         rows=rows,
         pool=pool,
         worksheet=worksheet,
-        notes=(*notes, *spec.assumptions),
+        notes=(
+            *notes,
+            *(
+                # the planner's "only the text decoder is counted": explain adds the vision tower itself
+                a for a in spec.assumptions if not (tower is not None and a.startswith("multimodal config ("))
+            ),
+        ),
         stage=log.stage,
     )
 
@@ -496,9 +502,20 @@ def _cause(key: str, fig: Figure, value: float, pool: VLLMPool, ver, engine: str
             f"predicted with {pool.max_num_batched_tokens} tokens, {pool.max_num_seqs} sequences"
         )
     if key == "non_torch":
-        if engine == "V0" and ver <= (0, 6, 5):
-            return "this build counted the CUDA context/NCCL as non-torch; predicted with the growth rule"
-        return "non-torch growth after vLLM's baseline (NCCL, cuBLAS handles) is PREDICTED from typical logs"
+        if (engine == "V0" and ver <= (0, 6, 4)) or (engine == "V1" and ver < (0, 9, 1)):
+            return (
+                "this version counts the CUDA context and loaded kernel modules (no baseline): a driver "
+                "figure, EMPIRICAL (0.35 GiB logged on an RTX 3090)"
+            )
+        if engine == "V0" and ver < (0, 7, 0):
+            return (
+                "0.6.5-0.6.6 count the growth after the baseline plus the allocator's fragmentation (torch "
+                "allocated, not reserved): EMPIRICAL size"
+            )
+        return (
+            "non-torch growth after vLLM's baseline (kernel modules, NCCL / all-reduce buffers): EMPIRICAL "
+            "size from typical logs"
+        )
     if key == "cudagraphs":
         return "graph estimate: PREDICTED as 24 MiB per captured size; vLLM measures two and extrapolates"
     if key == "kv_pool":

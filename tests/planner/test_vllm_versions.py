@@ -1,0 +1,122 @@
+"""Per-version rules of vLLM's dense profile run read from the release sdists: V1 0.7.x computes logits
+without a sampler (0.7.0 - 0.7.2 for every dummy token), V1 < 0.9.1 counts the model runner's persistent
+input buffers in its absolute torch peak, and V1 < 0.8.5 keys its scheduler defaults on the device name."""
+
+from __future__ import annotations
+
+import pytest
+
+from planner.spec import load_spec
+from planner.units import GiB
+from planner.vllm import (
+    CUBLAS_WORKSPACE_HOPPER,
+    default_scheduler_limits,
+    profile_activation,
+    v1_persistent_buffer_bytes,
+)
+
+H, FF, V = 8192, 28672, 128256  # Llama-3.1-70B hidden, intermediate, vocabulary (a multiple of 64)
+N, R = 8192, 1024  # V1 0.7.1 `vllm serve` on an H100: max_num_batched_tokens, max_num_seqs
+
+
+@pytest.fixture(scope="module")
+def llama70b():
+    return load_spec("llama-3.1-70b")
+
+
+def profile(spec, version, **kw):
+    return profile_activation(
+        spec,
+        max_num_batched_tokens=N,
+        max_num_seqs=R,
+        version=version,
+        engine="V1",
+        cuda_capability=(9, 0),
+        **kw,
+    )
+
+
+def test_v1_070_to_072_logits_of_every_token_and_no_sampler(llama70b):
+    buffers = N * 4 + N * 8 + N * H * 2  # input_ids int32, positions int64, inputs_embeds bf16
+    forward = N * 2 * (3 * H + 3 * FF)  # eager decoder layer at act_fn (LlamaMLP)
+    for version in ("0.7.0", "0.7.1", "0.7.2"):
+        p = profile(llama70b, version)
+        assert p.sampler_path == "none" and p.sampler_bytes == 0
+        assert p.logits_bytes == N * V * 2  # compute_logits on all 8192 dummy tokens
+        assert p.hidden_bytes == N * H * 2
+        assert p.buffer_bytes == buffers == 134_316_032
+        assert p.kept_bytes == CUBLAS_WORKSPACE_HOPPER
+        assert p.forward_bytes == forward
+        assert p.peak_bytes == N * H * 2 + N * V * 2 + CUBLAS_WORKSPACE_HOPPER + buffers == 2_403_434_496
+        assert p.phase == "sampler"
+    # a sampler path given does not apply where no sampler runs
+    assert profile(llama70b, "0.7.1", sampler_path="triton").sampler_path == "none"
+
+
+def test_v1_073_logits_of_one_row_per_dummy_request(llama70b):
+    p = profile(llama70b, "0.7.3")
+    assert p.sampler_path == "none" and p.sampler_bytes == 0
+    assert p.logits_bytes == R * V * 2 and p.hidden_bytes == R * H * 2
+    # the forward now sets the peak
+    assert p.peak_bytes == N * 2 * (3 * H + 3 * FF) + CUBLAS_WORKSPACE_HOPPER + p.buffer_bytes
+    assert p.phase == "forward"
+
+
+def test_v1_080_runs_the_sampler(llama70b):
+    p = profile(llama70b, "0.8.0")
+    assert p.sampler_path == "torch-sort" and p.sampler_bytes > 0
+    assert p.logits_bytes == R * V * 2
+
+
+def test_persistent_buffers_by_version(llama70b):
+    assert v1_persistent_buffer_bytes(llama70b, "0.8.5", N, R) == N * 4 + N * 8 + N * H * 2
+    extra_090 = (R + 1) * 4 + R * 4 + N * 8  # query_start_loc, seq_lens, slot_mapping
+    assert v1_persistent_buffer_bytes(llama70b, "0.9.0", N, R) == N * 4 + N * 8 + N * H * 2 + extra_090
+    assert profile(llama70b, "0.9.0").buffer_bytes == N * 4 + N * 8 + N * H * 2 + extra_090
+    # from 0.9.1 memory_profiling() measures the peak's increase during the run: buffers are not in it
+    assert profile(llama70b, "0.9.1").buffer_bytes == 0
+    assert (
+        profile_activation(
+            llama70b, max_num_batched_tokens=N, max_num_seqs=256, version="0.6.6", engine="V0"
+        ).buffer_bytes
+        == 0
+    )
+
+
+def test_v1_defaults_before_085_follow_the_device_name():
+    limits = default_scheduler_limits
+    h100 = dict(total_bytes=round(79.22 * GiB), device_name="NVIDIA H100 80GB HBM3")
+    a100 = dict(total_bytes=round(79.15 * GiB), device_name="NVIDIA A100-SXM4-80GB")
+    h200 = dict(total_bytes=round(139.8 * GiB), device_name="NVIDIA H200")
+    rtx = dict(total_bytes=round(23.58 * GiB), device_name="NVIDIA GeForce RTX 3090")
+    assert limits("0.7.1", "V1", max_model_len=2048, **h100)[:2] == (8192, 1024)
+    assert limits("0.7.1", "V1", max_model_len=2048, usage_context="llm", **h100)[:2] == (16384, 1024)
+    assert limits("0.7.3", "V1", max_model_len=2048, **h200)[:2] == (8192, 1024)
+    # an 80 GB A100 is not named H100: the small token budget, but still 1024 sequences
+    assert limits("0.7.1", "V1", max_model_len=2048, **a100)[:2] == (2048, 1024)
+    assert limits("0.8.0", "V1", max_model_len=2048, **rtx)[:2] == (2048, 1024)
+    assert limits("0.8.0", "V1", max_model_len=2048, usage_context="llm", **rtx)[:2] == (8192, 1024)
+    # 0.8.5 switches to the total memory; 0.9.0 sends the A100 back to the small defaults (PR #17885)
+    assert limits("0.8.5", "V1", max_model_len=2048, **a100)[:2] == (8192, 1024)
+    assert limits("0.8.5", "V1", max_model_len=2048, **rtx)[:2] == (2048, 256)
+    assert limits("0.9.0", "V1", max_model_len=2048, **a100)[:2] == (2048, 256)
+    *_, why = limits("0.7.1", "V1", max_model_len=2048, total_bytes=round(79.22 * GiB))
+    assert "2048" in why[-2] and "1024" in why[-1]
+    assert any(
+        "not an H100/H200 assumed" in w
+        for w in limits("0.7.1", "V1", max_model_len=2048, total_bytes=round(79.22 * GiB))[2]
+    )
+
+
+def test_non_torch_eras_say_what_is_counted_and_that_the_size_is_empirical():
+    from planner.vllm import predicted_non_torch  # noqa: PLC0415
+
+    context = predicted_non_torch("0.7.1", "V1", 1)
+    assert "v0.7.1:vllm/v1/worker/gpu_worker.py:180-187" in context.source
+    assert "EMPIRICAL" in context.source and "#10517" in context.source
+    fragmentation = predicted_non_torch("0.6.5", "V0", 1)
+    assert "ALLOCATED" in fragmentation.source and "v0.6.5:vllm/utils.py:1736" in fragmentation.source
+    reserved = predicted_non_torch("0.7.0", "V0", 1)
+    assert "reserved" in reserved.source and "EMPIRICAL" in reserved.source
+    assert predicted_non_torch("0.9.0", "V1", 1).source == context.source
+    assert predicted_non_torch("0.9.1", "V1", 1).source == reserved.source
