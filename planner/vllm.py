@@ -81,6 +81,7 @@ class VLLMRank:
     pool_bytes: int
     bytes_per_block: int
     num_blocks: int
+    activation_bytes: int = 0  # the activation peak this rank's stage subtracts
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +177,9 @@ class ProfileActivation:
     # V1 < 0.9.1 counts the absolute torch peak, so the model runner's persistent input buffers (allocated
     # before the weights, not part of "Model loading took") are in it; included in peak_bytes.
     buffer_bytes: int = 0
+    # A rank that runs the forward but neither logits nor sampler (TP ranks > 0, pipeline stages before
+    # the last): forward + inputs + buffers + the cuBLAS workspace (0 from V1 0.27: it logs the transient).
+    forward_only_peak_bytes: int = 0
 
 
 def _rule_version(ver: Version) -> str:
@@ -586,6 +590,7 @@ def profile_activation(
         phase=phase,
         terms=tuple(terms),
         buffer_bytes=buffers,
+        forward_only_peak_bytes=non_driver,
     )
 
 
@@ -1177,9 +1182,26 @@ def vllm_pool(
             "from your log to reproduce a real one"
         )
         notes.extend(profile.terms)
-        if topology.pp > 1:
-            notes.append("pipeline parallel: the sampler runs on the last stage only; its peak is used")
     assert activation_bytes is not None
+    stage_activation = [activation_bytes] * topology.pp
+    if profile is not None and topology.pp > 1:
+        # Pipeline stages before the last run the forward only: no logits, no sampler
+        # (v0.8.5:vllm/worker/model_runner.py:1792 `if not get_pp_group().is_last_rank`; V1
+        # v0.8.5:gpu_model_runner.py profile_run `if get_pp_group().is_last_rank`). Every stage but the first
+        # receives the previous stage's hidden_states and residual, [tokens, hidden] each in the model dtype
+        # (v0.8.5:worker/model_runner.py:1352-1357 make_empty_intermediate_tensors; V1 keeps them as
+        # self.intermediate_tensors), which the profile run allocates.
+        receive = 2 * max_num_batched_tokens * spec.hidden_size * ACTIVATION_BYTES
+        for stage in range(topology.pp):
+            last = stage == topology.pp - 1
+            base = profile.peak_bytes if last else profile.forward_only_peak_bytes
+            stage_activation[stage] = base + (receive if stage > 0 else 0)
+        notes.append(
+            "pipeline parallel: activation per stage "
+            + ", ".join(f"{b / GiB:.2f}" for b in stage_activation)
+            + " GiB (the last stage runs logits and the sampler; stages after the first receive "
+            f"2 x {max_num_batched_tokens} x {spec.hidden_size} intermediate tensors)"
+        )
 
     # CUDA-graph memory (a.2): never deducted before 0.18; 0.18-0.19 only with
     # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1; default on from 0.20.
@@ -1260,7 +1282,7 @@ def vllm_pool(
                 requested = total_bytes * gpu_memory_utilization  # float, as vLLM keeps it
             # a.2: every era subtracts weights + activation peak + non-torch memory (the ways of measuring
             # differ, the given figures are what the log calls them), and from 0.20 the CUDA-graph estimate.
-            available = requested - (weights_here + activation_bytes + non_torch_bytes) - graphs
+            available = requested - (weights_here + stage_activation[stage] + non_torch_bytes) - graphs
         num_blocks = max(0, int(available // bytes_per_block))
         for tp_rank in range(topology.tp):
             ranks.append(
@@ -1272,6 +1294,7 @@ def vllm_pool(
                     pool_bytes=max(0, math.floor(available)),
                     bytes_per_block=bytes_per_block,
                     num_blocks=num_blocks,
+                    activation_bytes=stage_activation[stage],
                 )
             )
     limiting = min(ranks, key=lambda r: (r.num_blocks, r.rank))
@@ -1325,7 +1348,7 @@ def vllm_pool(
         gpu_memory_utilization=None if kv_pool_bytes is not None else gpu_memory_utilization,
         requested_bytes=None if kv_pool_bytes is not None else math.floor(limiting.requested_bytes),
         weights_bytes=limiting.weights_bytes,
-        activation_bytes=activation_bytes,
+        activation_bytes=limiting.activation_bytes,
         activation_predicted=predicted,
         non_torch_bytes=non_torch_bytes,
         cudagraph_bytes=graphs,

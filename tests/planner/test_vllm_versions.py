@@ -120,3 +120,35 @@ def test_non_torch_eras_say_what_is_counted_and_that_the_size_is_empirical():
     assert "reserved" in reserved.source and "EMPIRICAL" in reserved.source
     assert predicted_non_torch("0.9.0", "V1", 1).source == context.source
     assert predicted_non_torch("0.9.1", "V1", 1).source == reserved.source
+
+
+def test_pipeline_stages_before_the_last_run_the_forward_only():
+    from planner.vllm import vllm_pool  # noqa: PLC0415
+
+    spec = load_spec("qwen2.5-32b")  # 64 layers: 32 / 32 under PP=2 (get_pp_indices)
+    kw = dict(version="0.8.5", engine="V0", cuda_capability=(12, 0))
+    pool = vllm_pool(
+        spec,
+        total_bytes=round(31.37 * GiB),
+        gpu_memory_utilization=0.85,
+        weights_bytes=[10 * GiB, 10 * GiB],
+        pp=2,
+        max_model_len=50000,
+        **kw,
+    )
+    profile = profile_activation(spec, max_num_batched_tokens=2048, max_num_seqs=256, **kw)
+    receive = 2 * 2048 * 5120 * 2  # hidden_states + residual sent to stage 1, bf16
+    stage0, stage1 = (r for r in pool.ranks)
+    assert stage0.activation_bytes == profile.forward_only_peak_bytes
+    assert (
+        profile.forward_only_peak_bytes
+        == profile.forward_bytes + profile.input_bytes + CUBLAS_WORKSPACE_HOPPER
+    )
+    assert stage1.activation_bytes == profile.peak_bytes + receive
+    assert stage0.num_blocks > stage1.num_blocks  # the sampler's stage limits
+    assert pool.activation_bytes == stage1.activation_bytes and pool.num_blocks == stage1.num_blocks
+    # one stage: the whole profile run, nothing received
+    single = vllm_pool(
+        spec, total_bytes=round(31.37 * GiB), weights_bytes=10 * GiB, max_model_len=50000, **kw
+    )
+    assert single.activation_bytes == profile.peak_bytes

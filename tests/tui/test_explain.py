@@ -77,11 +77,11 @@ CASES = (
          "context figure) against 0.44 logged on this A6000"),
     Case("issue14452_v0.8.5dev_qwq32b-bnb_pp2_rtx5090.log",
          ("--model", "qwen2.5-32b", "--vllm-version", "0.8.5", "-pp", "2", "-q", "bitsandbytes"),
-         "0.8.5", "kv_pool", 0.0785,
+         "0.8.5", "kv_pool", 0.0761,
          "Unsloth's dynamic 4-bit keeps layers in 16 bit that its config lists (the log does not name "
          "the repo and no copy of its config.json was found): weights 10.80/10.30 GiB logged vs 9.63 "
-         "predicted; the last stage's activation 1.77 logged vs 1.41 (bitsandbytes dequantizes each "
-         "weight to 16 bit for the GEMM: not modelled)"),
+         "predicted; the last stage's activation 1.77 logged vs 1.44 (bitsandbytes dequantizes each "
+         "weight to 16 bit for the GEMM: not modelled; 64 layers split 32/32 as get_pp_indices does)"),
     Case("pr12569_v1_0.7_llama31-70b-w8a8.log",
          ("--model", "llama-3.1-70b", "--vllm-version", "0.7.1", "--gpu", "h100"),
          "0.7.1", "num_blocks", 0.0927,
