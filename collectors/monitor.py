@@ -175,6 +175,11 @@ class Monitor:
     def state(self) -> MonitorState:
         return self.builder.state
 
+    def set_scope(self, scope) -> None:
+        """`memsight run`: scope(agent pids) -> the command's own (tui/cmd_run.py RunChild.family); the run
+        summary then sums only those agents' buckets (other agents in the directory are someone else's)."""
+        self.builder.scope = scope
+
     @property
     def recording_failed(self) -> str | None:
         """Why recording stopped (disk full, I/O error), or None while it works (or without --record)."""

@@ -92,6 +92,9 @@ class StateBuilder:
         self.status: dict[str, str] = {"os": "not sampled yet", "nvml": "not sampled yet", "agents": "ok"}
         self.input_warnings: dict[str, str] = {}  # source -> one counted line about bad input it skipped
         self.summary = SummaryAccumulator()  # peaks, lowest headroom, every alert: the end-of-run summary
+        # `memsight run`: agent pids -> those that are the command's own (tui/cmd_run.py RunChild.family);
+        # the summary's peaks then sum those alone. None: every agent (watch, replay)
+        self.scope: Callable[[frozenset[int]], frozenset[int]] | None = None
         self.on_alert: Callable[[Alert], None] | None = None  # called (under the lock) for each new alert
         self.state: MonitorState = self._empty()
 
@@ -329,7 +332,10 @@ class StateBuilder:
             for alert in raised:
                 if self.on_alert is not None:
                     self.on_alert(alert)  # the Monitor records it
-            summary = self.summary.add(state, raised)
+            own = None
+            if self.scope is not None:
+                own = self.scope(frozenset(b.pid for b in state.buckets))
+            summary = self.summary.add(state, raised, own)
             state = replace(state, alerts=tuple(self.alerts), summary=summary)
             self.recent[-1] = state
             self.state = state

@@ -46,6 +46,9 @@ class RunSummary:
     headroom_source: str
     alerts: tuple[Alert, ...]  # every alert raised, oldest first (at most MAX_ALERTS)
     alerts_total: int  # raised in all, MAX_ALERTS or more
+    # whose buckets the peaks sum: "" = every agent; under `memsight run`, the command's own processes
+    # ("pids 4121, 4130 (this run's); 1 other agent not counted")
+    scope: str = ""
 
     def peak(self, key: str) -> Peak | None:
         return next((p for p in self.peaks if p.key == key), None)
@@ -56,9 +59,10 @@ def _sum(values) -> int | None:
     return sum(known) if known else None
 
 
-def figures(state: MonitorState) -> dict[str, int | None]:
-    """The summed figures of one state that the summary keeps the peak of."""
-    b = state.buckets
+def figures(state: MonitorState, own: frozenset[int] | None = None) -> dict[str, int | None]:
+    """The summed figures of one state that the summary keeps the peak of: over every agent, or over the
+    agents whose pid is in `own` (the `memsight run` command's own processes)."""
+    b = state.buckets if own is None else tuple(x for x in state.buckets if x.pid in own)
     return {
         "weights": _sum(x.weights_bytes for x in b),
         "kv": _sum(x.kv_bytes for x in b),
@@ -83,13 +87,26 @@ class SummaryAccumulator:
         self.alerts: list[Alert] = []
         self.alerts_total = 0
         self._value: RunSummary | None = None
+        self.own_seen: set[int] = set()  # with a scope: the agents counted so far
+        self.others_seen: set[int] = set()  # and those left out (someone else's)
 
-    def add(self, state: MonitorState, new_alerts: list[Alert]) -> RunSummary:
+    def add(
+        self, state: MonitorState, new_alerts: list[Alert], own: frozenset[int] | None = None
+    ) -> RunSummary:
+        """`own`: count only these agents' buckets (None: every agent's)."""
         if self.start_t is None:
             self.start_t = state.t
         changed = self._value is None or state.t != self.end_t or bool(new_alerts)
         self.end_t = state.t
-        for key, value in figures(state).items():
+        scope = ""
+        if own is not None:
+            pids = {b.pid for b in state.buckets}
+            before = (len(self.own_seen), len(self.others_seen))
+            self.own_seen.update(pids & own)
+            self.others_seen.update(pids - own)
+            changed = changed or before != (len(self.own_seen), len(self.others_seen))
+            scope = _scope_text(self.own_seen, self.others_seen)
+        for key, value in figures(state, own).items():
             if value is not None and (key not in self.peaks or value > self.peaks[key].bytes):
                 self.peaks[key] = Peak(key, value, state.t)
                 changed = True
@@ -111,8 +128,17 @@ class SummaryAccumulator:
                 headroom_source=low[2] if low else "unknown",
                 alerts=tuple(self.alerts),
                 alerts_total=self.alerts_total,
+                scope=scope,
             )
         return self._value
+
+
+def _scope_text(own: set[int], others: set[int]) -> str:
+    mine = ", ".join(str(p) for p in sorted(own)[:6]) + (" ..." if len(own) > 6 else "")
+    text = f"this run's agents only (pid {mine})" if own else "this run's agents only (none seen)"
+    if others:
+        text += f"; {len(others)} other agent{'s' if len(others) != 1 else ''} in the directory not counted"
+    return text
 
 
 # ---- output ---------------------------------------------------------------------------------------------
@@ -151,6 +177,7 @@ def summary_to_json(s: RunSummary) -> dict:
         else {"bytes": s.lowest_headroom, "t": s.lowest_headroom_t, "source": s.headroom_source},
         "alerts_total": s.alerts_total,
         "alerts": [alert_to_json(a) for a in s.alerts],
+        **({"scope": s.scope} if s.scope else {}),
     }
 
 
@@ -168,6 +195,7 @@ def summary_from_json(d: dict) -> RunSummary:
         headroom_source="unknown" if low is None else str(low.get("source", "unknown")),
         alerts=tuple(alert_from_json(a) for a in d.get("alerts", ())),
         alerts_total=int(d.get("alerts_total", 0)),
+        scope=str(d.get("scope", "")),
     )
 
 
@@ -183,7 +211,7 @@ def summary_lines(s: RunSummary, alert_lines: int = 5) -> list[str]:
     lines = [f"run summary: {clock(s.start_t)} to {clock(s.end_t)} ({s.end_t - s.start_t:.0f} s)"]
     if s.peaks:
         parts = [f"{labels[p.key]} {p.bytes / GIB:.2f}" for p in s.peaks]
-        lines.append("peak GiB: " + " · ".join(parts))
+        lines.append("peak GiB: " + " · ".join(parts) + (f" ({s.scope})" if s.scope else ""))
     else:
         lines.append("peak: nothing measured")
     gap = s.peak("gap")

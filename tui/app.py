@@ -33,6 +33,7 @@ from tui.screens.processes import ProcessesScreen
 from tui.screens.roofline import RooflineScreen
 from tui.screens.view_model import (
     PlanSource,
+    VLLMPlan,
     agent_rows,
     alert_rows,
     bucket_comparisons,
@@ -45,8 +46,14 @@ from tui.screens.view_model import (
     plan_sources,
     pools,
     process_rows,
+    run_scope,
+    vllm_comparison,
+    vllm_given,
     vllm_line,
     vllm_log_line,
+    vllm_plan,
+    vllm_pool_for,
+    with_vllm,
 )
 from tui.widgets.data import MachineBar
 from tui.widgets.fmt import gib
@@ -78,6 +85,8 @@ REPLAY_BINDINGS = (
 )
 REPLAY_ACTIONS = frozenset(b.action.split("(")[0] for b in REPLAY_BINDINGS)
 PLAN_MEMO_SIZE = 256
+# the logged figures vLLM's plan reads (planner/vllm_explain.explain): a new one re-plans
+PLAN_FIGURES = ("total", "max_model_len", "utilization")
 # "this" machine's reserve is what is in use now; re-planning it at every tick would cost a make_plan per
 # tick for figures that move by megabytes.
 THIS_MACHINE_RESAMPLE_S = 5.0
@@ -190,6 +199,7 @@ class MemsightApp(App[int]):
         child: ChildLike | None = None,
         exit_with_child: bool = False,
         plan_explicit: frozenset[str] = frozenset(),
+        vllm_hints: dict[str, str | None] | None = None,
     ) -> None:
         super().__init__()
         if refresh_hz <= 0:
@@ -208,6 +218,7 @@ class MemsightApp(App[int]):
         self.plan_explicit = frozenset(plan_explicit)
         self.plan_choices = PlanChoices(tuple(catalog_names()), tuple(weight_formats()), KV_DTYPES)
         self.state: MonitorState | None = None
+        self.scoped_state: MonitorState | None = None  # state with only this run's agents (memsight run)
         self.origin_t: float | None = None
         self.live_view: LiveView | None = None
         self.plan_view: PlanView | None = None
@@ -231,7 +242,10 @@ class MemsightApp(App[int]):
         self._log_tail = LogTail(child.log_path) if child is not None and child.log_path else None
         # vLLM's own numbers, read from the same log as it streams (collectors/vllm_log_follow.py)
         self._vllm_follow = VLLMLogFollower(child.log_path) if child is not None and child.log_path else None
-        self._vllm_plan: tuple[tuple, int | None, str] | None = None  # (inputs key, pool bytes, note)
+        # memsight run --vllm-version / --vllm-gpu: what a vLLM log may not say, for vLLM's plan
+        self.vllm_hints = {k: v for k, v in (vllm_hints or {}).items() if v}
+        self._vllm_plan: tuple[tuple, VLLMPlan] | None = None  # (inputs key, vLLM's plan for them)
+        self._base_comparisons: tuple = ()  # the bucket comparisons before the vLLM process's is put in
         self._child_key: tuple | None = None
         self.replay_note = ""  # what the last replay key did ("at the peak reserved (t+85.0s)")
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -393,9 +407,7 @@ class MemsightApp(App[int]):
             if child_changed and self.live_view is not None:
                 fields = self._child_fields()
                 self.live_view = replace(
-                    self.live_view,
-                    comparisons=ended_comparisons(self.live_view.comparisons, fields["ended"]),
-                    **fields,
+                    self.live_view, comparisons=self._live_comparisons(fields.get("ended", "")), **fields
                 )
                 self._push_to_screen()
             return
@@ -404,20 +416,22 @@ class MemsightApp(App[int]):
         if self.origin_t is None:
             self.origin_t = time_origin(state)
         self.gpu_roof, self.gpu_roof_missing = gpu_roof_for(state)
-        result = self._plans(state)
-        self.plan_view = result.view
         own = own_pids(state)
         if self.child is not None:  # memsight run: the command and its own agents, not other runs' agents
             own = self.child.family(own)
+        # the bars and their plans: under memsight run, the command's own agents only
+        self.scoped_state = run_scope(state, own) if self.child is not None else state
+        result = self._plans(self.scoped_state)
+        self.plan_view = result.view
         self.process_rows = process_rows(state, self.thresholds, own)
         self.process_status = process_status(state)
+        self._base_comparisons = bucket_comparisons(
+            self.scoped_state, result.live_plans, result.live_errors, result.sources
+        )
         child_fields = self._child_fields()
         self.live_view = LiveView(
             status=self._replay_status() if self.replaying else live_status(state, self.source_label),
-            comparisons=ended_comparisons(
-                bucket_comparisons(state, result.live_plans, result.live_errors, result.sources),
-                child_fields.get("ended", ""),
-            ),
+            comparisons=self._live_comparisons(child_fields.get("ended", "")),
             headroom=headroom(state, self.thresholds),
             chart=chart_series(state),
             agents=agent_rows(state),
@@ -478,38 +492,58 @@ class MemsightApp(App[int]):
             "vllm_log": self._vllm_log_text(),
         }
 
-    def _vllm_log_text(self) -> str:
-        """The vLLM line from the child's log, next to a plan for the same model/args (one per inputs)."""
-        if self._vllm_follow is None:
-            return ""
+    def _vllm_parts(self):
+        """What the Live screen shows of the vLLM server whose log memsight run follows: (log, its buckets,
+        vLLM's plan for what it loaded, NVML's per-process bytes of its processes, the pool it is on, its
+        pids); None when the child's log is not a vLLM log."""
+        if self._vllm_follow is None or self.child is None:
+            return None
         log = self._vllm_follow.poll()
         if not log.is_vllm:
-            return ""
-        nvml = self.state.nvml if self.state is not None else None
-        totals = [d.total for d in nvml.devices if d.total] if nvml is not None and nvml.available else []
-        key = (log.model, log.version, tuple(sorted(log.args.items(), key=str)), tuple(log.config.items()),
-               totals[:1])  # fmt: skip
+            return None
+        state = self.scoped_state or self.state
+        nvml = state.nvml if state is not None else None
+        pids = {self.child.pid}
+        if state is not None:
+            pids |= self.child.family(a.pid for a in state.agents)
+            if state.os is not None:  # vLLM's engine cores are grandchildren: named so in their command line
+                pids |= {p.pid for p in state.os.processes if "vllm" in (p.name + " " + p.cmdline).lower()}
+        pool = vllm_pool_for(state, frozenset(pids)) if state is not None else None
+        total = pool.capacity_bytes if pool is not None and not pool.unified else None
+        model, given = vllm_given(self.plan_inputs, self.plan_explicit)
+        key = (log.model, log.version, log.engine, tuple(sorted(log.args.items(), key=str)),
+               tuple(log.config.items()), *(log.figures.get(n) for n in PLAN_FIGURES),
+               total, model, tuple(given.items()), tuple(self.vllm_hints.items()))  # fmt: skip
         if self._vllm_plan is None or self._vllm_plan[0] != key:
-            pool, note = None, ""
-            if not totals:
-                note = "needs the device total (no NVML here)"
-            else:
-                try:
-                    from planner.vllm_explain import explain  # noqa: PLC0415
-
-                    pool = explain(log, total_bytes=totals[0]).pool.pool_bytes
-                except (ValueError, KeyError) as exc:  # PlannerError is a ValueError
-                    note = str(exc)[:100]
-            self._vllm_plan = (key, pool, note)
+            self._vllm_plan = (key, vllm_plan(log, total_bytes=total, model=model, given=given,
+                                              **self.vllm_hints))  # fmt: skip
         nvml_bytes = None
-        if nvml is not None and nvml.available and self.state is not None and self.state.os is not None:
+        if nvml is not None and nvml.available:
             by_pid = gpu_bytes_by_pid(nvml)
-            pids = {self.child.pid} | {
-                p.pid for p in self.state.os.processes if "vllm" in (p.name + " " + p.cmdline).lower()
-            }
             held = [by_pid[pid] for pid in pids if pid in by_pid]
             nvml_bytes = sum(held) if held else None
-        return vllm_log_line(log, log_buckets(log), self._vllm_plan[1], self._vllm_plan[2], nvml_bytes)
+        return log, log_buckets(log), self._vllm_plan[1], nvml_bytes, pool, frozenset(pids)
+
+    def _vllm_log_text(self) -> str:
+        """The vLLM line from the child's log, next to vLLM's plan for the same model/args."""
+        parts = self._vllm_parts()
+        if parts is None:
+            return ""
+        log, buckets, plan, nvml_bytes, _, _ = parts
+        pool_bytes = plan.explanation.pool.pool_bytes if plan.explanation is not None else None
+        return vllm_log_line(log, buckets, pool_bytes, plan.error[:100], nvml_bytes)
+
+    def _live_comparisons(self, ended: str) -> tuple:
+        """The bucket comparisons, the vLLM process's (from its log) in place of its pool's, "ended" titles
+        once the command exited."""
+        comparisons = self._base_comparisons
+        parts = self._vllm_parts()
+        state = self.scoped_state or self.state
+        if parts is not None and state is not None and parts[4] is not None:
+            log, buckets, plan, nvml_bytes, pool, _ = parts
+            vllm = vllm_comparison(state, pool, log, buckets, plan, nvml_bytes, self.child.pid)
+            comparisons = with_vllm(comparisons, pool, vllm)
+        return ended_comparisons(comparisons, ended)
 
     def _push_to_screen(self) -> None:
         screen = self.screen
@@ -533,14 +567,16 @@ class MemsightApp(App[int]):
         except ValueError as exc:  # our own parse errors and PlannerError (a ValueError) alike
             self.plan_error = str(exc)
         if self.state is not None:
-            result = self._plans(self.state, force=True)
+            scoped = self.scoped_state or self.state
+            result = self._plans(scoped, force=True)
             self.plan_view = result.view
             if self.live_view is not None:
+                self._base_comparisons = bucket_comparisons(
+                    scoped, result.live_plans, result.live_errors, result.sources
+                )
                 self.live_view = replace(
                     self.live_view,
-                    comparisons=bucket_comparisons(
-                        self.state, result.live_plans, result.live_errors, result.sources
-                    ),
+                    comparisons=self._live_comparisons(self.live_view.ended),
                 )
             self._push_to_screen()
 
@@ -776,6 +812,7 @@ def run_app(
     exit_with_child: bool = False,
     app_ready: Any = None,
     plan_explicit: frozenset[str] = frozenset(),
+    vllm_hints: dict[str, str | None] | None = None,
 ) -> int:
     """Open the app on `monitor` (a live Monitor of this machine when None) until the user quits.
 
@@ -802,6 +839,7 @@ def run_app(
         child=child,
         exit_with_child=exit_with_child,
         plan_explicit=plan_explicit,
+        vllm_hints=vllm_hints,
     )
     if app_ready is not None:
         app_ready(app)

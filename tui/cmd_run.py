@@ -59,6 +59,17 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         help="do not track the models and KV caches transformers builds (sets MEMSIGHT_AUTOTRACK=0 for CMD); "
         "agent.track_model / track_kv in the script still work",
     )
+    parser.add_argument(
+        "--vllm-version",
+        metavar="V",
+        help="a vLLM CMD: its version, for vLLM's plan on the Live screen when its log does not say it",
+    )
+    parser.add_argument(
+        "--vllm-gpu",
+        metavar="NAME",
+        help="a vLLM CMD: the GPU whose recorded mem_get_info total its plan uses when NVML is not here and "
+        "the log states none (the names `memsight explain --gpu` knows)",
+    )
     add_export_arguments(parser)
     add_display_arguments(parser)
     parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the command to run")
@@ -122,11 +133,23 @@ class RunChild:
         self.pid = process.pid
         self.log_path = log_path
         self.signals = signals
+        self._own: dict[int, bool] = {}  # pid -> CMD's own? (decided once: an exited agent stays counted)
 
     def family(self, pids) -> frozenset[int]:
         """CMD and those of `pids` in its session (CMD leads a session of its own with the UI: its children,
-        e.g. vLLM's engine cores, stay in it); other agents in the same directory are someone else's."""
-        return frozenset({self.pid, *(pid for pid in pids if session_of(pid) == self.pid)})
+        e.g. vLLM's engine cores, stay in it) or descended from it (headless: CMD shares memsight's
+        session); other agents in the same directory are someone else's. Each pid is decided the first
+        time it is seen and remembered, so an agent that exited (its /proc gone) stays in the family."""
+        own = {self.pid}
+        for pid in pids:
+            known = self._own.get(pid)
+            if known is None:
+                known = pid == self.pid or session_of(pid) == self.pid or descends_from(pid, self.pid)
+                if len(self._own) < 65536:
+                    self._own[pid] = known
+            if known:
+                own.add(pid)
+        return frozenset(own)
 
     def stop(self) -> None:
         """Ctrl-C in the app: the same path as a SIGINT sent to memsight (forwarded, remembered for the
@@ -149,6 +172,21 @@ def session_of(pid: int) -> int | None:
         return int(fields[3])
     except (OSError, IndexError, ValueError):
         return None
+
+
+def descends_from(pid: int, ancestor: int, max_depth: int = 64) -> bool:
+    """Whether `ancestor` is on pid's parent chain (field 4 of /proc/<pid>/stat, bounded)."""
+    for _ in range(max_depth):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                pid = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            return False
+        if pid == ancestor:
+            return True
+        if pid <= 1:
+            return False
+    return False
 
 
 class StopSignals:
@@ -259,6 +297,7 @@ def _run(args: argparse.Namespace, cmd: list[str], headless: bool, record: str |
         prometheus=args.prometheus,
         alert_options=config.thresholds,
     )
+    monitor.set_scope(lambda pids: frozenset())  # until CMD has a pid, no agent is this run's
     monitor.start()  # CollectorError (a --prometheus port in use) ends here, before any terminal change
     if monitor.exporter is not None:
         print(f"memsight: serving {monitor.exporter.url}", file=sys.stderr)
@@ -304,9 +343,12 @@ def _run(args: argparse.Namespace, cmd: list[str], headless: bool, record: str |
         if popen_kwargs and log_file is not None:
             log_file.close()
     command = " ".join(cmd)
+    run_child = RunChild(child, command, log_path)
+    monitor.set_scope(run_child.family)  # the summary's peaks: this command's agents, not other runs'
     opened: list = []  # the app, once open (its summary froze when CMD ended)
     try:
         with StopSignals(child) as signals:
+            run_child.signals = signals
             if headless:
                 returncode = signals.wait()
             else:
@@ -321,7 +363,8 @@ def _run(args: argparse.Namespace, cmd: list[str], headless: bool, record: str |
                     title=f"memsight run: {command[:60]}",
                     source_label=f"pid {child.pid}",
                     manage_monitor=False,
-                    child=RunChild(child, command, log_path, signals),
+                    child=run_child,
+                    vllm_hints={"version": args.vllm_version, "gpu": args.vllm_gpu},
                     exit_with_child=args.exit_with_child,
                     app_ready=ready,
                     **display_options(config),

@@ -286,6 +286,17 @@ def headroom(state: MonitorState, thresholds: AlertOptions) -> HeadroomData:
     )
 
 
+def run_scope(state: MonitorState, own: frozenset[int]) -> MonitorState:
+    """The state as `memsight run`'s bars and plans see it: only the command's own agents (`own`, from
+    RunChild.family). Other agents in the same directory (another run's) drop out of the measured buckets,
+    so what they hold is drawn with "other procs / OS" (their processes stay listed as processes)."""
+    buckets = tuple(b for b in state.buckets if b.pid in own)
+    agents = tuple(a for a in state.agents if a.pid in own)
+    if len(buckets) == len(state.buckets) and len(agents) == len(state.agents):
+        return state
+    return replace(state, buckets=buckets, agents=agents)
+
+
 def own_pids(state: MonitorState) -> frozenset[int]:
     """The experiments' processes: every agent's (under `memsight run` the app keeps only the command's own,
     tui/cmd_run.py RunChild.family)."""
@@ -641,3 +652,236 @@ def vllm_log_line(log, buckets, plan_pool_bytes: int | None, plan_note: str, nvm
     elif buckets.stage != "ready" and not log.error:
         text += f" | starting: {buckets.stage}"
     return text
+
+
+# --- the vLLM process's buckets, from its log, in the bucket table (memsight run -- vllm serve ...) ------
+@dataclass(frozen=True, slots=True)
+class VLLMPlan:
+    """The plan for the vLLM process: planner/vllm_explain.explain() on the log's model and engine arguments
+    (flags and the config file win), or why there is none."""
+
+    explanation: Any  # planner.vllm_explain.Explanation | None
+    error: str
+    provenance: str  # "plan follows vLLM's log: model ... (log) · max_model_len 8,192 (log) · ..."
+
+
+def vllm_given(inputs: PlanInputs, explicit: frozenset[str]) -> tuple[str | None, dict[str, str]]:
+    """(model, engine settings) the user gave as flags or in the config file: they win over the log's."""
+    given: dict[str, str] = {}
+    if "context" in explicit:
+        given["max_model_len"] = str(inputs.context)
+    if "tp" in explicit:
+        given["tensor_parallel_size"] = str(inputs.tp)
+    if "kv_dtype" in explicit and inputs.kv_dtype != "auto":
+        given["kv_cache_dtype"] = inputs.kv_dtype
+    return (inputs.model if "model" in explicit else None), given
+
+
+def vllm_plan(
+    log,
+    *,
+    total_bytes: int | None,
+    model: str | None,
+    given: dict[str, str],
+    version: str | None = None,
+    gpu: str | None = None,
+) -> VLLMPlan:
+    """vLLM's own model of its memory (planner.vllm_explain.explain) for what the log says vLLM loaded;
+    version / gpu: `memsight run --vllm-version / --vllm-gpu`, for what the log does not say."""
+    from planner.vllm_explain import explain  # noqa: PLC0415  (stdlib-only planner; only for a vLLM log)
+
+    try:
+        ex = explain(log, model=model, version=version, gpu=gpu, total_bytes=total_bytes, given=given)
+    except (ValueError, KeyError) as exc:  # PlannerError is a ValueError: shown, never a crash
+        # explain's own flags have other names under memsight run
+        why = str(exc).replace("give --vllm-version", "give memsight run --vllm-version")
+        why = why.replace("give --gpu NAME", "give memsight run --vllm-gpu NAME")
+        why = why.replace(" or --total-gib", "").replace("; or give the total as --total-gib", "")
+        return VLLMPlan(None, why, "")
+    parts = []
+    for name, value, how in ex.inputs:
+        if name == "model" and value.endswith(".json"):
+            value = pathlib.PurePath(value).name  # a config path: its file name fits the line
+        if how in ("--model", "--vllm-version", "--gpu"):
+            how = "given: flag or config file, wins over the log" if how == "--model" else "given: flag"
+        elif how == "given":
+            how = "given: flag or config file"
+        elif name == "model" and how == "log":
+            value = f"{value} (what vLLM loaded"
+            how = "log)"
+            parts.append(f"{name} {value}, {how}")
+            continue
+        parts.append(f"{name} {value} ({how})")
+    return VLLMPlan(ex, "", "plan follows vLLM's log: " + " · ".join(parts))
+
+
+def _vllm_metrics_note(log, buckets, snap) -> str:
+    """The pool's size (vLLM's log) beside its use now (the /metrics scrape, --vllm-url)."""
+    tokens_fig = log.smallest("kv_tokens")
+    size = "—" if buckets.kv_pool is None else f"{buckets.kv_pool / GIB:,.2f} GiB"
+    tokens = f" = {int(tokens_fig.value):,} tokens" if tokens_fig is not None else ""
+    head = f"KV pool {size}{tokens} (vLLM's log)"
+    if snap is None:
+        return f"{head} · use now: give --vllm-url URL (vLLM's /metrics)"
+    if not snap.available:
+        return f"{head} · /metrics {snap.url}: {snap.status}"
+    models = list(snap.models)
+    named = [m for m in models if log.model and m.model_name == log.model]
+    stats = (named or models or [None])[0]
+    if stats is None:
+        return f"{head} · /metrics {snap.url}: no model series"
+    capacity = int(tokens_fig.value) if tokens_fig is not None else snap.kv_capacity_tokens
+    use = "in use —"
+    if stats.kv_cache_usage is not None:
+        use = f"in use {stats.kv_cache_usage * 100:.1f}%"
+        if buckets.kv_pool is not None:
+            use += f" ≈ {stats.kv_cache_usage * buckets.kv_pool / GIB:,.2f} GiB"
+        if capacity:
+            use += f", {round(stats.kv_cache_usage * capacity):,} of {capacity:,} tokens"
+    num = lambda x: "—" if x is None else f"{x:,}"  # noqa: E731
+    return (
+        f"{head} · {use} (/metrics) · running {num(stats.requests_running)} / waiting "
+        f"{num(stats.requests_waiting)} · preemptions {num(stats.preemptions_total)}"
+    )
+
+
+def vllm_pool_for(state: MonitorState, pids: frozenset[int]) -> PoolCapacity:
+    """The pool the vLLM process is on: the first device where NVML lists one of `pids`, else the first."""
+    all_pools = pools(state)
+    if state.nvml.available:
+        for device in state.nvml.devices:
+            if any(p.pid in pids for p in device.processes):
+                for pool in all_pools:
+                    if pool.index == device.index or pool.unified:
+                        return pool
+    return all_pools[0]
+
+
+def vllm_comparison(
+    state: MonitorState,
+    pool: PoolCapacity,
+    log,
+    buckets,
+    plan: VLLMPlan,
+    nvml_bytes: int | None,
+    pid: int,
+) -> BucketComparison:
+    """The vLLM process's buckets on `pool`: each from this run's agent where it measured it, else from vLLM's
+    log (weights, KV pool, activation peak, non-torch + CUDA graphs as non-PyTorch), never both: the log's
+    weights and KV are taken out of the agent's untracked tensors, its activation peak out of the allocator
+    gap. Drawn over vLLM's own plan for the same model and arguments (planner/vllm_explain)."""
+    agent, missing = measured_segments(state, pool)
+    a = {s.key: s.bytes for s in agent}
+    has_agent = bool(_buckets_for(state, pool))
+    where = "NVML" if state.nvml.available else "OS"
+    sources: dict[str, list[str]] = {"vLLM's log": [], "agent": [], where: []}
+    values: dict[str, int | None] = {}
+    for key, logged, label in (
+        ("weights", buckets.weights, "weights"),
+        ("kv", buckets.kv_pool, "KV pool"),
+        ("activations", buckets.activation, "activation peak"),
+        ("nonpytorch", buckets.overhead, "non-torch+graphs as non-PyTorch"),
+    ):
+        if a.get(key) is not None and has_agent:
+            values[key] = a[key]
+            sources["agent"].append(label.split(" as ")[0])
+        else:
+            values[key] = logged
+            if logged is not None:
+                sources["vLLM's log"].append(label)
+    tensors, gap = (a.get("tensors"), a.get("gap")) if has_agent else (None, None)
+    if tensors is not None:
+        taken = sum(values[k] or 0 for k in ("weights", "kv") if a.get(k) is None)
+        tensors = max(0, tensors - taken)
+        sources["agent"].append("untracked tensors (less the log's weights + KV)" if taken else "tensors")
+    if gap is not None:
+        if a.get("activations") is None and values["activations"]:
+            gap = max(0, gap - values["activations"])
+            sources["agent"].append("gap (less the log's activation peak)")
+        else:
+            sources["agent"].append("gap")
+    held_log = sum(values[k] or 0 for k in ("weights", "kv", "activations", "nonpytorch"))
+    other, free = a.get("other"), a.get("free")
+    # the log fills what the agent does not track: its "tracks no model/KV" line no longer applies
+    missing = "; ".join(m for m in missing.split("; ") if m and not m.startswith("agent tracks no model/KV"))
+    if not has_agent:
+        # the agents' held bytes are not known: what vLLM holds is NVML's per-process figure, else its log
+        held = nvml_bytes if nvml_bytes is not None else held_log
+        if pool.unified and state.os is not None:
+            other = max(0, state.os.mem_total - state.os.mem_available - held)
+        elif not pool.unified:
+            device = _device(state, pool.index)
+            other = None if device is None or device.used is None else max(0, device.used - held)
+        missing = "; ".join(m for m in missing.split("; ") if m and not m.startswith("no memsight agent"))
+    sources[where].extend(["other", "free"])
+    measured = (
+        Segment("other", other),
+        Segment("weights", values["weights"]),
+        Segment("kv", values["kv"]),
+        Segment("tensors", tensors),
+        Segment("activations", values["activations"]),
+        Segment("gap", gap),
+        Segment("nonpytorch", values["nonpytorch"]),
+        Segment("free", free),
+    )
+    notes = ["sources: " + " · ".join(f"{src}: {', '.join(keys)}" for src, keys in sources.items() if keys)]
+    notes.append(_vllm_metrics_note(log, buckets, state.vllm))
+    total = buckets.total
+    if total is not None and nvml_bytes is not None and buckets.ranks <= 1:
+        notes.append(
+            f"outside vLLM's accounting {(nvml_bytes - total) / GIB:,.2f} GiB (NVML per-process "
+            f"{nvml_bytes / GIB:,.2f} - vLLM's own {total / GIB:,.2f})"
+        )
+    if plan.provenance:
+        notes.append(plan.provenance)
+    if log.error:
+        notes.append(f"vLLM logged an error on line {log.error_line}: {log.error[:100]}")
+    elif log.stage != "ready":
+        notes.append(f"vLLM starting: {log.stage} (the buckets fill in as its log says them)")
+    ex = plan.explanation
+    planned = None
+    if ex is not None:
+        p = ex.pool
+        capacity = p.total_bytes or pool.capacity_bytes or 0
+        used = p.weights_bytes + p.pool_bytes + p.activation_bytes + p.non_torch_bytes + p.cudagraph_bytes
+        planned = (
+            Segment("other", 0),
+            Segment("weights", p.weights_bytes),
+            Segment("kv", p.pool_bytes),
+            Segment("activations", p.activation_bytes),
+            Segment("overhead", p.non_torch_bytes + p.cudagraph_bytes),
+            Segment("free", max(0, capacity - used)),
+        )
+        inputs = {name: value for name, value, _ in ex.inputs}
+        model = inputs.get("model", ex.model)
+        if model.endswith(".json"):  # a config path: its file name is what fits on the line
+            model = pathlib.PurePath(model).name
+        label = (
+            f"KV pool {p.pool_bytes / GIB:,.2f} GiB = {p.kv_cache_tokens:,} tokens, max concurrency "
+            f"{p.max_concurrency:.2f}x PREDICTED by vLLM {ex.version} {ex.engine}'s model "
+            f"(planner/vllm_explain): {model}, {inputs.get('weights format', '?')}, max_model_len "
+            f"{p.max_model_len:,}, TP/PP {inputs.get('tensor/pipeline parallel', '1/1')}, util "
+            f"{inputs.get('gpu_memory_utilization', '?')}"
+        )
+    else:
+        label = f"vLLM's model of its memory: {plan.error or 'waiting for the model and version in the log'}"
+    ranks = f", one of {buckets.ranks} ranks" if buckets.ranks > 1 else ""
+    version = f" {log.version}" if log.version else ""
+    title = f"{pool.title} · vLLM{version} (pid {pid}{ranks}, figures from vLLM's log)"
+    return BucketComparison(title, pool.capacity_bytes, measured, planned, label, missing, tuple(notes))
+
+
+def with_vllm(
+    comparisons: tuple[BucketComparison, ...], pool: PoolCapacity, vllm: BucketComparison
+) -> tuple[BucketComparison, ...]:
+    """The pool's comparisons (one, or one per agent) give way to the vLLM process's; the others stay."""
+    out: list[BucketComparison] = []
+    for c in comparisons:
+        if c.title == pool.title or c.title.startswith(pool.title + " · pid "):
+            if vllm not in out:
+                out.append(vllm)
+        else:
+            out.append(c)
+    if vllm not in out:
+        out.insert(0, vllm)
+    return tuple(out)

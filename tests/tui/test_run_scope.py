@@ -1,0 +1,127 @@
+"""`memsight run` counts its own command's agents only: two runs (or a run and a stray agent) sharing one
+agent directory each sum their own process's buckets, in the Live screen's measured bars and in the run
+summary; the other agent stays visible as a process. Real child processes, real agents
+(torch on the CPU)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from collectors.monitor import Monitor
+from tests.conftest import REPO_ROOT
+from tui import cmd_run
+from tui.app import MemsightApp
+
+PY = sys.executable
+# a model of ARG input features x 256 outputs, fp32, tracked by the agent `memsight run` started in it; it
+# says it is ready (file 2), then waits for the other process (file 3) and stays 2 s more, so both monitors
+# see both agents at once
+CHILD = (
+    "import pathlib, sys, time\n"
+    "import torch\n"
+    "import collectors.agent as agent\n"
+    "model = torch.nn.Linear(int(sys.argv[1]), 256, bias=False)\n"
+    "agent.track_model(model)\n"
+    "pathlib.Path(sys.argv[2]).touch()\n"
+    "deadline = time.time() + 60\n"
+    "while not pathlib.Path(sys.argv[3]).exists() and time.time() < deadline: time.sleep(0.05)\n"
+    "time.sleep(2.0)\n"
+)
+
+
+def _weights(features: int) -> int:
+    return features * 256 * 4
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env.pop("MEMSIGHT_AGENT", None)
+    return env
+
+
+def test_two_simultaneous_runs_each_summarize_only_their_own_agent(tmp_path):
+    agents = tmp_path / "agents"
+    sizes = {"a": 2048, "b": 6144}  # 2 MiB and 6 MiB of weights
+    runs = {}
+    for name, features in sizes.items():
+        other = "b" if name == "a" else "a"
+        ready, wait_for = str(tmp_path / name), str(tmp_path / other)
+        argv = [PY, "-m", "tui.cli", "run", "--headless", "--json", "--hz", "5", "--agent-dir", str(agents),
+                "--", PY, "-c", CHILD, str(features), ready, wait_for]  # fmt: skip
+        runs[name] = subprocess.Popen(
+            argv, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_child_env()
+        )
+    try:
+        outputs = {name: proc.communicate(timeout=150) for name, proc in runs.items()}
+    finally:
+        for proc in runs.values():
+            if proc.poll() is None:
+                proc.kill()
+    for name, (out, err) in outputs.items():
+        assert runs[name].returncode == 0, err.decode()
+        doc = json.loads(out)
+        agent_pids = {s["pid"] for s in doc["sources"] if s["kind"] == "agent"}
+        assert len(agent_pids) == 2, doc["sources"]  # the monitor saw both runs' agents ...
+        summary = doc["summary"]
+        # ... and its summary sums its own alone (both at once: 8 MiB, what the bug printed)
+        assert summary["peaks"]["weights"]["bytes"] == _weights(sizes[name]), (name, summary["peaks"])
+        assert summary["scope"].startswith("this run's agents only (pid ")
+        assert summary["scope"].endswith("; 1 other agent in the directory not counted")
+        peak_line = next(line for line in err.decode().splitlines() if "peak GiB:" in line)
+        assert f"weights {_weights(sizes[name]) / 2**30:.2f}" in peak_line
+        assert "1 other agent in the directory not counted" in peak_line
+
+
+async def test_live_bars_count_the_runs_own_agent_and_leave_the_other_as_a_process(tmp_path):
+    agents = tmp_path / "agents"
+    agents.mkdir(mode=0o700)
+    env = cmd_run.child_environment(_child_env(), str(agents), 5.0)
+    stray = subprocess.Popen(  # another run's agent in the same directory
+        [PY, "-c", CHILD, "6144", str(tmp_path / "b"), str(tmp_path / "go")], env=env, cwd=REPO_ROOT
+    )
+    own = subprocess.Popen(
+        [PY, "-c", CHILD, "2048", str(tmp_path / "a"), str(tmp_path / "go")], env=env, cwd=REPO_ROOT,
+        start_new_session=True,
+    )  # fmt: skip
+    monitor = Monitor(hz=5, agent_dir=agents, discover_interval_s=0.2, keep_dead_s=float("inf"))
+    child = cmd_run.RunChild(own, "python child.py", None)
+    monitor.set_scope(child.family)
+    try:
+        deadline = time.monotonic() + 90
+        while not ((tmp_path / "a").exists() and (tmp_path / "b").exists()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        state = monitor.sample_once()
+        while time.monotonic() < deadline:
+            weights = {b.pid: b.weights_bytes for b in state.buckets}
+            if weights.get(own.pid) and weights.get(stray.pid):
+                break
+            time.sleep(0.2)
+            state = monitor.sample_once()
+        assert weights == {own.pid: _weights(2048), stray.pid: _weights(6144)}
+        app = MemsightApp(monitor, source_label="t", child=child, manage_monitor=False)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await pilot.pause()
+            (comparison,) = app.live_view.comparisons
+            assert comparison.measured_bytes("weights") == _weights(2048)  # not 8 MiB: the stray is not ours
+            stray_rss = next(p.rss for p in app.state.os.processes if p.pid == stray.pid)
+            # the stray's memory is with "other procs / OS" (MemTotal - MemAvailable - this run's RSS)
+            assert comparison.measured_bytes("other") >= stray_rss
+            rows = {r.pid: r for r in app.process_rows}
+            assert rows[own.pid].own and not rows[stray.pid].own  # still listed, not marked as this run's
+            await pilot.press("q")
+        summary = monitor.state().summary
+        assert summary.peak("weights").bytes == _weights(2048)
+        others = "1 other agent in the directory not counted"
+        assert summary.scope == f"this run's agents only (pid {own.pid}); {others}"
+    finally:
+        (tmp_path / "go").touch()
+        for proc in (own, stray):
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        monitor.stop()
