@@ -104,7 +104,9 @@ def _number(text: str | None) -> float | None:
     return float(m.group(0)) if m else None
 
 
-def _weight_format(log: VLLMLog, names: str, spec_format: str, quant: str) -> tuple[str | None, str]:
+def _weight_format(
+    log: VLLMLog, names: str, spec_format: str, quant: str, quant_from: str = "log"
+) -> tuple[str | None, str]:
     """The weight format vLLM loads, from --quantization / the config line / the model's name."""
     load_format = (log.setting("load_format") or "").lower()
     quant = quant.lower()
@@ -115,7 +117,7 @@ def _weight_format(log: VLLMLog, names: str, spec_format: str, quant: str) -> tu
         return "nvfp4", "quantization=modelopt and an NVFP4 name"
     for key, fmt in (("awq", "awq"), ("gptq", "gptq"), ("fp8", "fp8"), ("mxfp4", "mxfp4"), ("fp4", "nvfp4")):
         if key in quant:
-            return fmt, f"quantization={quant} in the log"
+            return fmt, f"quantization={quant} " + ("given (-q)" if quant_from == "given" else "in the log")
     if "compressed-tensors" in quant and "w8a8" in name:
         return "int8", "compressed-tensors W8A8 (int8) by the model's name"
     for key, fmt in (
@@ -242,9 +244,9 @@ def explain(
     prefix_caching = None if epc_text in (None, "None") else epc_text.strip() in ("True", "true", "1")
     mns = setting("max_num_seqs")[0]
     mnbt = setting("max_num_batched_tokens")[0]
-    quant_text, _ = setting("quantization")
+    quant_text, quant_from = setting("quantization")
     names = f"{model_id} {log.model or ''}"
-    fmt, fmt_why = _weight_format(log, names, spec.default_format, quant_text or "")
+    fmt, fmt_why = _weight_format(log, names, spec.default_format, quant_text or "", quant_from)
     if spec.quantization is not None:  # the checkpoint's own quantization_config says what it is
         fmt, fmt_why = None, f"the checkpoint's quantization_config ({spec.default_format})"
     inputs.append(("weights format", fmt or spec.default_format, fmt_why))

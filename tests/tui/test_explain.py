@@ -222,6 +222,12 @@ def test_vision_language_checkpoint_counts_its_tower_only_with_the_full_config()
     assert text_only["rows"]["kv_pool"]["predicted"] > full["rows"]["kv_pool"]["predicted"] + 2
 
 
+def test_weights_format_says_whether_quantization_was_given_or_logged():
+    log = str(LOGS / "issue10360_v0.6.4.post1_qwen25-32b-awq_a6000.log")
+    given = explain_json(log, "--model", "qwen2.5-32b", "-q", "awq", "--vllm-version", "0.6.4")
+    assert {i["name"]: i["from"] for i in given["inputs"]}["weights format"] == "quantization=awq given (-q)"
+
+
 def test_text_output_starts_with_the_worksheet_and_lists_every_row():
     done = explain(str(LOGS / "myoceane_v0.19.0_gpt-oss-20b_a100.log"), "--gpu", "a100-80gb")
     assert done.returncode == 0, done.stderr
