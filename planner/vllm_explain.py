@@ -519,6 +519,11 @@ def _cause(key: str, fig: Figure, value: float, pool: VLLMPool, ver, engine: str
                 "0.6.5-0.6.6 count the growth after the baseline plus the allocator's fragmentation (torch "
                 "allocated, not reserved): EMPIRICAL size"
             )
+        if engine == "V1" and (0, 18, 0) <= ver < (0, 27, 0):
+            return (
+                "growth after vLLM's baseline with the CUDA-graph estimate's captures inside the window "
+                "(0.18-0.26; NCCL's memory under TP): EMPIRICAL size from vLLM 0.19.0 H100 logs"
+            )
         return (
             "non-torch growth after vLLM's baseline (kernel modules, NCCL / all-reduce buffers): EMPIRICAL "
             "size from typical logs"
