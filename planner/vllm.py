@@ -132,7 +132,8 @@ def _cdiv(a: int, b: int) -> int:
 # them.
 ACTIVATION_READ_VERSIONS: tuple[str, ...] = (
     "0.6.4", "0.6.5", "0.6.6", "0.7.0", "0.7.1", "0.7.2", "0.7.3", "0.8.0", "0.8.5", "0.9.0", "0.10.2",
-    "0.11.0", "0.12.0", "0.13.0", "0.14.0", "0.20.0", "0.26.0", "0.33.0",
+    "0.11.0", "0.12.0", "0.13.0", "0.14.0", "0.16.0", "0.17.0", "0.18.0", "0.19.0", "0.20.0", "0.26.0",
+    "0.33.0",
 )  # fmt: skip
 USAGE_CONTEXTS = ("openai", "llm")  # `vllm serve` (UsageContext.OPENAI_API_SERVER) | offline LLM(...) class
 SAMPLER_PATHS = ("torch-sort", "triton", "flashinfer")
@@ -171,7 +172,7 @@ class ProfileActivation:
     input_bytes: int  # token ids / positions / slot mapping built for the dummy batch
     kept_bytes: int  # allocated during the run and kept (cuBLAS workspace, sampler buffer cache)
     peak_bytes: int  # what the driver rank (TP rank 0, last pipeline stage) logs
-    non_driver_peak_bytes: int  # what the other TP ranks log: they run the forward but not the sampler
+    non_driver_peak_bytes: int  # the other TP ranks (V0: forward only; V1 >= 0.11: as rank 0)
     phase: str  # "forward" | "sampler": which one sets the peak
     terms: tuple[str, ...]  # every term with its formula and source
     # V1 < 0.9.1 counts the absolute torch peak, so the model runner's persistent input buffers (allocated
@@ -333,13 +334,20 @@ def _default_sampler_path(ver: Version, engine: str, rows: int) -> tuple[str, st
             "V1 >= 0.26: FlashInfer top-k/top-p by default (VLLM_USE_FLASHINFER_SAMPLER defaults to True, "
             "flashinfer-python is in requirements/cuda.txt); GPUs with <= 16 SMs fall back"
         )
-    if ver >= (0, 20, 0) and rows >= 8:
+    if ver >= (0, 17, 0) and rows >= 8:
+        # The Triton top-k/top-p kernel arrives in 0.17.0 (v0.17.0 and v0.19.0:vllm/v1/sample/ops/
+        # topk_topp_sampler.py:251-252 `if HAS_TRITON and logits.shape[0] >= 8`; no topk_topp_triton.py in
+        # the 0.16.0 sdist); the dummy sampler run has top_k = V - 1 and top_p = 0.9 on every row
+        # (v0.19.0:vllm/v1/worker/gpu_model_runner.py:5575-5581), so it takes this path.
         return "triton", (
-            "V1 0.20: apply_top_k_top_p_triton for >= 8 rows (v0.20.0:v1/sample/ops/topk_topp_sampler.py; "
-            "FlashInfer only with VLLM_USE_FLASHINFER_SAMPLER=1)"
+            "V1 0.17-0.25: apply_top_k_top_p_triton for >= 8 rows (v0.19.0:v1/sample/ops/"
+            "topk_topp_sampler.py:251-252; FlashInfer only with VLLM_USE_FLASHINFER_SAMPLER=1)"
         )
     if ver >= (0, 12, 0):
-        return "torch-sort", "V1 0.12-0.19: PyTorch sort (FlashInfer only with VLLM_USE_FLASHINFER_SAMPLER=1)"
+        return "torch-sort", (
+            "V1 0.12-0.16 (and fewer than 8 rows later): PyTorch sort (FlashInfer only with "
+            "VLLM_USE_FLASHINFER_SAMPLER=1)"
+        )
     return "torch-sort", (
         "V1 0.8-0.11: PyTorch sort when FlashInfer is not installed (the pip wheel does not require it; the "
         "Docker image ships it: pass sampler_path='flashinfer' then)"
@@ -503,8 +511,11 @@ def profile_activation(
             "SortStable.cu) - " + why_path
         )
     elif sampler_path == "triton":
-        # v0.20.0:v1/sample/ops/topk_topp_triton.py apply_top_k_top_p_triton works in place with a cached
-        # [min(next_pow2(min(SMs, rows)), SMs), V] fp32 buffer; then softmax probs and random_sample's q.
+        # v0.19.0:v1/sample/ops/topk_topp_triton.py:1010-1019 apply_top_k_top_p_triton works in place on the
+        # fp32 logits (v0.19.0:v1/sample/sampler.py:90 `logits.to(torch.float32)`; the caller's bf16 logits
+        # stay referenced, gpu_model_runner.py:5571) with a cached [min(next_pow2(min(SMs, rows)), SMs), V]
+        # fp32 buffer that stays allocated; then softmax probs (topk_topp_sampler.py:112) and
+        # random_sample's q = empty_like(probs) (topk_topp_sampler.py:334): 2 + 4 + 4 + 4 B per element.
         if sm_count is None:
             buffer_rows = _next_power_of_2(r)
         else:
@@ -568,10 +579,20 @@ def profile_activation(
     peak = max(forward_phase, sampler_phase) + inputs + kept + buffers
     phase = "forward" if forward_phase >= sampler_phase else "sampler"
     non_driver = forward_phase + inputs + buffers + (0 if engine == "V1" and ver >= (0, 27, 0) else workspace)
+    # V1 (read in 0.11.0, 0.14.0, 0.19.0): LogitsProcessor._gather_logits all-gathers on every rank
+    # (Platform.use_all_gather: `envs.VLLM_USE_V1 or ...` in v0.11.0:vllm/platforms/interface.py:468-478,
+    # `return True` in v0.19.0:platforms/interface.py:614-618; v0.19.0:model_executor/layers/
+    # logits_processor.py:77-83) and every rank runs _dummy_sampler_run on the full vocabulary; the
+    # llm-d-planner 0.19.0 TP=2 logs show both ranks logging the same torch peak.
+    all_ranks_sample = engine == "V1" and ver >= (0, 11, 0)
     terms.append(
         f"peak = max(forward {forward_phase:,}, sampler {sampler_phase:,}) + inputs {inputs:,} "
         f"+ kept {kept:,} + buffers {buffers:,} = {peak:,} B ({peak / GiB:.2f} GiB, {phase} phase); "
-        "TP ranks > 0 skip the sampler"
+        + (
+            "every TP rank all-gathers the logits and runs the sampler, so each logs this peak"
+            if all_ranks_sample
+            else "TP ranks > 0 skip the sampler"
+        )
     )
     return ProfileActivation(
         version=rule,
@@ -586,7 +607,7 @@ def profile_activation(
         input_bytes=inputs,
         kept_bytes=kept,
         peak_bytes=peak,
-        non_driver_peak_bytes=non_driver if tp > 1 else peak,
+        non_driver_peak_bytes=non_driver if tp > 1 and not all_ranks_sample else peak,
         phase=phase,
         terms=tuple(terms),
         buffer_bytes=buffers,
@@ -1492,6 +1513,16 @@ class Device:
     name: str  # torch.cuda.get_device_name()
     capability: tuple[int, int]
     source: str
+    sm_count: int | None = None  # torch.cuda.get_device_properties().multi_processor_count
+
+
+# Streaming multiprocessors per GPU (NVIDIA's published figures for these parts; what
+# torch.cuda.get_device_properties().multi_processor_count returns): V1 0.17+'s Triton sampler sizes its
+# kept buffer by it (num_compute_units, v0.19.0:vllm/v1/sample/ops/topk_topp_triton.py:1010).
+DEVICE_SM_COUNTS: dict[str, int] = {
+    "h100-80gb": 132, "a100-80gb": 108, "a100-40gb": 108, "rtx3090": 82, "rtx5090": 170, "t4": 40,
+    "v100-32gb": 80, "gb10": 48,
+}  # fmt: skip
 
 
 def device_total(gpu: str) -> Device:
@@ -1508,7 +1539,7 @@ def device_total(gpu: str) -> Device:
             "or give the total as --total-gib"
         )
     gib_value, name, capability, source = DEVICE_TOTALS[key]
-    return Device(key, round(gib_value * GiB), name, capability, source)
+    return Device(key, round(gib_value * GiB), name, capability, source, DEVICE_SM_COUNTS.get(key))
 
 
 def predicted_non_torch(version: str, engine: str, world_size: int) -> Term:

@@ -193,12 +193,14 @@ def explain(
     device = device_total(gpu) if gpu is not None else None
     if device is not None:
         inputs.append(("GPU", f"{device.name} (sm {device.capability[0]}.{device.capability[1]})", "--gpu"))
-    if total_bytes is None and device is not None:
-        total_bytes = device.total_bytes
-        total_source = f"--gpu {gpu}: {device.source}"
+    # The log's own mem_get_info total wins over the --gpu table's (which was read on another machine of
+    # that kind); --gpu still gives the name, capability and SM count vLLM keys on.
     if total_bytes is None and logged_total is not None:
         total_bytes = round(logged_total * GiB)
         total_how, total_source = "log", f"total_gpu_memory on line {log.first('total').line}"
+    if total_bytes is None and device is not None:
+        total_bytes = device.total_bytes
+        total_source = f"--gpu {gpu}: {device.source}"
     if total_bytes is None:
         raise PlannerError(
             "the log does not state the device's total memory: give --gpu NAME (a recorded mem_get_info "
@@ -277,6 +279,7 @@ def explain(
             cudagraph_bytes=cudagraph_bytes,
             device_name=device.name if device else None,
             cuda_capability=device.capability if device else None,
+            sm_count=device.sm_count if device else None,
         )
 
     # The graph estimate needs the pool's resolved max_num_seqs, so the pool is sized once without graphs,

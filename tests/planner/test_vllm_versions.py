@@ -152,3 +152,48 @@ def test_pipeline_stages_before_the_last_run_the_forward_only():
         spec, total_bytes=round(31.37 * GiB), weights_bytes=10 * GiB, max_model_len=50000, **kw
     )
     assert single.activation_bytes == profile.peak_bytes
+
+
+def test_v1_017_on_samples_with_the_triton_kernel():
+    """0.17 - 0.25: the dummy sampler's top-k/top-p runs apply_top_k_top_p_triton for >= 8 rows
+    (v0.19.0:vllm/v1/sample/ops/topk_topp_sampler.py:251-252; absent from the 0.16.0 sdist). Llama-3.1-8B at
+    the H100 `vllm serve` defaults (8192 tokens, 1024 rows) on 132 SMs: llm-d-planner's 0.19.0 log says
+    'torch peak memory increase: 1.89GiB'."""
+    spec = load_spec("llama-3.1-8b")
+    h, v = 4096, 128256
+
+    def run(version, rows=R, **kw):
+        return profile_activation(
+            spec, max_num_batched_tokens=N, max_num_seqs=rows, version=version, engine="V1",
+            cuda_capability=(9, 0), sm_count=132, **kw,
+        )  # fmt: skip
+
+    p = run("0.19.0")
+    assert p.sampler_path == "triton" and p.phase == "sampler"
+    # profile_run keeps hidden_states and hidden_states[logit_indices]; the sampler run adds rand_like of it
+    assert p.hidden_bytes == N * h * 2 + 2 * R * h * 2 == 83_886_080
+    assert p.logits_bytes == R * v * 2  # compute_logits output, bf16, still referenced while sampling
+    assert p.sampler_bytes == R * v * 4 * 3  # fp32 copy, softmax probs, random_sample's q
+    assert p.kept_bytes == 132 * v * 4 + CUBLAS_WORKSPACE_HOPPER == 101_273_600  # Triton buffer + cuBLAS
+    assert p.peak_bytes == 2_023_837_696  # 1.885 GiB against the logged 1.89
+    assert abs(p.peak_bytes / GiB - 1.89) < 0.01
+    # every V1 TP rank all-gathers the logits and samples: both ranks of the TP=2 log say 1.89
+    tp2 = run("0.19.0", tp=2)
+    assert tp2.non_driver_peak_bytes == tp2.peak_bytes
+    assert run("0.17.0").sampler_path == "triton"
+    assert run("0.16.0").sampler_path == "torch-sort"  # no Triton kernel yet: the PyTorch sort
+    assert run("0.16.0").peak_bytes > p.peak_bytes + 2 * GiB
+    assert run("0.19.0", rows=4).sampler_path == "torch-sort"  # fewer than 8 rows keep the sort
+    # without the SM count the buffer is bounded by next_pow2(rows), and said so
+    loose = profile_activation(spec, max_num_batched_tokens=N, max_num_seqs=R, version="0.19.0",
+                               engine="V1", cuda_capability=(9, 0))  # fmt: skip
+    assert loose.kept_bytes == 1024 * v * 4 + CUBLAS_WORKSPACE_HOPPER
+    assert any("SM count not given" in t for t in loose.terms)
+
+
+def test_v0_tp_ranks_other_than_the_driver_skip_the_sampler():
+    spec = load_spec("llama-3.1-8b")
+    p = profile_activation(spec, max_num_batched_tokens=8192, max_num_seqs=256, version="0.6.6", engine="V0",
+                           tp=2)  # fmt: skip
+    assert p.non_driver_peak_bytes < p.peak_bytes
+    assert p.non_driver_peak_bytes == p.forward_only_peak_bytes
