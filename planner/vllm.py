@@ -1444,8 +1444,27 @@ DEVICE_TOTALS: dict[str, tuple[float, str, tuple[int, int], str]] = {
 # vllm #14452, which is also a test log) GiB. The context constant: 0.35 GiB, logged with the context inside
 # on an RTX 3090 (vllm #10517, 0.6.4); an A6000 logged 0.44 (vllm #10360, 0.6.4.post1, also a test log). No
 # H100 value with the context inside is held; a GPU with more SMs has a larger context.
+# - V1 0.18 - 0.26: the same growth, but profile_cudagraph_memory() (capturing and freeing graphs) now runs
+#   inside the memory_profiling() window, after which the growth is measured (v0.18.0:vllm/v1/worker/
+#   gpu_worker.py:384-399, v0.19.0:gpu_worker.py:366-381, v0.26.0:gpu_worker.py:484-506; not in 0.17.0),
+#   unless enforce_eager. The sizes of this era are EMPIRICAL from llm-d-planner's vLLM 0.19.0 H100 80GB
+#   sweep (the logs under tests/data/vllm_logs/llmdplanner_* and the rest of that sweep): one GPU 0.24 -
+#   0.27 GiB (25 dense logs; granite 3.x logged 0.46), TP > 1 2.06 - 2.21 GiB per rank (TP=2 and TP=4;
+#   likely the NCCL communicator's memory set up on first use, after the baseline, which vLLM takes after
+#   init_distributed_environment, v0.19.0:gpu_worker.py:259-282), pipeline stages without TP 0.07 GiB
+#   (PP=2, PP=4). Only H100s were logged: other GPUs, interconnects and NCCL versions may differ.
 NON_TORCH_GROWTH_ONE_GPU = round(0.10 * GiB)
 NON_TORCH_GROWTH_DISTRIBUTED = round(0.25 * GiB)
+NON_TORCH_GRAPHS_ONE_GPU = round(0.25 * GiB)
+NON_TORCH_GRAPHS_TP = round(2.1 * GiB)
+NON_TORCH_GRAPHS_PP_ONLY = round(0.07 * GiB)
+NON_TORCH_SOURCE_GRAPHS = (
+    "counted by memory_profiling(): growth of (cuda used - torch reserved) after the baseline taken after "
+    "init_distributed_environment, with the CUDA-graph estimate's captures inside the window "
+    "(v0.18.0:vllm/v1/worker/gpu_worker.py:384-399; v0.19.0:gpu_worker.py:259-282,366-381); size EMPIRICAL "
+    "from llm-d-planner's vLLM 0.19.0 H100 80GB logs: 0.24-0.27 GiB on one GPU, 2.06-2.21 GiB per rank at "
+    "TP=2/4, 0.07 GiB per stage at PP=2/4 (H100 only; other GPUs/interconnects not held)"
+)
 NON_TORCH_WITH_CONTEXT = round(0.35 * GiB)  # vllm issue #10517 (0.6.4, RTX 3090): non_torch_memory=0.35GiB
 NON_TORCH_SOURCE_GROWTH = (
     "counted by memory_profiling(): growth of (cuda used - torch reserved) after the baseline taken at "
@@ -1542,12 +1561,24 @@ def device_total(gpu: str) -> Device:
     return Device(key, round(gib_value * GiB), name, capability, source, DEVICE_SM_COUNTS.get(key))
 
 
-def predicted_non_torch(version: str, engine: str, world_size: int) -> Term:
-    """vLLM's non-torch memory for a version/engine, PREDICTED (see the era table above)."""
+def predicted_non_torch(
+    version: str, engine: str, world_size: int, *, tp: int | None = None, enforce_eager: bool = False
+) -> Term:
+    """vLLM's non-torch memory for a version/engine, PREDICTED (see the era table above). `tp` (the tensor
+    parallel size, default world_size) separates TP from pipeline stages where the era's sizes differ."""
     ver = parse_version(version)
     with_context = (engine == "V0" and ver <= (0, 6, 4)) or (engine == "V1" and ver < (0, 9, 1))
     if with_context:
         return Term("non-torch", NON_TORCH_WITH_CONTEXT, "PREDICTED", NON_TORCH_SOURCE_CONTEXT)
+    tp = world_size if tp is None else tp
+    if engine == "V1" and (0, 18, 0) <= ver < (0, 27, 0) and not enforce_eager:
+        if tp > 1:
+            size = NON_TORCH_GRAPHS_TP
+        elif world_size > 1:
+            size = NON_TORCH_GRAPHS_PP_ONLY
+        else:
+            size = NON_TORCH_GRAPHS_ONE_GPU
+        return Term("non-torch", size, "PREDICTED", NON_TORCH_SOURCE_GRAPHS)
     size = NON_TORCH_GROWTH_ONE_GPU if world_size == 1 else NON_TORCH_GROWTH_DISTRIBUTED
     allocated_era = engine == "V0" and (0, 6, 5) <= ver < (0, 7, 0)
     source = NON_TORCH_SOURCE_GROWTH_ALLOCATED if allocated_era else NON_TORCH_SOURCE_GROWTH

@@ -252,7 +252,7 @@ def explain(
     inputs.append(("weights format", fmt or spec.default_format, fmt_why))
 
     world = tp * pp
-    non_torch = predicted_non_torch(ver_text, engine, world)
+    non_torch = predicted_non_torch(ver_text, engine, world, tp=tp, enforce_eager=enforce_eager)
 
     weights_per_stage: list[int] | None = None
     activation_given: int | None = None  # set when the profile run has more than the decoder (an encoder)

@@ -197,3 +197,21 @@ def test_v0_tp_ranks_other_than_the_driver_skip_the_sampler():
                            tp=2)  # fmt: skip
     assert p.non_driver_peak_bytes < p.peak_bytes
     assert p.non_driver_peak_bytes == p.forward_only_peak_bytes
+
+
+def test_non_torch_018_to_026_profiles_graphs_inside_the_window():
+    """From 0.18 the CUDA-graph estimate runs inside memory_profiling(), so what its captures leave counts;
+    the sizes are EMPIRICAL (llm-d-planner's 0.19.0 H100 logs) and say so; enforce_eager and the other eras
+    keep their constants."""
+    from planner.vllm import predicted_non_torch  # noqa: PLC0415
+
+    one = predicted_non_torch("0.19.0", "V1", 1)
+    assert one.bytes == round(0.25 * GiB) and "EMPIRICAL" in one.source and "H100" in one.source
+    assert "v0.18.0:vllm/v1/worker/gpu_worker.py:384-399" in one.source
+    assert predicted_non_torch("0.19.0", "V1", 2, tp=2).bytes == round(2.1 * GiB)
+    assert predicted_non_torch("0.26.0", "V1", 4).bytes == round(2.1 * GiB)  # tp defaults to the world
+    assert predicted_non_torch("0.19.0", "V1", 2, tp=1).bytes == round(0.07 * GiB)  # pipeline stages only
+    older = predicted_non_torch("0.17.0", "V1", 1)
+    assert older.bytes == round(0.10 * GiB) and older.source != one.source
+    assert predicted_non_torch("0.19.0", "V1", 1, enforce_eager=True).bytes == older.bytes
+    assert predicted_non_torch("0.27.0", "V1", 1).bytes == older.bytes  # 0.27+: another accounting
