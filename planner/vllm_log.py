@@ -252,7 +252,7 @@ _STAGE_MARKS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("weights", re.compile(r"Loading (?:model )?weights took|Model loading took|model weights take")),
     ("profiling", re.compile(r"Memory profiling|Available KV cache memory|available_kv_cache_memory|"
                              r"Estimated CUDA graph memory")),
-    ("pool", re.compile(r"# (?:GPU|CUDA|cuda) blocks:|GPU KV cache size:|Maximum concurrency for")),
+    ("pool", re.compile(r"(?:# |^)(?:GPU|CUDA|cuda) blocks:|GPU KV cache size:|Maximum concurrency for")),
     ("graphs", re.compile(r"Graph capturing finished|Capturing cudagraphs.*100%|CUDA graph pool memory|"
                           r"Desired GPU memory utilization is")),
     ("ready", re.compile(r"Application startup complete|Starting vLLM API server|init engine .* took|"
@@ -306,7 +306,8 @@ _FIGURES: tuple[tuple[re.Pattern[str], tuple[tuple[str, str], ...]], ...] = (
     (re.compile(rf"CUDA graph pool memory: {_NUM} GiB \(actual\), {_NUM} GiB \(estimated\)"),
      (("cudagraph_actual", "GiB"), ("cudagraph_estimate", "GiB"))),
     (re.compile(rf"Graph capturing finished in \d+ secs?, took {_NUM} GiB"), (("cudagraph_actual", "GiB"),)),
-    (re.compile(r"# (?:GPU|CUDA|cuda) blocks: (\d+)"), (("num_blocks", "blocks"),)),
+    # "# GPU blocks: B, # CPU blocks: C"; pasted into a GitHub comment the "# " can be lost (vllm #10517)
+    (re.compile(r"(?:# |^)(?:GPU|CUDA|cuda) blocks: (\d+)"), (("num_blocks", "blocks"),)),
     (re.compile(r"GPU KV cache size: ([\d,]+) tokens"), (("kv_tokens", "tokens"),)),
     (re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x"),
      (("max_model_len", "tokens"), ("max_concurrency", "x"))),

@@ -99,6 +99,25 @@ def test_v1_graph_estimate_and_tp_workers():
     assert hybrid.first("kv_pool").rank == "EngineCore"
 
 
+def test_v064_one_line_results_and_blocks_without_their_hash():
+    """vllm #10517: 0.6.4's one-line "Memory profiling results" (the torch peak includes the weights) and the
+    block count, whose leading "# " the pasted comment lost on one of its two runs."""
+    run = read("issue10517_v0.6.4_llama31-8b_rtx3090_mml20000.log")
+    assert run.engine is None and run.version is None and run.stage == "pool"  # bare lines: neither stated
+    assert values(run, "weights") == [("14.9888", 1, "")] and run.first("weights").unit == "GB"
+    assert values(run, "total") == [("23.58", 2, "")]
+    assert values(run, "torch_peak") == [("17.06", 2, "")]
+    assert values(run, "non_torch") == [("0.35", 2, "")]
+    assert values(run, "kv_pool") == [("3.81", 2, "")]
+    assert values(run, "num_blocks") == [("1952", 3, "")]
+    assert values(run, "max_model_len") == [("20000", 4, "")]
+    longer = read("issue10517_v0.6.4_llama31-8b_rtx3090_mml29000.log")
+    assert values(longer, "torch_peak") == [("17.98", 2, "")]
+    assert values(longer, "num_blocks") == [("1478", 3, "")]
+    assert values(longer, "max_concurrency") == [("0.82", 4, "")]
+    assert longer.error is None  # the closing "max seq len ... larger than" line is advice, not an exception
+
+
 def test_v019_debug_breakdown_and_summary_per_rank_and_stage():
     """vLLM 0.19.0 at DEBUG (llm-d-planner's H100 sweep): the profile's own breakdown ("Total non KV cache
     memory: ..; torch peak memory increase: ..; non-torch forward increase memory: ..; weights memory: ..")
