@@ -85,7 +85,10 @@ def test_record_shows_child_rss_rise_and_fall_and_cuda_not_initialized(recording
     procs = [s for s in doc["sources"] if s["kind"] == "process" and s["pid"] == agent["pid"]]
     assert procs and procs[0]["fields"]["rss"]["max"] > 300 * MiB
     available = [s for s in doc["sources"] if s["kind"] == "os"][0]["fields"]["mem_available"]
-    assert available["max"] - available["min"] > 200 * MiB  # headroom moved with it
+    # headroom moved with it. MemAvailable is host-wide: on a shared machine other processes freeing memory
+    # while the block is held cancel part of the drop (a CI run beside another suite saw 147 MiB of the
+    # 300), so a third of the block is asked for; a recorder that stopped sampling it would show ~0.
+    assert available["max"] - available["min"] > 100 * MiB
 
 
 def test_truncated_last_line_is_tolerated(recording, tmp_path):
