@@ -88,14 +88,8 @@ def read_regular(
     directory is refused without blocking; so is a file over the limit, before it is read.
     """
     max_bytes = globals()[limit]
+    fd, st = _open_regular(path, error, what)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise error(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise error(f"{path}: not a regular file ({_kind(st.st_mode)}), so not a {what}")
         if st.st_size > max_bytes:
             raise error(f"{path}: {st.st_size} bytes, over {bound(limit)}: not a plausible {what}")
         chunks = []
@@ -119,6 +113,11 @@ def read_regular(
 def open_regular(path: str | os.PathLike, error: type[Exception], what: str = "file") -> int:
     """An O_RDONLY descriptor of a regular file (the caller closes it); FIFOs and devices are refused
     without blocking."""
+    return _open_regular(path, error, what)[0]
+
+
+def _open_regular(path: str | os.PathLike, error: type[Exception], what: str) -> tuple[int, os.stat_result]:
+    """open_regular's descriptor with its fstat (read_regular checks the size on it)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
@@ -131,7 +130,7 @@ def open_regular(path: str | os.PathLike, error: type[Exception], what: str = "f
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
         raise error(f"{path}: not a regular file ({_kind(st.st_mode)}), so not a {what}")
-    return fd
+    return fd, st
 
 
 def _kind(mode: int) -> str:
