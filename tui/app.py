@@ -246,6 +246,7 @@ class MemsightApp(App[int]):
         self.vllm_hints = {k: v for k, v in (vllm_hints or {}).items() if v}
         self._vllm_plan: tuple[tuple, VLLMPlan] | None = None  # (inputs key, vLLM's plan for them)
         self._base_comparisons: tuple = ()  # the bucket comparisons before the vLLM process's is put in
+        self._vllm_parts_memo: tuple | None = None  # (log, state, plan inputs, _vllm_parts of them)
         self._child_key: tuple | None = None
         self.replay_note = ""  # what the last replay key did ("at the peak reserved (t+85.0s)")
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -502,6 +503,16 @@ class MemsightApp(App[int]):
         if not log.is_vllm:
             return None
         state = self.scoped_state or self.state
+        # a tick asks twice (the vLLM line and the bucket comparisons): the same log, state and plan inputs
+        # give the same parts, so the process scan and NVML sums run once
+        memo = self._vllm_parts_memo
+        if memo is not None and memo[0] is log and memo[1] is state and memo[2] == self.plan_inputs:
+            return memo[3]
+        parts = self._vllm_parts_for(log, state)
+        self._vllm_parts_memo = (log, state, self.plan_inputs, parts)
+        return parts
+
+    def _vllm_parts_for(self, log, state: MonitorState | None):
         nvml = state.nvml if state is not None else None
         pids = {self.child.pid}
         if state is not None:
