@@ -1561,17 +1561,30 @@ def device_total(gpu: str) -> Device:
     return Device(key, round(gib_value * GiB), name, capability, source, DEVICE_SM_COUNTS.get(key))
 
 
+def non_torch_era(version: str, engine: str, enforce_eager: bool = False) -> str:
+    """How a vLLM version counts non-torch memory (the era table above): "context" (the CUDA context
+    included, no baseline), "allocated" (growth after the baseline plus fragmentation), "graphs" (growth with
+    the graph estimate's captures inside the window) or "growth" (only what grew after the baseline)."""
+    ver = parse_version(version)
+    if (engine == "V0" and ver <= (0, 6, 4)) or (engine == "V1" and ver < (0, 9, 1)):
+        return "context"
+    if engine == "V1" and (0, 18, 0) <= ver < (0, 27, 0) and not enforce_eager:
+        return "graphs"
+    if engine == "V0" and ver < (0, 7, 0):
+        return "allocated"
+    return "growth"
+
+
 def predicted_non_torch(
     version: str, engine: str, world_size: int, *, tp: int | None = None, enforce_eager: bool = False
 ) -> Term:
     """vLLM's non-torch memory for a version/engine, PREDICTED (see the era table above). `tp` (the tensor
     parallel size, default world_size) separates TP from pipeline stages where the era's sizes differ."""
-    ver = parse_version(version)
-    with_context = (engine == "V0" and ver <= (0, 6, 4)) or (engine == "V1" and ver < (0, 9, 1))
-    if with_context:
+    era = non_torch_era(version, engine, enforce_eager)
+    if era == "context":
         return Term("non-torch", NON_TORCH_WITH_CONTEXT, "PREDICTED", NON_TORCH_SOURCE_CONTEXT)
     tp = world_size if tp is None else tp
-    if engine == "V1" and (0, 18, 0) <= ver < (0, 27, 0) and not enforce_eager:
+    if era == "graphs":
         if tp > 1:
             size = NON_TORCH_GRAPHS_TP
         elif world_size > 1:
@@ -1580,8 +1593,7 @@ def predicted_non_torch(
             size = NON_TORCH_GRAPHS_ONE_GPU
         return Term("non-torch", size, "PREDICTED", NON_TORCH_SOURCE_GRAPHS)
     size = NON_TORCH_GROWTH_ONE_GPU if world_size == 1 else NON_TORCH_GROWTH_DISTRIBUTED
-    allocated_era = engine == "V0" and (0, 6, 5) <= ver < (0, 7, 0)
-    source = NON_TORCH_SOURCE_GROWTH_ALLOCATED if allocated_era else NON_TORCH_SOURCE_GROWTH
+    source = NON_TORCH_SOURCE_GROWTH_ALLOCATED if era == "allocated" else NON_TORCH_SOURCE_GROWTH
     return Term("non-torch", size, "PREDICTED", source)
 
 

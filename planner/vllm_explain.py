@@ -23,6 +23,7 @@ from planner.vllm import (
     Term,
     VLLMPool,
     device_total,
+    non_torch_era,
     parse_version,
     predicted_cudagraphs,
     predicted_non_torch,
@@ -253,6 +254,7 @@ def explain(
 
     world = tp * pp
     non_torch = predicted_non_torch(ver_text, engine, world, tp=tp, enforce_eager=enforce_eager)
+    era = non_torch_era(ver_text, engine, enforce_eager)
 
     weights_per_stage: list[int] | None = None
     activation_given: int | None = None  # set when the profile run has more than the decoder (an encoder)
@@ -349,7 +351,7 @@ def explain(
              "requested - weights - activation - non-torch - graphs"),
     )  # fmt: skip
 
-    rows = _rows(log, pool, terms, total_how, ver, engine, tp, fmt or spec.default_format)
+    rows = _rows(log, pool, terms, total_how, era, tp, fmt or spec.default_format)
     worksheet = _worksheet(log, pool)
     return Explanation(
         model=model_id,
@@ -376,8 +378,7 @@ def _rows(
     pool: VLLMPool,
     terms: tuple[Term, ...],
     total_how: str,
-    ver: tuple[int, int, int],
-    engine: str,
+    era: str,
     tp: int,
     fmt: str | None,
 ) -> tuple[Row, ...]:
@@ -428,7 +429,7 @@ def _rows(
     for key in ROW_KEYS:
         fig = logged[key]
         value = predicted[key]
-        cause = _cause(key, fig, value, pool, ver, engine, tp, fmt) if fig is not None else ""
+        cause = _cause(key, fig, value, pool, era, tp, fmt) if fig is not None else ""
         rows.append(
             Row(
                 key=key,
@@ -461,8 +462,8 @@ def _pool_cause(pool_row: Row, rows: list[Row]) -> Row:
             if r.predicted and r.key != "requested":
                 unseen.append(terms[r.key])
             continue
-        if r.key == "cudagraphs" and r.cause.startswith("logged as an estimate only"):
-            continue  # the version logs the estimate but does not take it from the pool
+        if r.key == "cudagraphs" and not r.predicted:
+            continue  # the version logs the estimate but does not take it from the pool (nothing deducted)
         diff = r.predicted - r.logged
         if abs(diff) > 0.005:
             # a term predicted larger takes from the pool; the budget gives to it
@@ -475,7 +476,8 @@ def _pool_cause(pool_row: Row, rows: list[Row]) -> Row:
     return replace(pool_row, cause=text)
 
 
-def _cause(key: str, fig: Figure, value: float, pool: VLLMPool, ver, engine: str, tp: int, fmt) -> str:
+def _cause(key: str, fig: Figure, value: float, pool: VLLMPool, era: str, tp: int, fmt) -> str:
+    """`era`: how the version counts non-torch memory (planner.vllm.non_torch_era)."""
     diff = value - fig.value
     half_step = 0.005 if fig.unit in ("GiB", "GB", "") else 0.0
     if abs(diff) <= half_step + 1e-9:
@@ -509,17 +511,17 @@ def _cause(key: str, fig: Figure, value: float, pool: VLLMPool, ver, engine: str
             f"predicted with {pool.max_num_batched_tokens} tokens, {pool.max_num_seqs} sequences"
         )
     if key == "non_torch":
-        if (engine == "V0" and ver <= (0, 6, 4)) or (engine == "V1" and ver < (0, 9, 1)):
+        if era == "context":
             return (
                 "this version counts the CUDA context and loaded kernel modules (no baseline): a driver "
                 "figure, EMPIRICAL (0.35 GiB logged on an RTX 3090)"
             )
-        if engine == "V0" and ver < (0, 7, 0):
+        if era == "allocated":
             return (
                 "0.6.5-0.6.6 count the growth after the baseline plus the allocator's fragmentation (torch "
                 "allocated, not reserved): EMPIRICAL size"
             )
-        if engine == "V1" and (0, 18, 0) <= ver < (0, 27, 0):
+        if era == "graphs":
             return (
                 "growth after vLLM's baseline with the CUDA-graph estimate's captures inside the window "
                 "(0.18-0.26; NCCL's memory under TP): EMPIRICAL size from vLLM 0.19.0 H100 logs"
