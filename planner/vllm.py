@@ -1458,12 +1458,37 @@ NON_TORCH_GROWTH_DISTRIBUTED = round(0.25 * GiB)
 NON_TORCH_GRAPHS_ONE_GPU = round(0.25 * GiB)
 NON_TORCH_GRAPHS_TP = round(2.1 * GiB)
 NON_TORCH_GRAPHS_PP_ONLY = round(0.07 * GiB)
+# - V1 0.9.1 - 0.26 under TP (the growth era, and 0.18 - 0.26 with enforce_eager): what makes the 0.19 sweep's
+#   TP ranks grow by ~2 GiB more than its one-GPU runs is inside the window in every V1 version from 0.9.1.
+#   V1 all-gathers the logits on every rank (v0.10.0:vllm/model_executor/layers/logits_processor.py:89-101,
+#   platforms/interface.py:467-478 use_all_gather: VLLM_USE_V1) through torch.distributed's ProcessGroupNCCL
+#   on the TP device group (v0.10.0:vllm/distributed/device_communicators/base_device_communicator.py:129
+#   dist.all_gather_into_tensor(group=self.device_group); v0.24.0 the same, :198), created by
+#   torch.distributed.new_group without a device binding (v0.10.0:vllm/distributed/parallel_state.py:224),
+#   so its NCCL communicator is set up lazily by the profile run's first gather, after any baseline (vLLM's
+#   own PyNcclCommunicator warms up at init, v0.10.0:pynccl.py:104-106, and is excluded from 0.11 on). The
+#   size is the 0.19 H100 sweep's TP-minus-one-GPU difference (2.1 - 0.25 GiB: the communicator, graphs
+#   cancelling) on top of this era's one-GPU growth, so EMPIRICAL and H100 only. In 0.9.1 - 0.10.x the
+#   baseline is taken even before init_worker_distributed_environment (v0.10.0:vllm/v1/worker/
+#   gpu_worker.py:163 snapshot, :181 distributed init; v0.11.0:gpu_worker.py:169 init, :182 snapshot), so
+#   PyNccl's communicator and the custom all-reduce buffers count as well: their size is not held.
+NON_TORCH_GROWTH_TP_V1 = NON_TORCH_GROWTH_ONE_GPU + NON_TORCH_GRAPHS_TP - NON_TORCH_GRAPHS_ONE_GPU
 NON_TORCH_SOURCE_GRAPHS = (
     "counted by memory_profiling(): growth of (cuda used - torch reserved) after the baseline taken after "
     "init_distributed_environment, with the CUDA-graph estimate's captures inside the window "
     "(v0.18.0:vllm/v1/worker/gpu_worker.py:384-399; v0.19.0:gpu_worker.py:259-282,366-381); size EMPIRICAL "
     "from llm-d-planner's vLLM 0.19.0 H100 80GB logs: 0.24-0.27 GiB on one GPU, 2.06-2.21 GiB per rank at "
     "TP=2/4, 0.07 GiB per stage at PP=2/4 (H100 only; other GPUs/interconnects not held)"
+)
+NON_TORCH_SOURCE_GROWTH_TP_V1 = (
+    "counted by memory_profiling(): growth of (cuda used - torch reserved) after the baseline; V1 all-gathers "
+    "the logits on every TP rank through torch.distributed's NCCL group, whose communicator is created on "
+    "that first use, inside the window (v0.10.0:vllm/model_executor/layers/logits_processor.py:89-101, "
+    "vllm/distributed/device_communicators/base_device_communicator.py:129, distributed/parallel_state.py:224); "
+    "size EMPIRICAL: one-GPU growth 0.10 + the 0.19.0 H100 sweep's TP-minus-one-GPU difference 1.85 GiB "
+    "(2.06-2.21 vs 0.24-0.27 logged; H100 only); 0.9.1-0.10.x also count PyNccl's communicator and the "
+    "custom all-reduce buffers (baseline before init_worker_distributed_environment, "
+    "v0.10.0:vllm/v1/worker/gpu_worker.py:163,181): not sized"
 )
 NON_TORCH_WITH_CONTEXT = round(0.35 * GiB)  # vllm issue #10517 (0.6.4, RTX 3090): non_torch_memory=0.35GiB
 NON_TORCH_SOURCE_GROWTH = (
@@ -1592,6 +1617,9 @@ def predicted_non_torch(
         else:
             size = NON_TORCH_GRAPHS_ONE_GPU
         return Term("non-torch", size, "PREDICTED", NON_TORCH_SOURCE_GRAPHS)
+    ver = parse_version(version)
+    if engine == "V1" and (0, 9, 1) <= ver < (0, 27, 0) and tp > 1:
+        return Term("non-torch", NON_TORCH_GROWTH_TP_V1, "PREDICTED", NON_TORCH_SOURCE_GROWTH_TP_V1)
     size = NON_TORCH_GROWTH_ONE_GPU if world_size == 1 else NON_TORCH_GROWTH_DISTRIBUTED
     source = NON_TORCH_SOURCE_GROWTH_ALLOCATED if era == "allocated" else NON_TORCH_SOURCE_GROWTH
     return Term("non-torch", size, "PREDICTED", source)

@@ -215,3 +215,25 @@ def test_non_torch_018_to_026_profiles_graphs_inside_the_window():
     assert older.bytes == round(0.10 * GiB) and older.source != one.source
     assert predicted_non_torch("0.19.0", "V1", 1, enforce_eager=True).bytes == older.bytes
     assert predicted_non_torch("0.27.0", "V1", 1).bytes == older.bytes  # 0.27+: another accounting
+
+
+def test_non_torch_v1_tp_counts_the_lazily_created_logits_gather_communicator():
+    """V1 all-gathers the logits on every TP rank through torch.distributed's NCCL group, whose communicator is
+    created by the profile run's first gather, inside the window, in every V1 growth-era version (0.9.1 on,
+    and 0.18-0.26 with enforce_eager): its size is the 0.19 H100 sweep's TP-minus-one-GPU difference on top
+    of the era's one-GPU growth (EMPIRICAL, said so). Pipeline stages alone, V0 and 0.27+ keep theirs."""
+    from planner.vllm import predicted_non_torch  # noqa: PLC0415
+
+    tp = predicted_non_torch("0.10.0", "V1", 4)
+    assert tp.bytes == round(0.10 * GiB) + round(2.1 * GiB) - round(0.25 * GiB)  # 1.95 GiB
+    assert "EMPIRICAL" in tp.source and "H100" in tp.source
+    assert "v0.10.0:vllm/model_executor/layers/logits_processor.py:89-101" in tp.source
+    assert "gpu_worker.py:163,181" in tp.source  # 0.9.1-0.10.x: baseline before the distributed init
+    assert predicted_non_torch("0.9.1", "V1", 2).bytes == tp.bytes
+    assert predicted_non_torch("0.17.0", "V1", 2).bytes == tp.bytes
+    assert predicted_non_torch("0.19.0", "V1", 2, enforce_eager=True).bytes == tp.bytes
+    assert predicted_non_torch("0.19.0", "V1", 2).bytes == round(2.1 * GiB)  # graphs era: fitted as logged
+    assert predicted_non_torch("0.10.0", "V1", 2, tp=1).bytes == round(0.25 * GiB)  # stages only
+    assert predicted_non_torch("0.9.0", "V1", 2).bytes == round(0.35 * GiB)  # no baseline: the context
+    assert predicted_non_torch("0.8.5", "V0", 4).bytes == round(0.25 * GiB)  # V0 gathers to rank 0
+    assert predicted_non_torch("0.27.0", "V1", 4).bytes == round(0.25 * GiB)
