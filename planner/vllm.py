@@ -1481,10 +1481,12 @@ NON_TORCH_SOURCE_GRAPHS = (
     "TP=2/4, 0.07 GiB per stage at PP=2/4 (H100 only; other GPUs/interconnects not held)"
 )
 NON_TORCH_SOURCE_GROWTH_TP_V1 = (
-    "counted by memory_profiling(): growth of (cuda used - torch reserved) after the baseline; V1 all-gathers "
-    "the logits on every TP rank through torch.distributed's NCCL group, whose communicator is created on "
-    "that first use, inside the window (v0.10.0:vllm/model_executor/layers/logits_processor.py:89-101, "
-    "vllm/distributed/device_communicators/base_device_communicator.py:129, distributed/parallel_state.py:224); "
+    "counted by memory_profiling(): growth of (cuda used - torch reserved) after the baseline; V1 "
+    "all-gathers the logits on every TP rank through torch.distributed's NCCL group, whose communicator is "
+    "created on that first use, inside the window "
+    "(v0.10.0:vllm/model_executor/layers/logits_processor.py:89-101, "
+    "vllm/distributed/device_communicators/base_device_communicator.py:129, "
+    "distributed/parallel_state.py:224); "
     "size EMPIRICAL: one-GPU growth 0.10 + the 0.19.0 H100 sweep's TP-minus-one-GPU difference 1.85 GiB "
     "(2.06-2.21 vs 0.24-0.27 logged; H100 only); 0.9.1-0.10.x also count PyNccl's communicator and the "
     "custom all-reduce buffers (baseline before init_worker_distributed_environment, "

@@ -218,8 +218,8 @@ def test_non_torch_018_to_026_profiles_graphs_inside_the_window():
 
 
 def test_non_torch_v1_tp_counts_the_lazily_created_logits_gather_communicator():
-    """V1 all-gathers the logits on every TP rank through torch.distributed's NCCL group, whose communicator is
-    created by the profile run's first gather, inside the window, in every V1 growth-era version (0.9.1 on,
+    """V1 all-gathers the logits on every TP rank through torch.distributed's NCCL group, whose communicator
+    is created by the profile run's first gather, inside the window, in every V1 growth-era version (0.9.1 on,
     and 0.18-0.26 with enforce_eager): its size is the 0.19 H100 sweep's TP-minus-one-GPU difference on top
     of the era's one-GPU growth (EMPIRICAL, said so). Pipeline stages alone, V0 and 0.27+ keep theirs."""
     from planner.vllm import predicted_non_torch  # noqa: PLC0415
