@@ -163,13 +163,17 @@ def encoder_profile(
 ) -> EncoderProfile:
     """The PyTorch peak of the encoder's dummy run, PREDICTED from vLLM 0.24.0's code (eager tower).
 
-    Alive at the tower's worst moment (the MLP of a block, after the activation):
+    Alive at the tower's worst moment (inside a block):
     * pixel_values as the processor gives them (fp32) and their bf16 copy (_process_image_input casts to
       the tower's dtype): patches x patch_elements x (4 + 2);
     * the position embeddings and the rotary cos/sin kept in the encoder metadata: patches x hidden x 2 and
       patches x (head_dim / 2) x 2 x 2;
-    * in the block: the residual stream and norm2's output (2 x hidden) and fc1's output and the activation
-      (2 x intermediate), bf16.
+    * in the block, the larger of two steps, bf16: the MLP after its activation (the residual stream,
+      norm2's output, fc1's output and the activation: 2 x hidden + 2 x intermediate), and the attention call
+      (v0.24.0 models/qwen3_vl.py:455 and qwen2_5_vl.py:410-443: the residual stream, norm1's output, the
+      qkv projection (3 x hidden), the contiguous q/k copy and its rotated copy (2 + 2 x hidden;
+      vllm_flash_attn's apply_rotary_emb is not in place, layers/rotary_embedding/common.py:229-247) and the
+      attention output: 10 x hidden).
     The outputs (tokens x out_hidden x (1 + deepstack), bf16) stay in the encoder cache during the decoder's
     dummy run."""
     if images_per_prompt < 1:
@@ -186,14 +190,16 @@ def encoder_profile(
     pixels = patches * tower.patch_elements * (FP32 + BF16)
     positions = patches * d * BF16
     rotary = patches * (d // tower.heads // 2) * 2 * BF16
-    block = patches * (2 * d + 2 * i) * BF16
+    mlp_step, attention_step = 2 * d + 2 * i, 10 * d
+    block = patches * max(mlp_step, attention_step) * BF16
+    step = "the MLP activation (2h + 2I)" if mlp_step >= attention_step else "the attention call (10h)"
     peak = pixels + positions + rotary + block
     output = items * tokens * tower.out_hidden * (1 + tower.deepstack) * BF16
     terms = (
         f"encoder profile: {items} dummy image(s) of {tokens:,} tokens ({max_pixels:,} px max, "
         f"{patches:,} patches); budget max({max_num_batched_tokens}, {tokens}) = {budget}",
         f"pixel_values fp32 + bf16 copy {pixels:,} B; pos embeds {positions:,} B; "
-        f"rotary cos/sin {rotary:,} B; block at the MLP activation (2h + 2I) {block:,} B -> peak {peak:,} B",
+        f"rotary cos/sin {rotary:,} B; block at {step} {block:,} B -> peak {peak:,} B",
         f"encoder outputs kept for the decoder's dummy run: {output:,} B",
     )
     return EncoderProfile(items, tokens, patches, peak, output, terms)

@@ -45,10 +45,11 @@ def test_encoder_profile_exact():
     )
     assert (p.items, p.tokens_per_item, p.patches) == (1, 16_384, 65_536)
     patches, d, i = 65_536, 1152, 4304
-    expected = (
-        patches * 1536 * (4 + 2) + patches * d * 2 + patches * 36 * 2 * 2 + patches * (2 * d + 2 * i) * 2
-    )
-    assert p.peak_bytes == expected == 2_194_669_568
+    # the block's worst step is the attention call (10h = 11,520 per patch) above the MLP's 2h + 2I = 10,912
+    assert 10 * d > 2 * d + 2 * i
+    expected = patches * 1536 * (4 + 2) + patches * d * 2 + patches * 36 * 2 * 2 + patches * 10 * d * 2
+    assert p.peak_bytes == expected == 2_274_361_344
+    assert "the attention call (10h)" in p.terms[1]
     assert p.output_bytes == 16_384 * 2048 * 2
     # a smaller image (max_pixels from a preprocessor_config): budget max(8192, 1024) // 1024 = 8 images, but
     # one request x 2 images per prompt allows only 2
