@@ -179,6 +179,24 @@ CASES = (
          "within 3%: weights -0.3% (MXFP4 experts padded for Marlin on sm 8.0); the activation 1.83 GiB "
          "PREDICTED with the sort-path sampler although the log's workers use FlashInfer's (the same "
          "environment as the Qwen2 cases), non-torch the 0.25 GiB TP constant over Ray across nodes"),
+    Case("colab_v0.11.0_llama31-8b_l4.log", ("--model", "llama-3.1-8b", "--total-gib", "22.05"), "0.11.0",
+         "kv_pool", -0.027,
+         "within 3%: weights -0.2%; the log's sampler is PyTorch's sort ('FlashInfer is not available'), as "
+         "predicted for 128 rows x 2,048 tokens (0.61 GiB activation); the logged budget 20.29 - 14.99 - 4.75 "
+         "leaves 0.55 GiB for activation + non-torch against 0.71 predicted. The L4's mem_get_info total "
+         "(22.05 GiB) is not in this log: it is the one vLLM's CI L4s report (SOURCES.md)"),
+    Case("autodl_v0.10.2_qwen25-3b_24gb.log", ("--model", "qwen2.5-3b"), "0.10.2", "kv_pool", -0.0024,
+         "within 3%: the device total (23.65 GiB) is the log's own; weights -0.8%, activation 0.17 PREDICTED "
+         "(one sequence: max_num_seqs 1) vs 0.17 logged; non-torch 0.10 GiB (the 0.9.1-0.17 EMPIRICAL growth "
+         "constant) vs 0.02 logged: -0.08 GiB of pool. The GPU is not named (a 24 GB card on AutoDL)"),
+    Case("autoscientists_v0.26.1dev_qwen3-coder-30b-a3b_a100.log",
+         ("--model", "tests/data/vllm_logs/configs/Qwen3-Coder-30B-A3B-Instruct.json", "--gpu", "a100-80gb"),
+         "0.26.1rc1.dev156+g0eec856cc.d20260731", "kv_pool", 0.0058,
+         "within 3%: the device total (79.25 GiB) is the log's own; weights -0.1%, the graph estimate 0.16 "
+         "PREDICTED (7 capture sizes for max_num_seqs 16) vs 0.15 logged; the activation 0.12 PREDICTED "
+         "(FlashInfer's sampler, the 0.26 default, over 16 rows) vs 0.23 logged (-0.11 GiB, not derived "
+         "here: 9g's area); non-torch 0.25 vs 0.33 logged (57.26 consumed "
+         "- 56.93 weights). The GPU is the A100-SXM4-80GB the MoE config path names (SOURCES.md)"),
     # llm-d-planner's measured sweep: full vLLM 0.19.0 logs on one H100 80GB (79.19 GiB) at DEBUG, so the
     # profile's own breakdown is logged; the checkpoints' shapes are the catalog's (Instruct = base shapes)
     Case(V19 + "llama31-8b_tp1.log", ("--model", "llama-3.1-8b", *H100), "0.19.0", "kv_pool", 0.0005,
