@@ -197,6 +197,21 @@ CASES = (
          "(FlashInfer's sampler, the 0.26 default, over 16 rows) vs 0.23 logged (-0.11 GiB, not derived "
          "here: 9g's area); non-torch 0.25 vs 0.33 logged (57.26 consumed "
          "- 56.93 weights). The GPU is the A100-SXM4-80GB the MoE config path names (SOURCES.md)"),
+    Case("vediosifter_v0.12.0_qwen3-30b-a3b_rtxpro6000.log", ("--model", "qwen3-30b-a3b", "--total-gib", "94.97"),
+         "0.12.0", "kv_pool", 0.0028,
+         "within 3%: weights -0.1% (Qwen3-30B-A3B-Instruct-2507 has the catalog qwen3-30b-a3b's shapes), "
+         "enforce_eager (no graphs), the sort-path sampler's 1,024 rows x 151,936 vocabulary (5.55 GiB "
+         "PREDICTED, not in the log). The GPU is the RTX PRO 6000 Blackwell Server Edition the log's fused-MoE "
+         "config path names; its 94.97 GiB total is the one vLLM logs on the same machine in the same "
+         "repository's training log (SOURCES.md)"),
+    Case("memsuit_v0.17.1_llama31-8b_a100.log", ("--model", "llama-3.1-8b", *A100), "0.17.1", "kv_pool", -0.0022,
+         "within 3%: weights -0.2%; activation (Triton top-k/top-p over 256 rows, 108 SMs) and non-torch "
+         "(0.10 GiB) are not in this log. GPU from the repository ('single A100', run_all.sh), the 80 GB part "
+         "assumed (a 55.79 GiB pool does not fit the 40 GB one) with the table's 79.15 GiB total"),
+    Case("memsuit_v0.17.1_qwen25-3b-distill_a100.log", ("--model", "qwen2.5-3b", *A100), "0.17.1", "kv_pool",
+         -0.0016,
+         "within 3%: a LoRA-merged Qwen2.5-3B (run_all.sh: 'LoRA SFT on Qwen2.5-3B'; the catalog's shapes), "
+         "weights -0.7%; the same machine and assumptions as the Llama-3.1-8B log of this repository"),
     # llm-d-planner's measured sweep: full vLLM 0.19.0 logs on one H100 80GB (79.19 GiB) at DEBUG, so the
     # profile's own breakdown is logged; the checkpoints' shapes are the catalog's (Instruct = base shapes)
     Case(V19 + "llama31-8b_tp1.log", ("--model", "llama-3.1-8b", *H100), "0.19.0", "kv_pool", 0.0005,
