@@ -181,10 +181,11 @@ CASES = (
          "environment as the Qwen2 cases), non-torch the 0.25 GiB TP constant over Ray across nodes"),
     Case("colab_v0.11.0_llama31-8b_l4.log", ("--model", "llama-3.1-8b", "--total-gib", "22.05"), "0.11.0",
          "kv_pool", -0.027,
-         "within 3%: weights -0.2%; the log's sampler is PyTorch's sort ('FlashInfer is not available'), as "
-         "predicted for 128 rows x 2,048 tokens (0.61 GiB activation); the logged budget 20.29 - 14.99 - 4.75 "
-         "leaves 0.55 GiB for activation + non-torch against 0.71 predicted. The L4's mem_get_info total "
-         "(22.05 GiB) is not in this log: it is the one vLLM's CI L4s report (SOURCES.md)"),
+         "within 3%: weights -0.2%; the log's sampler is PyTorch's sort ('FlashInfer is not "
+         "available'), as predicted for 128 rows x 2,048 tokens (0.61 GiB activation); the logged budget "
+         "20.29 - 14.99 - 4.75 leaves 0.55 GiB for activation + non-torch against 0.71 predicted. "
+         "The L4's mem_get_info total (22.05 GiB) is not in this log: it is the one vLLM's CI L4s report "
+         "(SOURCES.md)"),
     Case("autodl_v0.10.2_qwen25-3b_24gb.log", ("--model", "qwen2.5-3b"), "0.10.2", "kv_pool", -0.0024,
          "within 3%: the device total (23.65 GiB) is the log's own; weights -0.8%, activation 0.17 PREDICTED "
          "(one sequence: max_num_seqs 1) vs 0.17 logged; non-torch 0.10 GiB (the 0.9.1-0.17 EMPIRICAL growth "
@@ -197,17 +198,18 @@ CASES = (
          "(FlashInfer's sampler, the 0.26 default, over 16 rows) vs 0.23 logged (-0.11 GiB, not derived "
          "here: 9g's area); non-torch 0.25 vs 0.33 logged (57.26 consumed "
          "- 56.93 weights). The GPU is the A100-SXM4-80GB the MoE config path names (SOURCES.md)"),
-    Case("vediosifter_v0.12.0_qwen3-30b-a3b_rtxpro6000.log", ("--model", "qwen3-30b-a3b", "--total-gib", "94.97"),
-         "0.12.0", "kv_pool", 0.0028,
+    Case("vediosifter_v0.12.0_qwen3-30b-a3b_rtxpro6000.log",
+         ("--model", "qwen3-30b-a3b", "--total-gib", "94.97"), "0.12.0", "kv_pool", 0.0028,
          "within 3%: weights -0.1% (Qwen3-30B-A3B-Instruct-2507 has the catalog qwen3-30b-a3b's shapes), "
          "enforce_eager (no graphs), the sort-path sampler's 1,024 rows x 151,936 vocabulary (5.55 GiB "
-         "PREDICTED, not in the log). The GPU is the RTX PRO 6000 Blackwell Server Edition the log's fused-MoE "
-         "config path names; its 94.97 GiB total is the one vLLM logs on the same machine in the same "
-         "repository's training log (SOURCES.md)"),
-    Case("memsuit_v0.17.1_llama31-8b_a100.log", ("--model", "llama-3.1-8b", *A100), "0.17.1", "kv_pool", -0.0022,
+         "PREDICTED, not in the log). The GPU is the RTX PRO 6000 Blackwell Server Edition the log's "
+         "fused-MoE config path names; its 94.97 GiB total is the one vLLM logs on the same machine "
+         "in the same repository's training log (SOURCES.md)"),
+    Case("memsuit_v0.17.1_llama31-8b_a100.log", ("--model", "llama-3.1-8b", *A100), "0.17.1", "kv_pool",
+         -0.0022,
          "within 3%: weights -0.2%; activation (Triton top-k/top-p over 256 rows, 108 SMs) and non-torch "
-         "(0.10 GiB) are not in this log. GPU from the repository ('single A100', run_all.sh), the 80 GB part "
-         "assumed (a 55.79 GiB pool does not fit the 40 GB one) with the table's 79.15 GiB total"),
+         "(0.10 GiB) are not in this log. GPU from the repository ('single A100', run_all.sh), the 80 GB "
+         "part assumed (a 55.79 GiB pool does not fit the 40 GB one) with the table's 79.15 GiB total"),
     Case("memsuit_v0.17.1_qwen25-3b-distill_a100.log", ("--model", "qwen2.5-3b", *A100), "0.17.1", "kv_pool",
          -0.0016,
          "within 3%: a LoRA-merged Qwen2.5-3B (run_all.sh: 'LoRA SFT on Qwen2.5-3B'; the catalog's shapes), "
