@@ -222,7 +222,8 @@ CASES = (
     Case("mlops_v0.22.1_qwen3-30b-a3b-fp8_h100.log", ("--model", "qwen3-30b-a3b", *H100), "0.22.1", "kv_pool",
          -0.0361,
          "the CUDA-graph estimate: 0.45 GiB PREDICTED (24 MiB per capture size, 19 sizes for "
-         "max_num_seqs 64) against 0.14 logged for this fp8 MoE model (-0.31 GiB of pool); weights -0.2% (online fp8 of "
+         "max_num_seqs 64) against 0.14 logged for this fp8 MoE model (-0.31 GiB of pool); weights -0.2% "
+         "(online fp8 of "
          "Qwen3-30B-A3B-Instruct-2507, the catalog's shapes); activation and non-torch are not in this log. "
          "The GPU is the H100 80GB HBM3 the fused-MoE config path names; its total is the table's 79.22"),
     Case("vllmrouter_ngc26.01_v0.13.0_gpt-oss-20b_gb10.log", ("--model", "gpt-oss-20b", "--gpu", "gb10"),
@@ -230,13 +231,15 @@ CASES = (
          "the scheduler tier: on this DGX Spark vLLM chose the < 70 GiB defaults (the log says "
          "max_num_batched_tokens=2048; NVML reports no memory total on GB10, the log's nvidia-smi "
          "check prints 'Total GPU Memory: 0 MB'), so max_num_seqs was 256 by the same rule, while explain "
-         "keys the tier on the 119.7 GiB total and predicts the sampler over 1,024 rows of a 201,088 vocabulary (7.37 GiB "
+         "keys the tier on the 119.7 GiB total and predicts the sampler over 1,024 rows of a 201,088 "
+         "vocabulary (7.37 GiB "
          "activation; 1.87 with 256 rows, which would give +10.4%). The total is the table's GB10 figure "
          "(not in this log; 0.27+ logs on GB10 show 121.6-121.7)"),
     Case("localai_v0.19.1_phi3-mini_rtx3090_wsl.log", ("--model", "phi-3-mini", "--gpu", "rtx3090"), "0.19.1",
          "kv_pool", -0.0407,
          "the device total: this RTX 3090 runs under WSL2 (the repository's notes), where the total "
-         "vLLM reads is not the 23.58 GiB of the table (native Linux): 0.85 x 23.58 - 7.12 weights leaves 12.92 GiB, "
+         "vLLM reads is not the 23.58 GiB of the table (native Linux): 0.85 x 23.58 - 7.12 weights leaves "
+         "12.92 GiB, "
          "less than the logged 13.06 pool alone; weights exact, the graph estimate (0.51 GiB) rightly not "
          "deducted in 0.19"),
     # llm-d-planner's measured sweep: full vLLM 0.19.0 logs on one H100 80GB (79.19 GiB) at DEBUG, so the
