@@ -242,6 +242,11 @@ CASES = (
          "12.92 GiB, "
          "less than the logged 13.06 pool alone; weights exact, the graph estimate (0.51 GiB) rightly not "
          "deducted in 0.19"),
+    Case("videocutting_v0.12.0_qwen3-30b-a3b_h100_tp2.log", ("--model", "qwen3-30b-a3b", *H100), "0.12.0",
+         "kv_pool", 0.0097,
+         "within 3%: TP=2 on H100 80GB HBM3 (named by the fused-MoE config path), weights -0.0% per rank, "
+         "activation (sort path over 64 rows) and non-torch (0.25 GiB, the 0.8-era TP constant) not in the "
+         "log; the total is the table's 79.22"),
     # llm-d-planner's measured sweep: full vLLM 0.19.0 logs on one H100 80GB (79.19 GiB) at DEBUG, so the
     # profile's own breakdown is logged; the checkpoints' shapes are the catalog's (Instruct = base shapes)
     Case(V19 + "llama31-8b_tp1.log", ("--model", "llama-3.1-8b", *H100), "0.19.0", "kv_pool", 0.0005,
