@@ -247,6 +247,10 @@ CASES = (
          "within 3%: TP=2 on H100 80GB HBM3 (named by the fused-MoE config path), weights -0.0% per rank, "
          "activation (sort path over 64 rows) and non-torch (0.25 GiB, the 0.8-era TP constant) not in the "
          "log; the total is the table's 79.22"),
+    Case("graphrag_v0.10.2_qwen3-4b_80gb.log", ("--model", "qwen3-4b"), "0.10.2", "kv_pool", 0.0011,
+         "within 3%: all defaults on an unnamed 80 GB card (total 79.18 GiB logged, which also sets the "
+         "scheduler tier: 8,192 tokens x 1,024 sequences); weights -0.8%, activation 5.56 PREDICTED vs 5.59 "
+         "logged, non-torch 0.10 vs 0.07"),
     # llm-d-planner's measured sweep: full vLLM 0.19.0 logs on one H100 80GB (79.19 GiB) at DEBUG, so the
     # profile's own breakdown is logged; the checkpoints' shapes are the catalog's (Instruct = base shapes)
     Case(V19 + "llama31-8b_tp1.log", ("--model", "llama-3.1-8b", *H100), "0.19.0", "kv_pool", 0.0005,
