@@ -427,7 +427,6 @@ def _vllm_pool(args: argparse.Namespace, inputs: Any, spec: Any, plan: Plan) -> 
             inputs.tp * inputs.pp,
             tp=inputs.tp,
             enforce_eager=args.enforce_eager,
-            device=recorded.key if recorded is not None else None,
         )
         notes.append(f"non-torch {_g(non_torch.bytes)} GiB PREDICTED: {non_torch.source}")
     total = args.total_gib
