@@ -40,6 +40,8 @@ class PlanView:
     bars: tuple[MachineBar, ...]
     summary: str  # the plan's four buckets for the chosen inputs, one line
     error: str  # "" or the planner's message
+    follows: str = ""  # what the plan follows (vLLM's log, a loaded model), each input's source
+    vllm: str = ""  # vLLM's own model's pool for the same inputs, when the plan follows vLLM's log
 
 
 class PlanScreen(Screen):
@@ -66,6 +68,7 @@ class PlanScreen(Screen):
         self._options = {"format": ["default", *choices.formats], "kv_dtype": list(choices.kv_dtypes)}
         yield Header()
         yield Static("", id="plan-status", classes="status-line")
+        yield Static("", id="plan-follows", classes="note")
         with VerticalScroll(id="plan-body"):
             with Grid(id="plan-fields"):
                 with Vertical(classes="field wide-field"):
@@ -109,6 +112,7 @@ class PlanScreen(Screen):
         # Tab goes straight to the first field (a scroll container would otherwise take the first Tab);
         # PageUp/PageDown still scroll the figure.
         self.query_one("#plan-body").can_focus = False
+        self.query_one("#plan-follows").display = False
         self._apply_size(self.app.size.width, self.app.size.height)
         self.fill(self.app.plan_field_values())
         view = getattr(self.app, "plan_view", None)
@@ -169,6 +173,20 @@ class PlanScreen(Screen):
         if view == self._view:
             return
         self._view = view
+        # the fields show what is planned (vLLM's log, a loaded model...), not the one being edited
+        current = self.field_values()
+        focused = self.focused
+        changed = {
+            name: value
+            for name, value in view.values
+            if current.get(name) != value and focused is not self.query_one(f"#plan-{name}")
+        }
+        if changed:
+            self.fill(changed)
+        follows = self.query_one("#plan-follows", Static)
+        text = "\n".join(t for t in (view.follows, view.vllm) if t)
+        follows.update(text)
+        follows.display = bool(text)
         error = self.query_one("#plan-error", Static)
         error.update(view.error)
         error.display = bool(view.error)

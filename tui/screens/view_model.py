@@ -7,6 +7,7 @@ and plans always give the same values (no clock, no hostname, no /proc), so snap
 from __future__ import annotations
 
 import json
+import math
 import pathlib
 import time
 from collections.abc import Mapping
@@ -715,6 +716,103 @@ def vllm_plan(
     return VLLMPlan(ex, "", "plan follows vLLM's log: " + " · ".join(parts))
 
 
+def vllm_plan_label(ex) -> str:
+    """vLLM's own model's verdict in one line (the Live screen's vLLM plan row, the Plan screen's)."""
+    p = ex.pool
+    inputs = {name: value for name, value, _ in ex.inputs}
+    model = inputs.get("model", ex.model)
+    if model.endswith(".json"):  # a config path: its file name is what fits on the line
+        model = pathlib.PurePath(model).name
+    return (
+        f"KV pool {p.pool_bytes / GIB:,.2f} GiB = {p.kv_cache_tokens:,} tokens, max concurrency "
+        f"{p.max_concurrency:.2f}x PREDICTED by vLLM {ex.version} {ex.engine}'s model "
+        f"(planner/vllm_explain): {model}, {inputs.get('weights format', '?')}, max_model_len "
+        f"{p.max_model_len:,}, TP/PP {inputs.get('tensor/pipeline parallel', '1/1')}, util "
+        f"{inputs.get('gpu_memory_utilization', '?')}"
+    )
+
+
+def vllm_source(
+    plan: VLLMPlan, log, pid: int, base: PlanInputs, explicit: frozenset[str]
+) -> PlanSource | None:
+    """The planner's inputs for what vLLM loaded, taken from the same explanation the Live screen's vLLM plan
+    row is drawn from (vllm_plan: the log's model and engine arguments, flags winning): model, weights
+    format, KV cache dtype, max_model_len as the context, max_num_seqs as the users, max_num_batched_tokens
+    as the prefill chunk, TP/PP. A field the user gave (`explicit`) keeps `base`'s value. None when vLLM's
+    plan has no explanation (its error says why)."""
+    ex = plan.explanation
+    if ex is None:
+        return None
+    p = ex.pool
+    inputs = {name: (value, how) for name, value, how in ex.inputs}
+    tp_pp = inputs.get("tensor/pipeline parallel", ("1/1", ""))[0].split("/")
+    fields: dict[str, Any] = {
+        "model": ex.model,
+        "context": p.max_model_len,
+        "output_tokens": 0,
+        "tp": int(tp_pp[0]),
+        "pp": int(tp_pp[1]) if len(tp_pp) > 1 else 1,
+    }
+    notes = [plan.provenance]
+    if "format" not in explicit:
+        fields["format"] = inputs.get("weights format", (base.format, ""))[0]
+    if "kv_dtype" not in explicit:
+        kv = (log.setting("kv_cache_dtype") or "auto").strip().lower()
+        fields["kv_dtype"] = "auto" if kv in ("auto", "none") else kv
+        where = "log" if log.setting("kv_cache_dtype") else "default"
+        notes.append(f"KV cache dtype {fields['kv_dtype']} ({where})")
+    if "users" not in explicit and p.max_num_seqs > 0:
+        # sequences at max_model_len vLLM runs at once: max_num_seqs caps them, the pool holds
+        # max_concurrency of them (what vLLM reserves; max_num_seqs alone would plan for every one full)
+        fields["users"] = max(1, min(p.max_num_seqs, math.floor(p.max_concurrency)))
+        where = "log" if log.setting("max_num_seqs") else f"vLLM {ex.version}'s default"
+        notes.append(
+            f"users {fields['users']} = min(max_num_seqs {p.max_num_seqs} ({where}), vLLM's max concurrency "
+            f"{p.max_concurrency:.2f}x PREDICTED), each at max_model_len"
+        )
+    if p.max_num_batched_tokens > 0:
+        fields["prefill_chunk"] = p.max_num_batched_tokens
+        where = "log" if log.setting("max_num_batched_tokens") else f"vLLM {ex.version}'s default"
+        notes.append(f"prefill chunk {p.max_num_batched_tokens:,} = max_num_batched_tokens ({where})")
+    for name in explicit & {"format", "users", "kv_dtype"}:
+        notes.append(f"{name} {getattr(base, name)} (given: flag, config file or Plan screen edit)")
+    for name in ("model", "context", "tp"):  # explain already took these from the flags (vllm_given)
+        if name in explicit:
+            fields[name] = getattr(base, name)
+    return PlanSource(pid, replace(base, **fields), None, "", tuple(notes))
+
+
+def plan_follows(
+    base: PlanInputs,
+    explicit: frozenset[str],
+    vllm: tuple[VLLMPlan, Any, int] | None,
+    sources: tuple[PlanSource, ...],
+) -> tuple[PlanSource | None, str]:
+    """What the Plan screen plans: the same source the Live screen's plan row follows. vLLM's log first
+    (`vllm`: its plan, the log, its pid; under `memsight run -- vllm serve ...`), then the first agent that
+    published a loaded model it can plan (plan_sources), else the inputs as given (None). The flags, the
+    config file and the user's edits win inside each (vllm_given, plan_sources). The line says what is
+    followed, or why the startup inputs are kept."""
+    why_not = ""
+    if vllm is not None:
+        plan, log, pid = vllm
+        source = vllm_source(plan, log, pid, base, explicit)
+        if source is not None:
+            return source, f"following vLLM's log (pid {pid}): " + " · ".join(source.provenance).removeprefix(
+                "plan follows vLLM's log: "
+            )
+        why_not = f"vLLM's log (pid {pid}) cannot be planned: {plan.error or 'no model or version yet'}"
+    usable = [s for s in sources if s.spec is not None and not s.error]
+    if usable:
+        source = usable[0]
+        more = f" (1 of {len(usable)} agents that published one)" if len(usable) > 1 else ""
+        line = f"following pid {source.pid}'s loaded model{more}: " + " · ".join(source.provenance)
+        return source, (f"{why_not}; " if why_not else "") + line
+    if why_not:
+        return None, f"{why_not}; the bars plan the inputs below"
+    return None, ""
+
+
 def _vllm_metrics_note(log, buckets, snap) -> str:
     """The pool's size (vLLM's log) beside its use now (the /metrics scrape, --vllm-url)."""
     tokens_fig = log.smallest("kv_tokens")
@@ -852,17 +950,7 @@ def vllm_comparison(
             Segment("overhead", p.non_torch_bytes + p.cudagraph_bytes),
             Segment("free", max(0, capacity - used)),
         )
-        inputs = {name: value for name, value, _ in ex.inputs}
-        model = inputs.get("model", ex.model)
-        if model.endswith(".json"):  # a config path: its file name is what fits on the line
-            model = pathlib.PurePath(model).name
-        label = (
-            f"KV pool {p.pool_bytes / GIB:,.2f} GiB = {p.kv_cache_tokens:,} tokens, max concurrency "
-            f"{p.max_concurrency:.2f}x PREDICTED by vLLM {ex.version} {ex.engine}'s model "
-            f"(planner/vllm_explain): {model}, {inputs.get('weights format', '?')}, max_model_len "
-            f"{p.max_model_len:,}, TP/PP {inputs.get('tensor/pipeline parallel', '1/1')}, util "
-            f"{inputs.get('gpu_memory_utilization', '?')}"
-        )
+        label = vllm_plan_label(ex)
     else:
         label = f"vLLM's model of its memory: {plan.error or 'waiting for the model and version in the log'}"
     ranks = f", one of {buckets.ranks} ranks" if buckets.ranks > 1 else ""
