@@ -183,14 +183,18 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         "--non-torch-gib",
         metavar="SIZE",
         type=size("--non-torch-gib"),
-        help="'non_torch_memory' (default: --overhead-gib)",
+        help="'non_torch_memory' (default: PREDICTED for the version, as `memsight explain` does)",
     )
     vllm.add_argument(
         "--cudagraph-gib",
         metavar="SIZE",
         type=size("--cudagraph-gib"),
-        default=0,
-        help="CUDA-graph estimate (vLLM >= 0.20)",
+        help="CUDA-graph estimate (default: PREDICTED; vLLM V1 >= 0.20 deducts it, earlier ones 0)",
+    )
+    vllm.add_argument(
+        "--enforce-eager",
+        action="store_true",
+        help="vLLM's --enforce-eager: no CUDA graphs (changes what the version counts as non-torch)",
     )
     vllm.add_argument(
         "--kv-pool-gib",
@@ -345,6 +349,7 @@ def _check_vllm_flags(args: argparse.Namespace) -> None:
             ("--weights-gib", args.weights_gib),
             ("--activation-gib", args.activation_gib),
             ("--non-torch-gib", args.non_torch_gib),
+            ("--cudagraph-gib", args.cudagraph_gib),
             ("--kv-pool-gib", args.kv_pool_gib),
             ("--vllm-version", args.vllm_version),
             ("--max-model-len", args.max_model_len),
@@ -376,24 +381,75 @@ def compute(args: argparse.Namespace, defaults: PlanDefaults | None = None) -> t
         plan = _with_assumption(plan, *weight_notes)
     pool = None
     if args.engine == "vllm":
-        from planner.vllm import DEFAULT_VLLM_VERSION, vllm_pool  # noqa: PLC0415
+        pool = _vllm_pool(args, inputs, spec, plan)
+    return plan, pool
 
-        per_stage: Any = (
-            args.weights_gib
-            if args.weights_gib is not None
-            else [next(r.weight_bytes for r in plan.ranks if r.pp_stage == s) for s in range(inputs.pp)]
+
+def _vllm_pool(args: argparse.Namespace, inputs: Any, spec: Any, plan: Plan) -> Any:
+    """vLLM's KV pool for the plan's model and arguments. Non-torch memory, the CUDA-graph estimate and the
+    weights vLLM holds beyond the checkpoint (padded MoE experts) are what `memsight explain` predicts for
+    the same version, so both commands give one pool; a flag replaces a prediction."""
+    from planner.vllm import (  # noqa: PLC0415
+        DEFAULT_VLLM_VERSION,
+        device_total,
+        parse_version,
+        predicted_cudagraphs,
+        predicted_non_torch,
+        vllm_pool,
+    )
+    from planner.vllm_moe import vllm_weight_extras  # noqa: PLC0415
+
+    version = args.vllm_version or DEFAULT_VLLM_VERSION
+    ver = parse_version(version)
+    engine = (args.vllm_engine or ("V0" if ver < (0, 8, 0) else "V1")).upper()
+    capability = args.cuda_capability or plan.machine.cuda_capability
+    notes = []
+    if args.weights_gib is not None:
+        per_stage: Any = args.weights_gib
+    else:
+        per_stage = [next(r.weight_bytes for r in plan.ranks if r.pp_stage == s) for s in range(inputs.pp)]
+        extras, extra_notes = vllm_weight_extras(
+            spec, plan.weights.format, ver, capability, inputs.tp, inputs.pp
         )
-        pool = vllm_pool(
+        per_stage = [w + e for w, e in zip(per_stage, extras, strict=True)]
+        notes.extend(f"weights {n}" for n in extra_notes)
+    non_torch = None
+    if args.non_torch_gib is None and args.kv_pool_gib is None:
+        non_torch = predicted_non_torch(
+            version, engine, inputs.tp * inputs.pp, tp=inputs.tp, enforce_eager=args.enforce_eager
+        )
+        notes.append(f"non-torch {_g(non_torch.bytes)} GiB PREDICTED: {non_torch.source}")
+
+    recorded = None  # the GPU's mem_get_info total and SM count, where memsight holds them
+    if args.gpu_name or plan.machine.device_name:
+        try:
+            recorded = device_total(args.gpu_name or plan.machine.device_name)
+        except PlannerError:
+            recorded = None  # not held for this GPU: the capacity stands in, and the notes say so
+    total = args.total_gib
+    if total is None and args.kv_pool_gib is None:
+        if recorded is not None and args.capacity_gib is None:
+            total = recorded.total_bytes
+            notes.append(f"device total {_g(total)} GiB as vLLM reads it (mem_get_info): {recorded.source}")
+        else:
+            total = plan.capacity_bytes
+            notes.append(
+                f"device total taken as the machine's capacity ({_g(total)} GiB); vLLM uses torch's "
+                "mem_get_info total, often a little less: --total-gib"
+            )
+
+    def pool_with(cudagraph_bytes: int) -> Any:
+        return vllm_pool(
             spec,
             max_model_len=args.max_model_len or inputs.context + inputs.output_tokens,
-            version=args.vllm_version or DEFAULT_VLLM_VERSION,
-            engine=args.vllm_engine,
-            total_bytes=args.total_gib if args.total_gib is not None else plan.capacity_bytes,
+            version=version,
+            engine=engine,
+            total_bytes=total if total is not None else plan.capacity_bytes,
             gpu_memory_utilization=args.gpu_memory_utilization,
             weights_bytes=per_stage,
             activation_bytes=args.activation_gib,
-            non_torch_bytes=args.non_torch_gib if args.non_torch_gib is not None else inputs.overhead_bytes,
-            cudagraph_bytes=args.cudagraph_gib or 0,
+            non_torch_bytes=non_torch.bytes if non_torch is not None else args.non_torch_gib or 0,
+            cudagraph_bytes=cudagraph_bytes,
             kv_pool_bytes=args.kv_pool_gib,
             block_size=inputs.block_size,
             kv_dtype=inputs.kv_dtype,
@@ -404,26 +460,29 @@ def compute(args: argparse.Namespace, defaults: PlanDefaults | None = None) -> t
             max_num_seqs=args.max_num_seqs,
             usage_context=args.usage_context,
             device_name=args.gpu_name or plan.machine.device_name,
-            cuda_capability=args.cuda_capability or plan.machine.cuda_capability,
+            cuda_capability=capability,
+            sm_count=recorded.sm_count if recorded is not None else None,
             sampler_path=args.sampler_path,
             enable_prefix_caching=args.enable_prefix_caching,
             mamba_ssm_cache_dtype=args.mamba_ssm_cache_dtype,
         )
-        defaults = []
-        if args.kv_pool_gib is None and args.total_gib is None:
-            defaults.append(
-                f"device total taken as the machine's capacity ({_g(plan.capacity_bytes)} GiB); vLLM uses "
-                "torch's mem_get_info total, often a little less (GB10: about 119.6-121.7 GiB): --total-gib"
-            )
-        if args.kv_pool_gib is None and args.non_torch_gib is None:
-            defaults.append(f"non-torch memory = the plan's overhead ({_g(inputs.overhead_bytes)} GiB)")
-        if args.kv_pool_gib is None and args.weights_gib is None:
-            defaults.append("weights per rank are the plan's (busiest rank of each pipeline stage)")
-        if defaults:
-            from dataclasses import replace  # noqa: PLC0415
 
-            pool = replace(pool, notes=(*pool.notes, *defaults))
-    return plan, pool
+    if args.cudagraph_gib is not None or args.kv_pool_gib is not None:
+        pool = pool_with(args.cudagraph_gib or 0)
+    else:
+        # The estimate counts the capture sizes, which follow the max_num_seqs the pool resolves.
+        pool = pool_with(0)
+        graphs = predicted_cudagraphs(version, engine, pool.max_num_seqs, enforce_eager=args.enforce_eager)
+        if graphs.bytes:
+            pool = pool_with(graphs.bytes)
+        notes.append(f"CUDA graphs {_g(graphs.bytes)} GiB PREDICTED: {graphs.source}")
+    if args.kv_pool_gib is None and args.weights_gib is None:
+        notes.append("weights per rank are the plan's (busiest rank of each pipeline stage)")
+    if args.kv_pool_gib is not None:
+        return pool
+    from dataclasses import replace  # noqa: PLC0415
+
+    return replace(pool, notes=(*pool.notes, *notes))
 
 
 def _with_assumption(plan: Plan, *notes: str) -> Plan:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -110,6 +111,60 @@ def test_vllm_pool_given_directly_and_predicted_activation():
     out = plan_json("llama-3.1-8b", "--machine", "h100", "--engine", "vllm")
     assert out["vllm"]["activation_predicted"] is True
     assert out["vllm"]["version"] == "0.33.0"
+
+
+def _explained(log: str, *args: str) -> tuple[dict[str, int], dict[str, str]]:
+    """`memsight explain LOG --json`: its predicted terms (bytes) and its inputs."""
+    out = subprocess.run(
+        [sys.executable, "-m", "tui.cli", "explain", f"tests/data/vllm_logs/{log}", *args, "--json"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    return {t["name"]: t["bytes"] for t in data["terms"]}, {i["name"]: i["value"] for i in data["inputs"]}
+
+
+@pytest.mark.parametrize(
+    ("log", "explain_args", "plan_args"),
+    [
+        # vLLM 0.19 on an H100: the era whose non-torch includes the graph estimate's captures
+        ("llmdplanner_v0.19.0_h100_llama31-8b_tp1.log", ("--model", "llama-3.1-8b", "--gpu", "h100"),
+         ("llama-3.1-8b", "--machine", "h100", "--gpu-memory-utilization", "0.95")),
+        # gpt-oss on an A100: MXFP4 experts padded for the Marlin kernel, a GPU that is not a plan preset
+        ("myoceane_v0.19.0_gpt-oss-20b_a100.log", ("--gpu", "a100-80gb"),
+         ("gpt-oss-20b", "--capacity-gib", "80", "--gpu-name", "NVIDIA A100-SXM4-80GB",
+          "--cuda-capability", "8.0", "--gpu-memory-utilization", "0.65")),
+    ],
+)  # fmt: skip
+def test_plan_engine_vllm_predicts_the_pool_explain_predicts(log, explain_args, plan_args):
+    # One model of vLLM's pool: `memsight plan --engine vllm` used the plan's 1.5 GiB overhead as non-torch
+    # memory, no graph estimate and no MXFP4 padding, so for the same inputs it answered GiBs away from
+    # `memsight explain`. The device total and max_model_len are given as the log states them.
+    terms, inputs = _explained(log, *explain_args)
+    pool = plan_json(
+        *plan_args, "--engine", "vllm", "--vllm-version", "0.19.0",
+        "--max-model-len", inputs["max_model_len"], "--total-gib", f"{terms['device total']}B",
+    )["vllm"]  # fmt: skip
+    assert pool["weights_bytes"] == terms["weights"]
+    assert pool["activation_bytes"] == terms["activation peak"]
+    assert pool["non_torch_bytes"] == terms["non-torch"]
+    assert pool["cudagraph_bytes"] == terms["CUDA graphs"]
+    assert pool["pool_bytes"] == terms["KV pool"]
+
+
+def test_plan_engine_vllm_deducts_the_graph_estimate_where_the_version_does():
+    common = ("llama-3.1-8b", "--engine", "vllm", "--machine", "h100", "--max-model-len", "8192")
+    before = plan_json(*common, "--vllm-version", "0.19.0")["vllm"]
+    after = plan_json(*common, "--vllm-version", "0.26.0")["vllm"]
+    eager = plan_json(*common, "--vllm-version", "0.26.0", "--enforce-eager")["vllm"]
+    given = plan_json(*common, "--vllm-version", "0.26.0", "--cudagraph-gib", "0.5")["vllm"]
+    assert before["cudagraph_bytes"] == 0 and eager["cudagraph_bytes"] == 0
+    # 0.26 on a >= 70 GiB GPU: 1024 sequences, so every default capture size up to 512 (51 of them)
+    assert after["cudagraph_bytes"] == 51 * 24 * 2**20
+    assert given["cudagraph_bytes"] == 2**29
+    assert given["pool_bytes"] - after["pool_bytes"] == after["cudagraph_bytes"] - 2**29
+    # the device total vLLM reads on an H100 (mem_get_info), not the marketing 80 GiB; V1 >= 0.14 rounds up
+    assert after["requested_bytes"] == math.ceil(round(79.22 * 2**30) * 0.9)
 
 
 @pytest.mark.parametrize("name", catalog_names())
