@@ -630,8 +630,8 @@ def vllm_log_line(log, buckets, plan_pool_bytes: int | None, plan_note: str, nvm
         return "—" if x is None else f"{x / 2**30:,.2f}"
 
     head = f"vLLM {log.version} (from vLLM's log" if log.version else "vLLM (from vLLM's log"
-    if buckets.ranks > 1:
-        head += f", one of {buckets.ranks} ranks"
+    if buckets.world > 1:
+        head += f"; {per_rank(buckets)}"
     head += "):"
     if log.error:
         head += f" ERROR line {log.error_line}: {log.error[:80]} ·"
@@ -646,13 +646,35 @@ def vllm_log_line(log, buckets, plan_pool_bytes: int | None, plan_note: str, nvm
         text += f" | plan, same model/args: KV pool {g(plan_pool_bytes)} GiB PREDICTED"
     elif plan_note:
         text += f" | plan: {plan_note}"
-    total = buckets.total
-    if total is not None and nvml_bytes is not None and buckets.ranks <= 1:
+    if buckets.world > 1:
+        text += f" | {job_total_text(buckets, 60)}"
+    total = buckets.total if buckets.world <= 1 else buckets.job_total
+    if total is not None and nvml_bytes is not None:
         outside = g(nvml_bytes - total)
         text += f" | outside vLLM's accounting {outside} GiB (NVML {g(nvml_bytes)} - vLLM {g(total)})"
     elif buckets.stage != "ready" and not log.error:
         text += f" | starting: {buckets.stage}"
     return text
+
+
+def per_rank(buckets) -> str:
+    """"per rank, TP=2 × PP=1: Worker_TP0's figures" for a job of several ranks (LogBuckets.world > 1)."""
+    if buckets.tp or buckets.pp:
+        shape = f"TP={buckets.tp or 1}" + (f" × PP={buckets.pp}" if buckets.pp > 1 else "")
+    else:
+        shape = f"{buckets.world} ranks logged"
+    return f"per rank, {shape}: {buckets.rank or 'the unprefixed lines'}'s figures"
+
+
+def job_total_text(buckets, cut: int = 200) -> str:
+    """The whole job's total where every rank logged its four buckets, else why not (cut to `cut`)."""
+    if buckets.job_total is not None:
+        total = buckets.job_total / GIB
+        return f"whole job, {buckets.world} ranks: {total:,.2f} GiB (every rank's buckets, log)"
+    why = buckets.job_missing
+    if len(why) > cut:
+        why = why[: cut - 1] + "…"
+    return f"whole job: not in the log ({why})"
 
 
 # --- the vLLM process's buckets, from its log, in the bucket table (memsight run -- vllm serve ...) ------
@@ -924,11 +946,14 @@ def vllm_comparison(
     )
     notes = ["sources: " + " · ".join(f"{src}: {', '.join(keys)}" for src, keys in sources.items() if keys)]
     notes.append(_vllm_metrics_note(log, buckets, state.vllm))
-    total = buckets.total
-    if total is not None and nvml_bytes is not None and buckets.ranks <= 1:
+    if buckets.world > 1:
+        notes.append(f"the bars: one rank of {buckets.world}, on this GPU · {job_total_text(buckets)}")
+    total = buckets.total if buckets.world <= 1 else buckets.job_total
+    if total is not None and nvml_bytes is not None:
+        whose = "vLLM's own" if buckets.world <= 1 else f"vLLM's own, {buckets.world} ranks"
         notes.append(
             f"outside vLLM's accounting {(nvml_bytes - total) / GIB:,.2f} GiB (NVML per-process "
-            f"{nvml_bytes / GIB:,.2f} - vLLM's own {total / GIB:,.2f})"
+            f"{nvml_bytes / GIB:,.2f} - {whose} {total / GIB:,.2f})"
         )
     if plan.provenance:
         notes.append(plan.provenance)
@@ -953,9 +978,9 @@ def vllm_comparison(
         label = vllm_plan_label(ex)
     else:
         label = f"vLLM's model of its memory: {plan.error or 'waiting for the model and version in the log'}"
-    ranks = f", one of {buckets.ranks} ranks" if buckets.ranks > 1 else ""
     version = f" {log.version}" if log.version else ""
-    title = f"{pool.title} · vLLM{version} (pid {pid}{ranks}, figures from vLLM's log)"
+    scope = per_rank(buckets) if buckets.world > 1 else "figures"
+    title = f"{pool.title} · vLLM{version} (pid {pid}, {scope} from vLLM's log)"
     return BucketComparison(title, pool.capacity_bytes, measured, planned, label, missing, tuple(notes))
 
 
