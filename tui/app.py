@@ -634,12 +634,14 @@ class MemsightApp(App[int]):
             shown_values = fields_from_inputs(follow.inputs)
             self._field_values = {**shown_values, **{k: self._field_values[k] for k in self._edited}}
         values = tuple((name, self._field_values.get(name, "")) for name in FIELDS)
+        # the fields the Plan screen sets from what it follows: the user's own edits stay as typed
+        followed = tuple(n for n in FIELDS if n not in self._edited) if follow is not None else ()
         live_plans: dict[str, Any] = {}
         live_errors: dict[str, str] = {}
         if self.plan_error:
             for pool in live_pools:
                 live_errors[pool.key] = self.plan_error
-            view = PlanView(values, (), "", self.plan_error, follow_line, vllm_label)
+            view = PlanView(values, (), "", self.plan_error, follow_line, vllm_label, followed)
             result = PlanResult(live_plans, live_errors, view)
             self._plan_result = result
             return result
@@ -684,7 +686,7 @@ class MemsightApp(App[int]):
                 continue
             bars.append(machine_bar(name, label, plan, context))
             summary = summary or plan_summary(plan)
-        view = PlanView(values, tuple(bars), summary, first_error, follow_line, vllm_label)
+        view = PlanView(values, tuple(bars), summary, first_error, follow_line, vllm_label, followed)
         result = PlanResult(live_plans, live_errors, view, sources)
         self._plan_result = result
         return result

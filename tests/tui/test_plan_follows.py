@@ -194,3 +194,41 @@ async def test_the_plan_screen_follows_a_transformers_agents_loaded_model():
     plan = make_plan(replace(source.inputs, machine="h100"), spec=source.spec)
     assert h100.max_users == plan.max_users and h100.segments[2].bytes == plan.kv_bytes == 2048 * 4096 * 8
     assert live.planned_bytes("kv") == plan.kv_bytes
+
+
+async def test_the_plan_screen_opened_after_the_log_was_read_shows_its_fields(tmp_path):
+    """Opened late, the screen starts with the followed values (a Select set only after compose would show
+    its prompt) and a refresh that reaches it before its fields are mounted waits for them (no crash)."""
+    log = tmp_path / "child.log"
+    go = tmp_path / "exit-now"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-u", "-c", PRINTER, str(LOGS / GPT_OSS), str(go)],
+                                stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+    app = MemsightApp(FixedMonitor(two_rank_state()), source_label="t",
+                      child=cmd_run.RunChild(proc, "vllm serve ...", log))  # fmt: skip
+    expected = parse_log((LOGS / GPT_OSS).read_text(encoding="utf-8"))
+    try:
+        async with app.run_test(size=(160, 48)) as pilot:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and app._vllm_follow.poll() != expected:
+                app.refresh_data()
+                await pilot.pause(0.05)
+            app.refresh_data()
+            app.switch_mode("plan")  # not awaited: the Plan screen is current, its fields not mounted yet
+            app._push_to_screen()
+            await pilot.pause()
+            await pilot.pause()
+            fields = _fields(app)
+            labels = {name: str(app.screen.query_one(f"#plan-{name} #label", Static).content)
+                      for name in ("format", "kv_dtype")}  # fmt: skip
+            follows = _text(app, "#plan-follows")
+            go.touch()
+            proc.wait(timeout=20)
+            await pilot.press("q")
+    finally:
+        go.touch()
+        if proc.poll() is None:
+            proc.kill()
+    assert fields["model"] == "openai/gpt-oss-20b" and fields["format"] == "mxfp4"
+    assert labels == {"format": "mxfp4", "kv_dtype": "auto"}  # what the Selects show, not their prompt
+    assert follows.startswith(f"following vLLM's log (pid {proc.pid}): ")
