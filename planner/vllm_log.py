@@ -339,6 +339,9 @@ _VERSION_PATTERNS = (
 )
 
 
+_ARGS_WRAP_LINES = 20  # at most this many continuation lines of a wrapped "non-default args:" dict
+
+
 class LogReader:
     """Incremental reader: feed() lines (or chunks of text), result() at any time."""
 
@@ -346,6 +349,10 @@ class LogReader:
         self._s = _State()
         self._partial = ""
         self._command = ""  # a `vllm serve ... \` command continued over several lines
+        # a "non-default args: {..." whose dict a terminal copy hard-wrapped onto the next lines (the
+        # wrap falls anywhere, inside a word too: the pieces are joined as they are)
+        self._args_text = ""
+        self._args_lines = 0
 
     def feed_text(self, chunk: str) -> None:
         """Feed arbitrary text (a complete line is parsed when its newline arrives)."""
@@ -364,6 +371,14 @@ class LogReader:
         s.lines += 1
         n = s.lines
         msg, rank = strip_line(raw)
+        if self._args_text:
+            if _HEADER.search(_ANSI.sub("", raw)) is None and self._args_lines < _ARGS_WRAP_LINES:
+                self._args_text += _ANSI.sub("", raw).rstrip("\r\n")
+                self._args_lines += 1
+                if self._non_default_args(self._args_text):
+                    self._args_text = ""
+                return
+            self._args_text = ""  # not a wrapped dict after all: the line is read as itself
         if not msg:
             return
         if self._command or (msg.endswith("\\") and re.search(r"vllm serve|vllm\.entrypoints", msg)):
@@ -438,15 +453,8 @@ class LogReader:
                 s.version = m.group(1)
         if "non-default args:" in msg:
             text = msg.split("non-default args:", 1)[1].strip()
-            try:
-                parsed = ast.literal_eval(text)
-            except (ValueError, SyntaxError, MemoryError, RecursionError):
-                parsed = None
-            if isinstance(parsed, dict):
-                for key, value in parsed.items():
-                    s.args.setdefault(str(key), value)
-                if s.model is None and isinstance(parsed.get("model"), str):
-                    s.model = parsed["model"]
+            if not self._non_default_args(text) and text.startswith("{") and "}" not in text:
+                self._args_text, self._args_lines = text, 0  # wrapped: the next lines continue it
         if "V1 LLM engine" in msg or "EngineCore" in raw:
             s.engine = s.engine or "V1"
         cmd = re.search(r"(?:^|[\s$#>])((?:vllm serve|python3? -m vllm\.entrypoints\S*)\s.*)$", msg)
@@ -456,6 +464,21 @@ class LogReader:
                 s.model = model
             for key, value in args.items():
                 s.args.setdefault(key, value)
+
+    def _non_default_args(self, text: str) -> bool:
+        """Read a "non-default args:" dict; False when the text is not (yet) a whole dict literal."""
+        s = self._s
+        try:
+            parsed = ast.literal_eval(text)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return False
+        if not isinstance(parsed, dict):
+            return False
+        for key, value in parsed.items():
+            s.args.setdefault(str(key), value)
+        if s.model is None and isinstance(parsed.get("model"), str):
+            s.model = parsed["model"]
+        return True
 
     def _stage(self, stage: str) -> None:
         if STAGES.index(stage) > STAGES.index(self._s.stage):

@@ -182,6 +182,33 @@ def test_a_config_line_cut_inside_a_value_keeps_the_args_model():
     assert log.first("kv_pool").value == 6.01 and log.first("kv_tokens").value == 569_878
 
 
+def test_non_default_args_hard_wrapped_by_a_terminal_copy():
+    # dennislee22/vLLM-benchmarking's logs were copied from a terminal that wrapped every line at a fixed
+    # width, inside words too: "... 'model': 'Qwe" / "n2-7B-Instruct', 'max_model_len': 16384, ...}"
+    one = read("dennislee_v0.10.1.1_qwen2-7b_a100-80gb_gmu0.25.log")
+    assert one.version == "0.10.1.1" and one.engine == "V1" and one.model == "Qwen2-7B-Instruct"
+    assert one.args == {
+        "model_tag": "Qwen2-7B-Instruct", "port": 8081, "model": "Qwen2-7B-Instruct", "max_model_len": 16384,
+        "gpu_memory_utilization": 0.25,
+    }  # fmt: skip
+    assert one.setting("gpu_memory_utilization") == "0.25" and one.setting("tensor_parallel_size") is None
+    assert values(one, "weights") == [("14.2488", 31, "")]
+    assert values(one, "kv_pool") == [("5.01", 42, "")]
+    assert values(one, "kv_tokens") == [("93,872", 43, "")]
+    assert values(one, "max_concurrency") == [("5.73", 44, "")]
+    ray = read("dennislee_v0.10.1.1_qwen2-7b_a100-40gb_tp2_ray.log")
+    assert ray.args["tensor_parallel_size"] == 2 and ray.args["gpu_memory_utilization"] == 0.5
+    # a figure line the wrap cut ("Model loading " / "took 7.1217 GiB") is not read; the other rank's is
+    assert values(ray, "weights") == [("7.1217", 90, "RayWorkerWrapper")]
+    assert values(ray, "kv_pool") == [("11.03", 115, "RayWorkerWrapper")]
+    # an args dict that never closes (a post cut there) does not swallow the vLLM lines after it
+    cut = parse_log(
+        "INFO 09-04 01:02:21 [utils.py:326] non-default args: {'model': 'Qwen2-7B-Instruct', 'max_mo\n"
+        "INFO 09-04 01:04:29 [gpu_worker.py:276] Available KV cache memory: 5.01 GiB\n"
+    )
+    assert cut.args == {} and values(cut, "kv_pool") == [("5.01", 2, "")]
+
+
 def test_startup_refusal_and_zero_blocks():
     refused = read("kvcached29_v0.9.2_free_memory_error.log")
     assert refused.is_vllm and refused.stage == "start" and refused.error_line == 3

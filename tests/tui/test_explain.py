@@ -48,6 +48,8 @@ def explain_json(*args: str) -> dict:
 
 V19 = "llmdplanner_v0.19.0_h100_"  # llm-d-planner's vLLM 0.19.0 sweep on H100s (SOURCES.md)
 H100 = ("--gpu", "h100")  # the sweep ran on H100 80GB (SOURCES.md): sm 9.0, 132 SMs; total logged
+DL = "dennislee_v0.10.1.1_"  # dennislee22/vLLM-benchmarking's vLLM 0.10.1.1 logs (SOURCES.md)
+A100 = ("--gpu", "a100-80gb")  # its file names and README: A100 80GB (sm 8.0, 108 SMs); no total logged
 
 
 @dataclass(frozen=True)
@@ -144,6 +146,39 @@ CASES = (
          "the same setup at 29,000 tokens: activation 17.98 - 14.99 = 2.99 GiB logged, 3.00 PREDICTED; the "
          "same caveat on non-torch",
          fitted="non-torch 0.35 GiB with the CUDA context (taken from this comment)"),
+    # helper 9f's held-out logs (the rule in SOURCES.md): dennislee22/vLLM-benchmarking, vLLM 0.10.1.1 on
+    # A100s; Qwen2-7B-Instruct has the catalog qwen2.5-7b's shape fields (SOURCES.md)
+    Case(DL + "qwen2-7b_a100-80gb_gmu0.25.log", ("--model", "qwen2.5-7b", *A100), "0.10.1.1", "kv_pool",
+         -0.179,
+         "the activation: the log says 'Using FlashInfer for top-p & top-k sampling' (the README installs "
+         "flashinfer-python), but explain predicts 0.10's PyTorch-sort sampler: 1.39 GiB over 256 rows of a "
+         "152,064 vocabulary, where FlashInfer's path would be 0.52 (profile_activation(sampler_path="
+         "'flashinfer')); the logged budget 19.79 - 14.25 weights - 5.01 pool leaves 0.53 GiB for "
+         "activation + non-torch. On a 5 GiB pool 0.87 GiB is -18%"),
+    Case(DL + "qwen2-7b_a100-80gb_gmu0.5.log", ("--model", "qwen2.5-7b", *A100), "0.10.1.1", "kv_pool",
+         -0.037,
+         "the same setup at gpu_memory_utilization 0.5: the same 0.87 GiB of sort-path sampler that the "
+         "FlashInfer run does not use, on a 24.83 GiB pool"),
+    Case(DL + "qwen2-7b_a100-80gb_tp2_gmu0.25.log", ("--model", "qwen2.5-7b", *A100), "0.10.1.1", "kv_pool",
+         -0.080,
+         "TP=2 in one node: the sampler as above (both V1 ranks sample), and non-torch 0.25 GiB (the "
+         "0.8-era TP constant); the logged budget 19.79 - 7.12 - 12.02 leaves 0.65 GiB per rank for "
+         "activation + non-torch against 1.64 predicted"),
+    Case(DL + "qwen2-7b_a100-80gb_tp2_gmu0.5.log", ("--model", "qwen2.5-7b", *A100), "0.10.1.1", "kv_pool",
+         -0.031,
+         "the same TP=2 setup at 0.5: the same ~1 GiB per rank (sort-path sampler vs FlashInfer, non-torch) "
+         "on a 31.83 GiB pool"),
+    Case(DL + "qwen2-7b_a100-40gb_tp2_ray.log", ("--model", "qwen2.5-7b", "--gpu", "a100-40gb"), "0.10.1.1",
+         "kv_pool", -0.001,
+         "within 3%, but by two misses that cancel: the two ranks sit on two nodes (Ray), and the logged "
+         "budget 19.75 - 7.12 - 11.03 leaves 1.60 GiB per rank for activation + non-torch (0.65 in one "
+         "node): the over-predicted sort-path sampler (see the A100 80GB cases) stands in for the larger "
+         "non-torch memory of NCCL across nodes, which is not modelled"),
+    Case(DL + "gpt-oss-120b_a100-80gb_tp4_ray.log", ("--model", "gpt-oss-120b", *A100), "0.10.1.1", "kv_pool",
+         -0.027,
+         "within 3%: weights -0.3% (MXFP4 experts padded for Marlin on sm 8.0); the activation 1.83 GiB "
+         "PREDICTED with the sort-path sampler although the log's workers use FlashInfer's (the same "
+         "environment as the Qwen2 cases), non-torch the 0.25 GiB TP constant over Ray across nodes"),
     # llm-d-planner's measured sweep: full vLLM 0.19.0 logs on one H100 80GB (79.19 GiB) at DEBUG, so the
     # profile's own breakdown is logged; the checkpoints' shapes are the catalog's (Instruct = base shapes)
     Case(V19 + "llama31-8b_tp1.log", ("--model", "llama-3.1-8b", *H100), "0.19.0", "kv_pool", 0.0005,
