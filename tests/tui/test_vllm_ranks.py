@@ -52,7 +52,7 @@ async def test_a_tp2_log_is_drawn_as_one_ranks_figures_and_says_so(tmp_path):
     pid = app.child.pid
     title = f" · vLLM 0.19.0 (pid {pid}, per rank, TP=2: Worker_TP0's figures from vLLM's log)"
     assert c.title.endswith(title)
-    job = "the bars: one rank of 2, on this GPU · whole job: not in the log (Worker_TP1 logged no KV pool)"
+    job = "the bars: one rank of 2 (one GPU each) · whole job: not in the log (Worker_TP1 logged no KV pool)"
     assert job in c.notes
     assert not any(n.startswith("outside vLLM's accounting") for n in c.notes)
     assert c.measured_bytes("kv") == round(63.76 * GIB)  # Worker_TP0's pool, as logged
@@ -66,7 +66,7 @@ async def test_a_pp2_log_gives_the_whole_job_and_what_is_outside_vllms_accountin
     assert "| whole job, 2 ranks: 53.32 GiB (every rank's buckets, log)" in text
     assert "| outside vLLM's accounting 6.68 GiB (NVML 60.00 - vLLM 53.32)" in text
     c = _vllm_comparison(app)
-    job = "the bars: one rank of 2, on this GPU · whole job, 2 ranks: 53.32 GiB (every rank's buckets, log)"
+    job = "the bars: one rank of 2 (one GPU each) · whole job, 2 ranks: 53.32 GiB (every rank's buckets, log)"
     assert job in c.notes
     outside = "outside vLLM's accounting 6.68 GiB (NVML per-process 60.00 - vLLM's own, 2 ranks 53.32)"
     assert outside in c.notes

@@ -642,12 +642,12 @@ def vllm_log_line(log, buckets, plan_pool_bytes: int | None, plan_note: str, nvm
         f"non-torch+graphs {g(buckets.overhead)} GiB",
     ]
     text = f"{head} {' · '.join(parts)}"
+    if buckets.world > 1:  # before the plan: the line is cut at the screen's width
+        text += f" | {job_total_text(buckets, 60)}"
     if plan_pool_bytes is not None:
         text += f" | plan, same model/args: KV pool {g(plan_pool_bytes)} GiB PREDICTED"
     elif plan_note:
         text += f" | plan: {plan_note}"
-    if buckets.world > 1:
-        text += f" | {job_total_text(buckets, 60)}"
     total = buckets.total if buckets.world <= 1 else buckets.job_total
     if total is not None and nvml_bytes is not None:
         outside = g(nvml_bytes - total)
@@ -947,7 +947,7 @@ def vllm_comparison(
     notes = ["sources: " + " · ".join(f"{src}: {', '.join(keys)}" for src, keys in sources.items() if keys)]
     notes.append(_vllm_metrics_note(log, buckets, state.vllm))
     if buckets.world > 1:
-        notes.append(f"the bars: one rank of {buckets.world}, on this GPU · {job_total_text(buckets)}")
+        notes.append(f"the bars: one rank of {buckets.world} (one GPU each) · {job_total_text(buckets)}")
     total = buckets.total if buckets.world <= 1 else buckets.job_total
     if total is not None and nvml_bytes is not None:
         whose = "vLLM's own" if buckets.world <= 1 else f"vLLM's own, {buckets.world} ranks"
