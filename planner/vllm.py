@@ -1458,12 +1458,37 @@ NON_TORCH_GROWTH_DISTRIBUTED = round(0.25 * GiB)
 NON_TORCH_GRAPHS_ONE_GPU = round(0.25 * GiB)
 NON_TORCH_GRAPHS_TP = round(2.1 * GiB)
 NON_TORCH_GRAPHS_PP_ONLY = round(0.07 * GiB)
+# - Under TP, in every era with a baseline (V0 0.6.5 - 0.10, V1 0.9.1 - 0.26), an NCCL communicator is created
+#   inside the window: the logits are gathered through torch.distributed's ProcessGroupNCCL on the TP device
+#   group (V1 all-gathers on every rank: v0.10.0:vllm/model_executor/layers/logits_processor.py:89-101,
+#   platforms/interface.py:467-478; V0 gathers to rank 0 through the same group), made by
+#   torch.distributed.new_group without a device binding (v0.10.0:vllm/distributed/parallel_state.py:224;
+#   v0.10.0:vllm/distributed/device_communicators/base_device_communicator.py:129
+#   dist.all_gather_into_tensor(group=self.device_group), v0.24.0 the same :198), so NCCL sets it up on the
+#   profile run's first gather (vLLM's own PyNcclCommunicator warms up at init, v0.10.0:pynccl.py:104-106).
+#   Its SIZE is the interconnect's (NCCL's transport buffers), EMPIRICAL by GPU: on H100 80GB HBM3 (SXM,
+#   NVLink) 1.85 GiB per rank, the 0.19.0 sweep's TP-minus-one-GPU difference (2.06-2.21 vs 0.24-0.27),
+#   matched by vllm PR #10511's 0.6.5-dev H100 run (TP=2 non-torch 3.58 GiB, TP=1 1.79: +1.79); elsewhere
+#   0.15 GiB, the 0.8-era consumer-GPU TP/PP logs over the one-GPU growth (0.20-0.33 vs 0.10), and
+#   dennislee22's A100 80GB TP=2 without P2P (0.10.1.1) leaves at most 0.65 GiB per rank for activation and
+#   non-torch together. In 0.9.1 - 0.10.x the baseline is taken even before
+#   init_worker_distributed_environment (v0.10.0:vllm/v1/worker/gpu_worker.py:163 snapshot, :181 init;
+#   v0.11.0:gpu_worker.py:169 init, :182 snapshot), so PyNccl's communicator and the custom all-reduce
+#   buffers count as well: not sized apart. Without a GPU the era's constant above is kept.
+NCCL_TP_EXTRA_BY_DEVICE: dict[str, int] = {"h100-80gb": NON_TORCH_GRAPHS_TP - NON_TORCH_GRAPHS_ONE_GPU}
+NCCL_TP_EXTRA_OTHER = NON_TORCH_GROWTH_DISTRIBUTED - NON_TORCH_GROWTH_ONE_GPU
 NON_TORCH_SOURCE_GRAPHS = (
     "counted by memory_profiling(): growth of (cuda used - torch reserved) after the baseline taken after "
     "init_distributed_environment, with the CUDA-graph estimate's captures inside the window "
     "(v0.18.0:vllm/v1/worker/gpu_worker.py:384-399; v0.19.0:gpu_worker.py:259-282,366-381); size EMPIRICAL "
     "from llm-d-planner's vLLM 0.19.0 H100 80GB logs: 0.24-0.27 GiB on one GPU, 2.06-2.21 GiB per rank at "
     "TP=2/4, 0.07 GiB per stage at PP=2/4 (H100 only; other GPUs/interconnects not held)"
+)
+NCCL_TP_SOURCE = (
+    "; under TP the logits gather's NCCL communicator (torch.distributed's device group, created on first "
+    "use inside the window: v0.10.0:vllm/model_executor/layers/logits_processor.py:89-101, "
+    "vllm/distributed/device_communicators/base_device_communicator.py:129, "
+    "distributed/parallel_state.py:224) is EMPIRICAL by GPU: {size} GiB per rank on {where}"
 )
 NON_TORCH_WITH_CONTEXT = round(0.35 * GiB)  # vllm issue #10517 (0.6.4, RTX 3090): non_torch_memory=0.35GiB
 NON_TORCH_SOURCE_GROWTH = (
@@ -1576,15 +1601,34 @@ def non_torch_era(version: str, engine: str, enforce_eager: bool = False) -> str
 
 
 def predicted_non_torch(
-    version: str, engine: str, world_size: int, *, tp: int | None = None, enforce_eager: bool = False
+    version: str,
+    engine: str,
+    world_size: int,
+    *,
+    tp: int | None = None,
+    enforce_eager: bool = False,
+    device: str | None = None,
 ) -> Term:
     """vLLM's non-torch memory for a version/engine, PREDICTED (see the era table above). `tp` (the tensor
-    parallel size, default world_size) separates TP from pipeline stages where the era's sizes differ."""
+    parallel size, default world_size) separates TP from pipeline stages where the era's sizes differ;
+    `device` (a DEVICE_TOTALS key) sizes the TP communicator by GPU (None: the era's constant)."""
     era = non_torch_era(version, engine, enforce_eager)
     if era == "context":
         return Term("non-torch", NON_TORCH_WITH_CONTEXT, "PREDICTED", NON_TORCH_SOURCE_CONTEXT)
     tp = world_size if tp is None else tp
+    by_gpu = tp > 1 and device is not None and not (engine == "V1" and parse_version(version) >= (0, 27, 0))
+    extra = NCCL_TP_EXTRA_BY_DEVICE.get(device or "", NCCL_TP_EXTRA_OTHER)
+    where = (
+        f"{device} (vLLM 0.19.0 H100 sweep, PR #10511's H100 TP=2)"
+        if device in NCCL_TP_EXTRA_BY_DEVICE
+        else f"{device}, no log of its TP held: the PCIe/consumer-GPU figure (0.8-era TP/PP logs; an A100 "
+        "80GB TP=2 without P2P, 0.10.1.1)"
+    )
+    tp_source = NCCL_TP_SOURCE.format(size=f"{extra / GiB:.2f}", where=where)
     if era == "graphs":
+        if tp > 1 and by_gpu:
+            size = NON_TORCH_GRAPHS_ONE_GPU + extra
+            return Term("non-torch", size, "PREDICTED", NON_TORCH_SOURCE_GRAPHS + tp_source)
         if tp > 1:
             size = NON_TORCH_GRAPHS_TP
         elif world_size > 1:
@@ -1592,8 +1636,10 @@ def predicted_non_torch(
         else:
             size = NON_TORCH_GRAPHS_ONE_GPU
         return Term("non-torch", size, "PREDICTED", NON_TORCH_SOURCE_GRAPHS)
-    size = NON_TORCH_GROWTH_ONE_GPU if world_size == 1 else NON_TORCH_GROWTH_DISTRIBUTED
     source = NON_TORCH_SOURCE_GROWTH_ALLOCATED if era == "allocated" else NON_TORCH_SOURCE_GROWTH
+    if by_gpu:
+        return Term("non-torch", NON_TORCH_GROWTH_ONE_GPU + extra, "PREDICTED", source + tp_source)
+    size = NON_TORCH_GROWTH_ONE_GPU if world_size == 1 else NON_TORCH_GROWTH_DISTRIBUTED
     return Term("non-torch", size, "PREDICTED", source)
 
 

@@ -253,7 +253,9 @@ def explain(
     inputs.append(("weights format", fmt or spec.default_format, fmt_why))
 
     world = tp * pp
-    non_torch = predicted_non_torch(ver_text, engine, world, tp=tp, enforce_eager=enforce_eager)
+    non_torch = predicted_non_torch(
+        ver_text, engine, world, tp=tp, enforce_eager=enforce_eager, device=device.key if device else None
+    )
     era = non_torch_era(ver_text, engine, enforce_eager)
 
     weights_per_stage: list[int] | None = None

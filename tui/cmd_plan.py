@@ -413,19 +413,23 @@ def _vllm_pool(args: argparse.Namespace, inputs: Any, spec: Any, plan: Plan) -> 
         )
         per_stage = [w + e for w, e in zip(per_stage, extras, strict=True)]
         notes.extend(f"weights {n}" for n in extra_notes)
-    non_torch = None
-    if args.non_torch_gib is None and args.kv_pool_gib is None:
-        non_torch = predicted_non_torch(
-            version, engine, inputs.tp * inputs.pp, tp=inputs.tp, enforce_eager=args.enforce_eager
-        )
-        notes.append(f"non-torch {_g(non_torch.bytes)} GiB PREDICTED: {non_torch.source}")
-
     recorded = None  # the GPU's mem_get_info total and SM count, where memsight holds them
     if args.gpu_name or plan.machine.device_name:
         try:
             recorded = device_total(args.gpu_name or plan.machine.device_name)
         except PlannerError:
             recorded = None  # not held for this GPU: the capacity stands in, and the notes say so
+    non_torch = None
+    if args.non_torch_gib is None and args.kv_pool_gib is None:
+        non_torch = predicted_non_torch(
+            version,
+            engine,
+            inputs.tp * inputs.pp,
+            tp=inputs.tp,
+            enforce_eager=args.enforce_eager,
+            device=recorded.key if recorded is not None else None,
+        )
+        notes.append(f"non-torch {_g(non_torch.bytes)} GiB PREDICTED: {non_torch.source}")
     total = args.total_gib
     if total is None and args.kv_pool_gib is None:
         if recorded is not None and args.capacity_gib is None:

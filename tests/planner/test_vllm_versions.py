@@ -215,3 +215,31 @@ def test_non_torch_018_to_026_profiles_graphs_inside_the_window():
     assert older.bytes == round(0.10 * GiB) and older.source != one.source
     assert predicted_non_torch("0.19.0", "V1", 1, enforce_eager=True).bytes == older.bytes
     assert predicted_non_torch("0.27.0", "V1", 1).bytes == older.bytes  # 0.27+: another accounting
+
+
+def test_non_torch_tp_counts_the_logits_gather_communicator_sized_by_gpu():
+    """Under TP the logits are gathered through torch.distributed's NCCL group, whose communicator is created
+    by the profile run's first gather, inside the window, in every era with a baseline (V0 0.6.5-0.10, V1
+    0.9.1-0.26). Its size is the interconnect's, EMPIRICAL by GPU: 1.85 GiB per rank on an H100 80GB HBM3
+    (the 0.19 sweep's TP-minus-one-GPU difference), 0.15 elsewhere; without a GPU the era's constant."""
+    from planner.vllm import predicted_non_torch  # noqa: PLC0415
+
+    h100 = predicted_non_torch("0.10.0", "V1", 4, device="h100-80gb")
+    assert h100.bytes == round(0.10 * GiB) + round(2.1 * GiB) - round(0.25 * GiB)  # 1.95 GiB
+    assert "EMPIRICAL" in h100.source and "1.85 GiB per rank on h100-80gb" in h100.source
+    assert "v0.10.0:vllm/model_executor/layers/logits_processor.py:89-101" in h100.source
+    assert predicted_non_torch("0.9.1", "V1", 2, device="h100-80gb").bytes == h100.bytes
+    assert predicted_non_torch("0.19.0", "V1", 2, enforce_eager=True, device="h100-80gb").bytes == h100.bytes
+    assert predicted_non_torch("0.8.5", "V0", 2, device="h100-80gb").bytes == h100.bytes  # V0 gathers too
+    assert predicted_non_torch("0.19.0", "V1", 2, device="h100-80gb").bytes == round(2.1 * GiB)  # as fitted
+    a100 = predicted_non_torch("0.10.1", "V1", 2, device="a100-80gb")
+    assert a100.bytes == round(0.25 * GiB) and "0.15 GiB per rank on a100-80gb" in a100.source
+    assert predicted_non_torch("0.19.0", "V1", 2, device="a100-80gb").bytes == round(0.25 * GiB) + round(
+        0.25 * GiB
+    ) - round(0.10 * GiB)
+    # without a GPU, pipeline stages alone, the no-baseline eras and 0.27+: as before
+    assert predicted_non_torch("0.10.0", "V1", 4).bytes == round(0.25 * GiB)
+    assert predicted_non_torch("0.19.0", "V1", 4).bytes == round(2.1 * GiB)
+    assert predicted_non_torch("0.10.0", "V1", 2, tp=1, device="h100-80gb").bytes == round(0.25 * GiB)
+    assert predicted_non_torch("0.9.0", "V1", 2, device="h100-80gb").bytes == round(0.35 * GiB)
+    assert predicted_non_torch("0.27.0", "V1", 4, device="h100-80gb").bytes == round(0.25 * GiB)

@@ -103,8 +103,16 @@ CASES = (
          "(assumed an H100: the log does not name it)"),
     Case("issue21348_qwen3-235b-fp8_tp4_h100.log",
          ("--model", "qwen3-235b-a22b", "--vllm-version", "0.10.0", "--gpu", "h100"),
-         "0.10.0", "kv_pool", 0.2845,
-         "not derived: 2.31 GiB more than predicted is used. The fused-MoE buffers are now derived "
+         "0.10.0", "kv_pool", 0.0747,
+         "was +28.4% with the 0.25 GiB TP non-torch of 0.8-era consumer-GPU logs: the logits are gathered "
+         "through torch.distributed's NCCL group, whose communicator is created by that first gather inside "
+         "the profiling window (v0.10.0 logits_processor.py:89-101, base_device_communicator.py:129, "
+         "parallel_state.py:224); on an H100 (assumed here) that is 1.85 GiB per rank (the 0.19 sweep's "
+         "TP-minus-one-GPU difference; PR #10511's H100 TP=2 logged +1.79), so 1.95 GiB PREDICTED, EMPIRICAL "
+         "and not from this log. Left: 0.61 GiB more is used; 0.9.1-0.10.x take the baseline before "
+         "init_worker_distributed_environment (v0.10.0 gpu_worker.py:163,181), so PyNccl's communicator and "
+         "the custom all-reduce buffers count too, their size not held. The fused-MoE "
+         "buffers are now derived "
          "(v0.10.0 fused_experts: cache13/cache2 and the fp8 inputs, 0.79 GiB at 8,192 tokens x "
          "top-8) but stay below the sampler's peak (1,024 rows), so the activation is unchanged; the "
          "LMCache connector's GPU buffer (need_gpu_interm_buffer: on when not PD, in LMCache's current "
