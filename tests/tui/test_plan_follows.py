@@ -62,6 +62,9 @@ async def _run_plan(tmp_path, log_name: str, check, **app_kwargs):
             assert app._vllm_follow.poll() == expected
             app.refresh_data()
             await pilot.pause()
+            while time.monotonic() < deadline and not _text(app, "#plan-follows"):  # a loaded machine
+                app.refresh_data()
+                await pilot.pause(0.05)
             await check(app, pilot)
             go.touch()
             proc.wait(timeout=20)

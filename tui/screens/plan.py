@@ -188,7 +188,9 @@ class PlanScreen(Screen):
         if view == self._view:
             return
         if not self.query("#plan-model"):
-            return  # the app switched to this screen and its fields are not mounted yet: on_mount shows it
+            # the app switched to this screen and its fields are not mounted yet: shown once they are
+            self.call_after_refresh(self.show, view)
+            return
         self._view = view
         # the fields show what is planned (vLLM's log, a loaded model...), not the one being edited
         current = self.field_values()
