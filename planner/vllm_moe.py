@@ -7,6 +7,7 @@ Read in the vLLM release sdists (vllm-X.tar.gz from PyPI, unpacked; file:line of
   with the padded sizes); v0.24.0 keeps the same padding (oracle/mxfp4.py:634-660). vLLM has no MXFP4 before
   0.10.1 (v0.10.0 has no quantization/mxfp4.py).
 * Fused-MoE buffers: see fused_moe_forward_bytes().
+* Beside the weights, for every model: the rotary embedding's cos/sin cache (rotary_cache_bytes()).
 """
 
 from __future__ import annotations
@@ -151,11 +152,73 @@ def moe_layer_count(spec: ModelSpec, layers: range | list[int] | tuple[int, ...]
     return sum(1 for i in indices if spec.layers[i].mlp_kind == "moe")
 
 
+# ----------------------------------------------------------------------------------------------------
+# The rotary embedding's cos/sin cache: a buffer every RotaryEmbedding registers when the model is built
+# (v0.24.0:vllm/model_executor/layers/rotary_embedding/base.py:58-63 `register_buffer("cos_sin_cache",
+# cache.to(dtype))`; v0.11.0:rotary_embedding/base.py:45-49 the same), so it is inside "Model loading took".
+# One per rank and pipeline stage: get_rope() returns the cached module for the same arguments
+# (v0.24.0:rotary_embedding/__init__.py get_rope `_ROPE_DICT`), so all layers share it. Shape
+# [positions, rotary_dim] (cos and sin halves), in the dtype get_rope is given (the model dtype by default:
+# torch.get_default_dtype() at build time).
+ROTARY_CACHE_SOURCE = (
+    "v0.24.0:vllm/model_executor/layers/rotary_embedding/base.py:58-63 (register_buffer cos_sin_cache, "
+    "[positions, rotary_dim]), __init__.py get_rope (one shared module; rotary_dim = head_dim x "
+    "partial_rotary_factor), yarn_scaling_rope.py:75-79 (original_max x factor positions), "
+    "linear_scaling_rope.py:79-91 (max x factor), mrope.py:236-246 (4 x max positions); "
+    "v0.11.0:rotary_embedding/base.py:45-49 the same"
+)
+# vLLM model files read that call get_rope(max_position=config.max_position_embeddings, ...) once per layer
+# with the config's rope parameters (v0.24.0:vllm/model_executor/models/<file>): the value is get_rope's
+# dtype when the file passes one (gpt_oss.py:86-90 dtype=torch.float32), else None (the model dtype).
+ROTARY_CACHE_MODELS: dict[str, int | None] = {
+    "llama": None, "mistral": None, "phi3": None, "granite": None,  # llama.py:241-247, granite.py:160-164
+    "qwen2": None, "qwen3": None, "qwen2_moe": None, "qwen3_moe": None,  # qwen2.py, qwen3.py, *_moe.py
+    "gemma": None, "gemma2": None,  # gemma.py:174-179, gemma2.py:150-155
+    "qwen3_next": None, "qwen3_5_text": None, "qwen3_5_moe_text": None,  # qwen3_next.py:264-269, qwen3_5.py
+    "qwen3_vl_text": None, "qwen3_vl_moe_text": None,  # qwen3_vl.py:131, qwen3_vl_moe.py:51: qwen3(_moe)
+    "gpt_oss": 4,  # gpt_oss.py:86-90: dtype=torch.float32
+}  # fmt: skip
+
+
+def rotary_cache_bytes(spec: ModelSpec, activation_bytes: int = BF16_BYTES) -> tuple[int, str]:
+    """Bytes of the rotary cos/sin cache one rank holds per pipeline stage, and how they were found (0 and
+    the reason where the model or its rope type is not one read)."""
+    if spec.model_type not in ROTARY_CACHE_MODELS:
+        return 0, f"rotary cos/sin cache of model_type {spec.model_type!r}: not derived (vLLM model not read)"
+    config = spec.config
+    params = dict(config.get("rope_parameters") or config.get("rope_scaling") or {})
+    rope_type = str(params.get("rope_type") or params.get("type") or "default")
+    max_position = spec.max_position_embeddings
+    if not max_position:
+        return 0, "rotary cos/sin cache: the config has no max_position_embeddings"
+    factor = params.get("factor")
+    if rope_type in ("default", "llama3"):
+        positions = max_position  # llama3_rope.py: the base cache over max_position
+    elif rope_type == "linear" and factor:
+        positions = int(max_position * factor)
+    elif rope_type == "yarn" and factor and params.get("original_max_position_embeddings"):
+        positions = int(params["original_max_position_embeddings"] * factor)
+    else:
+        return 0, f"rotary cos/sin cache of rope type {rope_type!r}: not derived"
+    if "mrope_section" in params:
+        positions *= 4  # MRotaryEmbedding: cache_max_position_num = max_position_embeddings * 4
+    shapes = spec.shapes
+    head_dim = shapes.head_dim if shapes is not None else spec.hidden_size // spec.num_attention_heads
+    partial = params.get("partial_rotary_factor", config.get("partial_rotary_factor", 1.0)) or 1.0
+    rotary_dim = int(params.get("rope_dim") or int(head_dim * float(partial)))
+    dtype_bytes = ROTARY_CACHE_MODELS[spec.model_type] or activation_bytes
+    size = positions * rotary_dim * dtype_bytes
+    return size, (
+        f"+ rotary cos/sin cache {positions:,} positions x {rotary_dim} x {dtype_bytes} B = {size:,} B per "
+        f"stage ({rope_type}{', mrope' if 'mrope_section' in params else ''}); {ROTARY_CACHE_SOURCE}"
+    )
+
+
 def vllm_weight_extras(
     spec: ModelSpec, fmt: str, version: Version, capability: tuple[int, int] | None, tp: int, pp: int
 ) -> tuple[list[int], list[str]]:
     """Bytes vLLM holds per pipeline stage (one rank) beyond the checkpoint's tensors, PREDICTED, and one
-    line per rule applied (with its source): today the MXFP4 experts' padding."""
+    line per rule applied (with its source): the MXFP4 experts' padding and the rotary cos/sin cache."""
     from planner.topology import make_topology  # noqa: PLC0415
 
     topology = make_topology(spec, tp, pp, None)
@@ -176,6 +239,9 @@ def vllm_weight_extras(
             )
         else:
             notes.append(f"MXFP4 experts: {layout.backend} kernel, held as loaded; {layout.source}")
+    rotary, rotary_note = rotary_cache_bytes(spec)
+    extras = [extra + rotary for extra in extras]
+    notes.append(rotary_note)
     return extras, notes
 
 

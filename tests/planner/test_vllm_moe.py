@@ -28,7 +28,8 @@ def test_gpt_oss_on_an_a100_pads_for_marlin():
     assert layout.config_bytes_per_layer == 32 * _expert_bytes(2880, 2880) == 32 * 13_236_480
     assert layout.extra_bytes_per_layer == 38_248_448
     extras, notes = vllm_weight_extras(spec, "mxfp4", (0, 19, 0), (8, 0), 1, 1)
-    assert extras == [24 * 38_248_448]  # 24 MoE layers
+    rotary = 131_072 * 64 * 4  # gpt_oss.py builds its YaRN cos/sin cache in fp32
+    assert extras == [24 * 38_248_448 + rotary]  # 24 MoE layers
     assert "MARLIN" in notes[0] and "oracle/mxfp4.py:376-399" in notes[0]
 
 
@@ -61,8 +62,9 @@ def test_no_padding_rule_without_mxfp4_or_a_gpu():
         mxfp4_expert_layout(spec, (0, 19, 0), None)
     with pytest.raises(PlannerError, match="not a mixture-of-experts"):
         mxfp4_expert_layout(load_spec("llama-3.1-8b"), (0, 19, 0), (8, 0))
-    assert vllm_weight_extras(spec, "mxfp4", (0, 19, 0), None, 1, 1) == ([0], [])
-    assert vllm_weight_extras(spec, "bf16", (0, 19, 0), (8, 0), 1, 2) == ([0, 0], [])
+    rotary = 131_072 * 64 * 4
+    assert vllm_weight_extras(spec, "mxfp4", (0, 19, 0), None, 1, 1)[0] == [rotary]
+    assert vllm_weight_extras(spec, "bf16", (0, 19, 0), (8, 0), 1, 2)[0] == [rotary, rotary]  # every stage
 
 
 def test_fused_moe_buffers_of_an_fp8_block_moe_exact():
@@ -124,3 +126,30 @@ def test_mxfp4_weights_against_real_logs(case):
     predicted = (weight_bytes(spec, "mxfp4").total + extras[0]) / 2**30
     error = predicted / logged - 1
     assert abs(error - recorded) <= 0.005, (log_name, predicted, logged, error)
+
+
+def test_rotary_cos_sin_cache_by_rope_type_exact():
+    """vLLM's RotaryEmbedding registers a [positions, rotary_dim] cos/sin buffer when the model is built
+    (v0.24.0 rotary_embedding/base.py:58-63), shared by all layers (get_rope's cache): yarn holds
+    original_max x factor positions, linear max x factor, mrope 4 x max; rotary_dim follows
+    partial_rotary_factor; the dtype is the model's unless the model file passes one (gpt-oss: fp32)."""
+    from planner.vllm_moe import rotary_cache_bytes
+    from tests.conftest import REPO_ROOT
+
+    assert rotary_cache_bytes(load_spec("llama-3.1-8b"))[0] == 131_072 * 128 * 2
+    assert rotary_cache_bytes(load_spec("gpt-oss-20b"))[0] == 131_072 * 64 * 4
+    llama = dict(load_spec("llama-3.1-8b").config)
+    yarn = {**llama, "max_position_embeddings": 40_960,
+            "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32_768}}
+    assert rotary_cache_bytes(load_spec(yarn))[0] == 4 * 32_768 * 128 * 2
+    linear = {**llama, "max_position_embeddings": 4096, "rope_scaling": {"type": "linear", "factor": 2.0}}
+    assert rotary_cache_bytes(load_spec(linear))[0] == 8192 * 128 * 2
+    qwen35 = load_spec(str(REPO_ROOT / "tests" / "data" / "vllm_logs" / "configs" / "Qwen3.5-35B-A3B.json"))
+    size, note = rotary_cache_bytes(qwen35)  # mrope, partial_rotary_factor 0.25 of head_dim 256
+    assert size == 4 * 262_144 * 64 * 2 and "mrope" in note and "mrope.py:236-246" in note
+    longrope = {**llama, "rope_scaling": {"rope_type": "longrope", "long_factor": [1.0]}}
+    assert rotary_cache_bytes(load_spec(longrope)) == (
+        0, "rotary cos/sin cache of rope type 'longrope': not derived"
+    )
+    size, note = rotary_cache_bytes(load_spec("deepseek-v2-lite"))
+    assert size == 0 and "not derived" in note
