@@ -262,6 +262,12 @@ def explain(
     activation_given: int | None = None  # set when the profile run has more than the decoder (an encoder)
     activation_notes: list[str] = []
 
+    # Which top-k/top-p implementation the dummy sampler run uses is the installation's (FlashInfer is
+    # optional before 0.26), not the config's; where the log states it, that line decides.
+    sampler_path = "flashinfer" if log.flashinfer_sampler_line is not None else None
+    if sampler_path is not None:
+        inputs.append(("sampler", "FlashInfer top-k/top-p", f"log line {log.flashinfer_sampler_line}"))
+
     def pool_with(max_num_seqs, max_num_batched_tokens, cudagraph_bytes):
         return vllm_pool(
             spec,
@@ -284,6 +290,7 @@ def explain(
             device_name=device.name if device else None,
             cuda_capability=device.capability if device else None,
             sm_count=device.sm_count if device else None,
+            sampler_path=sampler_path,
         )
 
     # The graph estimate needs the pool's resolved max_num_seqs, so the pool is sized once without graphs,

@@ -101,6 +101,9 @@ class VLLMLog:
     error_line: int | None
     lines: int
     notes: tuple[str, ...] = ()
+    # the line saying the sampler runs FlashInfer's top-k/top-p ("Using FlashInfer for top-p & top-k
+    # sampling.": TopKTopPSampler.__init__, v0.10.0 topk_topp_sampler.py:49, v0.11.0 :56, v0.24.0 :55)
+    flashinfer_sampler_line: int | None = None
 
     def first(self, name: str) -> Figure | None:
         found = self.figures.get(name)
@@ -143,6 +146,7 @@ class _State:
     )
     table_pending: bool = False  # inside the 0.6.5-dev "Memory profiling results:" table
     notes: list[str] = field(default_factory=list)
+    flashinfer_sampler_line: int | None = None
 
 
 def strip_line(raw: str) -> tuple[str, str]:
@@ -400,6 +404,8 @@ class LogReader:
         if s.engine_hint is None and "non_torch_memory takes" in msg:
             s.engine_hint = "V0"  # the one-line breakdown is the V0 worker's (V1 logs it at DEBUG)
         self._version_and_config(msg, raw)
+        if s.flashinfer_sampler_line is None and "Using FlashInfer for top-p & top-k sampling" in msg:
+            s.flashinfer_sampler_line = n
         if s.table_pending:
             row = _TABLE_ROW.match(msg)
             if row and row.group("name").strip() in _TABLE:
@@ -516,6 +522,7 @@ class LogReader:
             error_line=s.error_line,
             lines=s.lines,
             notes=tuple(s.notes),
+            flashinfer_sampler_line=s.flashinfer_sampler_line,
         )
 
 

@@ -247,3 +247,12 @@ def test_streaming_chunks_give_the_same_result(name):
         reader.feed_text(text[i : i + 7])
     reader.flush()
     assert reader.result() == parse_log(text)
+
+
+def test_the_sampler_line_says_whether_flashinfer_samples():
+    """'Using FlashInfer for top-p & top-k sampling.' (TopKTopPSampler.__init__) is where the log states which
+    top-k/top-p implementation the dummy sampler run uses; the fallback warning is not that line."""
+    read = lambda name: parse_log((LOGS / name).read_text(encoding="utf-8"))  # noqa: E731
+    assert read("dennislee_v0.10.1.1_qwen2-7b_a100-80gb_gmu0.25.log").flashinfer_sampler_line == 26
+    assert read("dennislee_v0.10.1.1_qwen2-7b_a100-40gb_tp2_ray.log").flashinfer_sampler_line is None
+    assert read("llmdplanner_v0.19.0_h100_llama31-8b_tp1.log").flashinfer_sampler_line is None
