@@ -96,6 +96,7 @@ class Monitor:
         self._record_lock = threading.Lock()
         if self.recorder is not None:
             self.builder.on_alert = self._record_alert
+            self.builder.on_scope = self._record_scope
         self._readers: dict[tuple[int, int], AgentReader] = {}
         self._info_files: dict[tuple[int, int], InfoFile] = {}
         self._info_errors: dict[tuple[int, int], str] = {}
@@ -178,7 +179,7 @@ class Monitor:
     def set_scope(self, scope) -> None:
         """`memsight run`: scope(agent pids) -> the command's own (tui/cmd_run.py RunChild.family); the run
         summary then sums only those agents' buckets (other agents in the directory are someone else's)."""
-        self.builder.scope = scope
+        self.builder.scope = scope  # the chart's allocated / reserved / gap sums too (collectors/state.py)
 
     @property
     def recording_failed(self) -> str | None:
@@ -210,6 +211,11 @@ class Monitor:
                 # a loop that dies at once is restarted ever more slowly (at most every 2 s), never spun
                 self._stop.wait(min(2.0, 0.05 * restarts[name]))
                 at_once = True
+
+    def _record_scope(self, t: float, own: frozenset[int]) -> None:
+        with self._record_lock:
+            self.recorder.scope(t, own)
+            self._recorded()
 
     def _record_alert(self, alert) -> None:
         with self._record_lock:

@@ -13,6 +13,8 @@ One JSON object per line, `"k"` saying which kind:
                "gpu_memory_utilization","samples","models":[{...VLLMModelStats...}]}   (--vllm-url only)
   alert       {"k":"alert","t","kind","severity","message","pid","device","value"}  (raised during the run)
   summary     {"k":"summary","t",...collectors.summary.summary_to_json...}         (last line, at the end)
+  scope       {"k":"scope","t","own":[pid,...]}   (`memsight run`: the command's own agents, each time the set
+               grows; a replay sums those alone in its chart and summary, as the run did)
 Numbers are bytes; null is unknown; the string "unsupported" never appears for a number (DeviceInfo keeps
 its `unsupported` list instead).
 
@@ -217,6 +219,9 @@ class Recorder:
 
     def alert(self, alert: Alert) -> None:
         self._write({"k": "alert", **alert_to_json(alert)})
+
+    def scope(self, t: float, own: frozenset[int]) -> None:
+        self._write({"k": "scope", "t": t, "own": sorted(own)})
 
     def summary(self, summary: RunSummary) -> None:
         self._write({"k": "summary", "t": summary.end_t, **summary_to_json(summary)})
@@ -455,6 +460,10 @@ def check_event(e: dict) -> None:
             _check_strings(m.get("prefix_cache_metrics"), "vllm model: prefix_cache_metrics")
     elif k == "agent_meta":
         _check_fields(e, _AGENT_META_FIELDS, "agent_meta event: ")
+    elif k == "scope":
+        own = e.get("own")
+        if not isinstance(own, list) or not all(_fits(p, "int") for p in own):
+            raise ValueError("scope event: own must be a list of pids")
     elif k == "agent":
         _check_fields(e, _AGENT_FIELDS, "agent event: ")
         r = e["r"]

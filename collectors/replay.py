@@ -76,12 +76,21 @@ class ReplayMonitor:
         self._base = 0.0  # offset (s) at _began; the play clock is _base + (now - _began) * speed
         self._began = time.monotonic()
         self._scan: RunSummary | None = None
+        # a `memsight run` recording: the command's own agents, as the run counted them (RunChild.family
+        # decides each pid once, so the union is each pid's one decision); None: every agent (watch)
+        scopes = [e for e in self._events if e["k"] == "scope"]
+        self.own: frozenset[int] | None = (
+            frozenset(p for e in scopes for p in e["own"]) if scopes else None
+        )
         self.bad_events = 0  # events the readers refused while playing (counted, skipped, shown on screen)
         self.first_bad_event = ""
         self._reset()
 
     def _reset(self) -> None:
         self.builder = StateBuilder(replay=True, alert_options=self.alert_options)
+        own = self.own
+        if own is not None:
+            self.builder.scope = lambda pids: pids & own  # the chart's sums and the summary, as recorded
         self.builder.status["agents"] = "replay"
         self._cursor = 0
         self._cmdlines: dict[tuple[int, int], str] = {}

@@ -95,6 +95,11 @@ class StateBuilder:
         # `memsight run`: agent pids -> those that are the command's own (tui/cmd_run.py RunChild.family);
         # the summary's peaks then sum those alone. None: every agent (watch, replay)
         self.scope: Callable[[frozenset[int]], frozenset[int]] | None = None
+        # the chart's allocated / reserved / gap sums follow the same scope; on_scope(t, own) is called (under
+        # the lock) each time the set of this run's agents grows (the Monitor records it, so a replay of the
+        # recording sums the same agents)
+        self.on_scope: Callable[[float, frozenset[int]], None] | None = None
+        self._own: frozenset[int] | None = None
         self.on_alert: Callable[[Alert], None] | None = None  # called (under the lock) for each new alert
         self.state: MonitorState = self._empty()
 
@@ -251,12 +256,15 @@ class StateBuilder:
         n = self.history_points
         out: dict[str, tuple[tuple[float, ...], ...]] = {}
         sums: dict[str, dict[float, float]] = {"allocated": {}, "reserved": {}, "gap": {}}
+        own = self._own
         for track in self.agents.values():
             for device, series in track.series.items():
                 times, alloc, resv = _columns(series, 3)
                 gap = tuple(r - a for a, r in zip(alloc, resv, strict=True))
                 for name, column in (("allocated", alloc), ("reserved", resv), ("gap", gap)):
                     out[f"{name}:{track.pid}:{device}"] = (times, column)
+                    if own is not None and track.pid not in own:
+                        continue  # another run's agent: its own series stays, the sums leave it out
                     # sums are aligned on the agent's own sampling times, rounded to 0.1 s
                     for t, v in zip(times, column, strict=True):
                         if v == v:
@@ -277,8 +285,22 @@ class StateBuilder:
             self._headroom.append((t, float(headroom)))
             self._series_changed.add("headroom")
 
+    def _scope_now(self, t: float) -> frozenset[int] | None:
+        """This run's agents among those tracked (None: no scope, every agent); the chart sums are rebuilt and
+        on_scope told when the set changed."""
+        if self.scope is None:
+            return None
+        own = self.scope(frozenset(pid for pid, _ in self.agents))
+        if own != self._own:
+            self._own = own
+            self._series_changed.add("agents")
+            if self.on_scope is not None:
+                self.on_scope(t, own)
+        return own
+
     def build(self, t: float) -> MonitorState:
         with self._lock:
+            own = self._scope_now(t)
             os_snap, nvml = self.os, self.nvml
             if os_snap is not None and nvml.available:
                 by_pid = gpu_bytes_by_pid(nvml)
@@ -332,9 +354,6 @@ class StateBuilder:
             for alert in raised:
                 if self.on_alert is not None:
                     self.on_alert(alert)  # the Monitor records it
-            own = None
-            if self.scope is not None:
-                own = self.scope(frozenset(b.pid for b in state.buckets))
             summary = self.summary.add(state, raised, own)
             state = replace(state, alerts=tuple(self.alerts), summary=summary)
             self.recent[-1] = state

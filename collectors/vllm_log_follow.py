@@ -84,6 +84,14 @@ class LogBuckets:
     version: str | None
     model: str | None
     ranks: int  # how many ranks logged a pool (TP/PP workers); the figures are one rank's
+    # TP/PP: the figures above are one rank's (`rank`, its worker prefix; "" for an unprefixed line) of a job
+    # of `world` ranks (tensor x pipeline parallel from the log's arguments, else the ranks its lines name)
+    tp: int = 0  # tensor_parallel_size as the log gives it; 0: the log does not say
+    pp: int = 0
+    world: int = 1
+    rank: str = ""
+    job_total: int | None = None  # every rank's four buckets summed, when each of the ranks logged all four
+    job_missing: str = ""  # why job_total is None for a job of several ranks ("Worker_TP1 logged no KV pool")
 
     @property
     def total(self) -> int | None:
@@ -91,34 +99,76 @@ class LogBuckets:
         return None if any(p is None for p in parts) else sum(parts)  # type: ignore[arg-type]
 
 
+BUCKET_FIGURES = {"weights": "weights", "kv_pool": "KV pool", "activation": "activation peak"}
+
+
 def log_buckets(log: VLLMLog) -> LogBuckets:
     pool = log.smallest("kv_pool")
     rank = pool.rank if pool is not None else None
 
-    def pick(name: str):
+    def pick(name: str, at: str | None):
         found = log.figures.get(name, ())
         for fig in found:
-            if rank is None or fig.rank == rank:
+            if at is None or fig.rank == at:
                 return fig
-        return found[0] if found else None
+        return found[0] if found and at is rank else None
 
-    def gib(name: str) -> int | None:
-        fig = pick(name)
+    def gib(name: str, at: str | None = rank) -> int | None:
+        fig = pick(name, at)
         return None if fig is None else max(0, fig.bytes)
 
-    non_torch = gib("non_torch")
-    graphs = gib("cudagraph_actual")
-    if graphs is None:
-        graphs = gib("cudagraph_estimate")
-    overhead = None if non_torch is None and graphs is None else (non_torch or 0) + (graphs or 0)
+    def overhead_of(at: str | None) -> int | None:
+        non_torch = gib("non_torch", at)
+        graphs = gib("cudagraph_actual", at)
+        if graphs is None:
+            graphs = gib("cudagraph_estimate", at)
+        return None if non_torch is None and graphs is None else (non_torch or 0) + (graphs or 0)
+
     ranks = len({f.rank for f in log.figures.get("kv_pool", ())})
+    names = (*BUCKET_FIGURES, "non_torch", "cudagraph_actual", "cudagraph_estimate")
+    seen = sorted({f.rank for n in names for f in log.figures.get(n, ())})
+    tp = _count(log.setting("tensor_parallel_size"))
+    pp = _count(log.setting("pipeline_parallel_size"))
+    world = max(max(tp, 1) * max(pp, 1), len(seen), ranks, 1)
+    job_total = None
+    job_missing = ""
+    if world > 1:
+        missing = []
+        totals = []
+        for at in seen:
+            parts = {n: gib(n, at) for n in BUCKET_FIGURES} | {"overhead": overhead_of(at)}
+            gaps = [BUCKET_FIGURES.get(n, "non-torch/graphs") for n, v in parts.items() if v is None]
+            if gaps:
+                missing.append(f"{at or 'the unprefixed lines'} logged no {', '.join(gaps)}")
+            else:
+                totals.append(sum(parts.values()))  # type: ignore[arg-type]
+        if len(seen) < world:
+            missing.append(f"{world - len(seen)} of {world} ranks logged no buckets")
+        if missing:
+            job_missing = "; ".join(missing)
+        else:
+            job_total = sum(totals)
     return LogBuckets(
         weights=gib("weights"),
         kv_pool=None if pool is None else max(0, pool.bytes),
         activation=gib("activation"),
-        overhead=overhead,
+        overhead=overhead_of(rank),
         stage=log.stage,
         version=log.version,
         model=log.model,
         ranks=ranks,
+        tp=tp,
+        pp=pp,
+        world=world,
+        rank=rank if rank is not None else (seen[0] if seen else ""),
+        job_total=job_total,
+        job_missing=job_missing,
     )
+
+
+def _count(text: str | None) -> int:
+    """A parallel size from the log's arguments (0 when absent or unreadable)."""
+    try:
+        return max(1, int(float(text))) if text is not None else 0
+    except ValueError:
+        return 0

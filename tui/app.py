@@ -43,6 +43,7 @@ from tui.screens.view_model import (
     machine_bar,
     other_processes_bytes,
     own_pids,
+    plan_follows,
     plan_sources,
     pools,
     process_rows,
@@ -52,6 +53,7 @@ from tui.screens.view_model import (
     vllm_line,
     vllm_log_line,
     vllm_plan,
+    vllm_plan_label,
     vllm_pool_for,
     with_vllm,
 )
@@ -216,6 +218,8 @@ class MemsightApp(App[int]):
         self.plan_inputs = plan_inputs or default_plan_inputs()
         # plan fields the user gave (flags, config file): they win over what an agent's process loaded
         self.plan_explicit = frozenset(plan_explicit)
+        self._edited: frozenset[str] = frozenset()  # Plan screen fields the user edited (they win too)
+        self.plan_follow: Any = None  # view_model.PlanSource the Plan screen follows, or None
         self.plan_choices = PlanChoices(tuple(catalog_names()), tuple(weight_formats()), KV_DTYPES)
         self.state: MonitorState | None = None
         self.scoped_state: MonitorState | None = None  # state with only this run's agents (memsight run)
@@ -406,6 +410,8 @@ class MemsightApp(App[int]):
             self._push_to_screen()
         if state is self.state:
             if child_changed and self.live_view is not None:
+                # the Plan screen follows vLLM's log as it streams, like the Live screen's vLLM row
+                self.plan_view = self._plans(self.scoped_state or state).view
                 fields = self._child_fields()
                 self.live_view = replace(
                     self.live_view, comparisons=self._live_comparisons(fields.get("ended", "")), **fields
@@ -506,10 +512,11 @@ class MemsightApp(App[int]):
         # a tick asks twice (the vLLM line and the bucket comparisons): the same log, state and plan inputs
         # give the same parts, so the process scan and NVML sums run once
         memo = self._vllm_parts_memo
-        if memo is not None and memo[0] is log and memo[1] is state and memo[2] == self.plan_inputs:
+        inputs = (self.plan_inputs, self.plan_explicit)
+        if memo is not None and memo[0] is log and memo[1] is state and memo[2] == inputs:
             return memo[3]
         parts = self._vllm_parts_for(log, state)
-        self._vllm_parts_memo = (log, state, self.plan_inputs, parts)
+        self._vllm_parts_memo = (log, state, inputs, parts)
         return parts
 
     def _vllm_parts_for(self, log, state: MonitorState | None):
@@ -571,9 +578,15 @@ class MemsightApp(App[int]):
     def on_plan_screen_inputs_edited(self, message: PlanScreen.InputsEdited) -> None:
         if message.values == self._field_values:
             return
+        # an edited field is the user's choice: it wins over what the plan follows (vLLM's log, an agent's
+        # loaded model), as a flag does; the fields not edited keep the inputs given at startup
+        changed = frozenset(k for k, v in message.values.items() if v != self._field_values.get(k))
         self._field_values = dict(message.values)
+        self._edited |= changed
+        self.plan_explicit |= changed
+        values = {**fields_from_inputs(self.plan_inputs), **{k: message.values[k] for k in self._edited}}
         try:
-            self.plan_inputs = inputs_from_fields(self.plan_inputs, message.values)
+            self.plan_inputs = inputs_from_fields(self.plan_inputs, values)
             self.plan_error = ""
         except ValueError as exc:  # our own parse errors and PlannerError (a ValueError) alike
             self.plan_error = str(exc)
@@ -601,18 +614,35 @@ class MemsightApp(App[int]):
         sources = plan_sources(state, self.plan_inputs, self.plan_explicit)
         groups = tuple(tuple(comparison_groups(state, pool, sources)) for pool in live_pools)
         followed = tuple((s.pid, s.inputs, s.spec_key, s.error, s.provenance) for s in sources)
+        # the Plan screen follows what the Live screen's plan row follows (vLLM's log, an agent's model)
+        parts = self._vllm_parts()
+        vllm = (parts[2], parts[0], self.child.pid) if parts is not None else None
+        follow, follow_line = plan_follows(self.plan_inputs, self.plan_explicit, vllm, sources)
+        self.plan_follow = follow  # what the Plan screen's bars plan (None: the inputs as given)
+        vllm_label = ""
+        if follow is not None and vllm is not None and follow.pid == self.child.pid:
+            vllm_label = "vLLM's own model, on the device it runs on: " + vllm_plan_label(vllm[0].explanation)
+        shown = (follow.pid, follow.inputs, follow.spec_key) if follow is not None else None
         reserve = self.unified_os_reserve_bytes
-        key = (self.plan_inputs, self.plan_error, live_pools, this, reserve, followed, groups)
+        key = (self.plan_inputs, self.plan_error, live_pools, this, reserve, followed, groups, shown,
+               follow_line, vllm_label, self._edited)  # fmt: skip
         if not force and key == self._plan_key and self._plan_result is not None:
             return self._plan_result
         self._plan_key = key
+        if follow is not None and not self.plan_error:
+            # the fields show what is planned; a field the user is editing keeps the text typed
+            shown_values = fields_from_inputs(follow.inputs)
+            self._field_values = {**shown_values, **{k: self._field_values[k] for k in self._edited}}
         values = tuple((name, self._field_values.get(name, "")) for name in FIELDS)
+        # the fields the Plan screen sets from what it follows: the user's own edits stay as typed
+        followed = tuple(n for n in FIELDS if n not in self._edited) if follow is not None else ()
         live_plans: dict[str, Any] = {}
         live_errors: dict[str, str] = {}
         if self.plan_error:
             for pool in live_pools:
                 live_errors[pool.key] = self.plan_error
-            result = PlanResult(live_plans, live_errors, PlanView(values, (), "", self.plan_error))
+            view = PlanView(values, (), "", self.plan_error, follow_line, vllm_label, followed)
+            result = PlanResult(live_plans, live_errors, view)
             self._plan_result = result
             return result
         by_pid = {s.pid: s for s in sources}
@@ -637,18 +667,18 @@ class MemsightApp(App[int]):
         bars: list[MachineBar] = []
         first_error = ""
         summary = ""
-        context = self.plan_inputs.context
+        context = (follow.inputs if follow is not None else self.plan_inputs).context
         for name in FIGURE_MACHINES:
             if name == "this":
                 label = f"{this_name(state)} ({this_label(state)})"
                 if this is None:
                     plan = "capacity unknown: no /proc/meminfo sample and no GPU"
                 else:
-                    plan = self._plan("this", this)
+                    plan = self._plan("this", this, follow)
                 capacity = this.capacity_bytes if this is not None else None
             else:
                 label = MACHINE_SHORT[name]
-                plan = self._plan(name, None)
+                plan = self._plan(name, None, follow)
                 capacity = MACHINES[name].capacity_bytes
             if isinstance(plan, str):
                 first_error = first_error or plan
@@ -656,7 +686,7 @@ class MemsightApp(App[int]):
                 continue
             bars.append(machine_bar(name, label, plan, context))
             summary = summary or plan_summary(plan)
-        view = PlanView(values, tuple(bars), summary, first_error)
+        view = PlanView(values, tuple(bars), summary, first_error, follow_line, vllm_label, followed)
         result = PlanResult(live_plans, live_errors, view, sources)
         self._plan_result = result
         return result

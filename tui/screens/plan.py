@@ -40,6 +40,9 @@ class PlanView:
     bars: tuple[MachineBar, ...]
     summary: str  # the plan's four buckets for the chosen inputs, one line
     error: str  # "" or the planner's message
+    follows: str = ""  # what the plan follows (vLLM's log, a loaded model), each input's source
+    vllm: str = ""  # vLLM's own model's pool for the same inputs, when the plan follows vLLM's log
+    followed: tuple[str, ...] = ()  # fields set from that source (never one the user edited)
 
 
 class PlanScreen(Screen):
@@ -64,35 +67,50 @@ class PlanScreen(Screen):
     def compose(self) -> ComposeResult:
         choices: PlanChoices = self.app.plan_choices
         self._options = {"format": ["default", *choices.formats], "kv_dtype": list(choices.kv_dtypes)}
+        # the fields start with the app's values: a Select given its value only after compose shows its
+        # prompt instead (its label is not mounted yet), which is what the plan follows when this screen
+        # first opens under memsight run (vLLM's log, a loaded model)
+        start = self.app.plan_field_values()
+        for name in ("format", "kv_dtype"):
+            if start.get(name) and start[name] not in self._options[name]:
+                self._options[name].append(start[name])
         yield Header()
         yield Static("", id="plan-status", classes="status-line")
+        yield Static("", id="plan-follows", classes="note")
         with VerticalScroll(id="plan-body"):
             with Grid(id="plan-fields"):
                 with Vertical(classes="field wide-field"):
                     yield Label("model (catalog name or path)")
                     yield Input(
-                        id="plan-model", suggester=SuggestFromList(choices.models, case_sensitive=False)
+                        start.get("model", ""),
+                        id="plan-model",
+                        suggester=SuggestFromList(choices.models, case_sensitive=False),
                     )
                 with Vertical(classes="field"):
                     yield Label("weights")
                     yield Select(
-                        [("model default", "default"), *((f, f) for f in choices.formats)],
+                        [(self._labels.get(f, f), f) for f in self._options["format"]],
                         id="plan-format",
                         allow_blank=False,
-                        value="default",
+                        value=start.get("format") or "default",
                     )
                 with Vertical(classes="field"):
                     yield Label("KV dtype")
-                    yield Select([(k, k) for k in choices.kv_dtypes], id="plan-kv_dtype", allow_blank=False)
+                    yield Select(
+                        [(k, k) for k in self._options["kv_dtype"]],
+                        id="plan-kv_dtype",
+                        allow_blank=False,
+                        value=start.get("kv_dtype") or self._options["kv_dtype"][0],
+                    )
                 with Vertical(classes="field narrow-field"):
                     yield Label("context")
-                    yield Input(id="plan-context", restrict=COUNT_CHARS)
+                    yield Input(start.get("context", ""), id="plan-context", restrict=COUNT_CHARS)
                 with Vertical(classes="field narrow-field"):
                     yield Label("users")
-                    yield Input(id="plan-users", restrict=COUNT_CHARS)
+                    yield Input(start.get("users", ""), id="plan-users", restrict=COUNT_CHARS)
                 with Vertical(classes="field narrow-field"):
                     yield Label("tp")
-                    yield Input(id="plan-tp", restrict=COUNT_CHARS)
+                    yield Input(start.get("tp", ""), id="plan-tp", restrict=COUNT_CHARS)
             yield Static("", id="plan-error", classes="error-line")
             yield Static("", id="plan-summary")
             yield CapacityBars(id="capacity")
@@ -109,6 +127,7 @@ class PlanScreen(Screen):
         # Tab goes straight to the first field (a scroll container would otherwise take the first Tab);
         # PageUp/PageDown still scroll the figure.
         self.query_one("#plan-body").can_focus = False
+        self.query_one("#plan-follows").display = False
         self._apply_size(self.app.size.width, self.app.size.height)
         self.fill(self.app.plan_field_values())
         view = getattr(self.app, "plan_view", None)
@@ -168,7 +187,27 @@ class PlanScreen(Screen):
     def show(self, view: PlanView) -> None:
         if view == self._view:
             return
+        if not self.query("#plan-model"):
+            # the app switched to this screen and its fields are not mounted yet: shown once they are
+            self.call_after_refresh(self.show, view)
+            return
         self._view = view
+        # the fields show what is planned (vLLM's log, a loaded model...), not the one being edited
+        current = self.field_values()
+        focused = self.focused
+        changed = {
+            name: value
+            for name, value in view.values
+            if name in view.followed
+            and current.get(name) != value
+            and focused is not self.query_one(f"#plan-{name}")
+        }
+        if changed:
+            self.fill(changed)
+        follows = self.query_one("#plan-follows", Static)
+        text = "\n".join(t for t in (view.follows, view.vllm) if t)
+        follows.update(text)
+        follows.display = bool(text)
         error = self.query_one("#plan-error", Static)
         error.update(view.error)
         error.display = bool(view.error)

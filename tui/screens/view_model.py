@@ -7,6 +7,7 @@ and plans always give the same values (no clock, no hostname, no /proc), so snap
 from __future__ import annotations
 
 import json
+import math
 import pathlib
 import time
 from collections.abc import Mapping
@@ -629,8 +630,8 @@ def vllm_log_line(log, buckets, plan_pool_bytes: int | None, plan_note: str, nvm
         return "—" if x is None else f"{x / 2**30:,.2f}"
 
     head = f"vLLM {log.version} (from vLLM's log" if log.version else "vLLM (from vLLM's log"
-    if buckets.ranks > 1:
-        head += f", one of {buckets.ranks} ranks"
+    if buckets.world > 1:
+        head += f"; {per_rank(buckets)}"
     head += "):"
     if log.error:
         head += f" ERROR line {log.error_line}: {log.error[:80]} ·"
@@ -641,17 +642,39 @@ def vllm_log_line(log, buckets, plan_pool_bytes: int | None, plan_note: str, nvm
         f"non-torch+graphs {g(buckets.overhead)} GiB",
     ]
     text = f"{head} {' · '.join(parts)}"
+    if buckets.world > 1:  # before the plan: the line is cut at the screen's width
+        text += f" | {job_total_text(buckets, 60)}"
     if plan_pool_bytes is not None:
         text += f" | plan, same model/args: KV pool {g(plan_pool_bytes)} GiB PREDICTED"
     elif plan_note:
         text += f" | plan: {plan_note}"
-    total = buckets.total
-    if total is not None and nvml_bytes is not None and buckets.ranks <= 1:
+    total = buckets.total if buckets.world <= 1 else buckets.job_total
+    if total is not None and nvml_bytes is not None:
         outside = g(nvml_bytes - total)
         text += f" | outside vLLM's accounting {outside} GiB (NVML {g(nvml_bytes)} - vLLM {g(total)})"
     elif buckets.stage != "ready" and not log.error:
         text += f" | starting: {buckets.stage}"
     return text
+
+
+def per_rank(buckets) -> str:
+    """"per rank, TP=2 × PP=1: Worker_TP0's figures" for a job of several ranks (LogBuckets.world > 1)."""
+    if buckets.tp or buckets.pp:
+        shape = f"TP={buckets.tp or 1}" + (f" × PP={buckets.pp}" if buckets.pp > 1 else "")
+    else:
+        shape = f"{buckets.world} ranks logged"
+    return f"per rank, {shape}: {buckets.rank or 'the unprefixed lines'}'s figures"
+
+
+def job_total_text(buckets, cut: int = 200) -> str:
+    """The whole job's total where every rank logged its four buckets, else why not (cut to `cut`)."""
+    if buckets.job_total is not None:
+        total = buckets.job_total / GIB
+        return f"whole job, {buckets.world} ranks: {total:,.2f} GiB (every rank's buckets, log)"
+    why = buckets.job_missing
+    if len(why) > cut:
+        why = why[: cut - 1] + "…"
+    return f"whole job: not in the log ({why})"
 
 
 # --- the vLLM process's buckets, from its log, in the bucket table (memsight run -- vllm serve ...) ------
@@ -713,6 +736,103 @@ def vllm_plan(
             continue
         parts.append(f"{name} {value} ({how})")
     return VLLMPlan(ex, "", "plan follows vLLM's log: " + " · ".join(parts))
+
+
+def vllm_plan_label(ex) -> str:
+    """vLLM's own model's verdict in one line (the Live screen's vLLM plan row, the Plan screen's)."""
+    p = ex.pool
+    inputs = {name: value for name, value, _ in ex.inputs}
+    model = inputs.get("model", ex.model)
+    if model.endswith(".json"):  # a config path: its file name is what fits on the line
+        model = pathlib.PurePath(model).name
+    return (
+        f"KV pool {p.pool_bytes / GIB:,.2f} GiB = {p.kv_cache_tokens:,} tokens, max concurrency "
+        f"{p.max_concurrency:.2f}x PREDICTED by vLLM {ex.version} {ex.engine}'s model "
+        f"(planner/vllm_explain): {model}, {inputs.get('weights format', '?')}, max_model_len "
+        f"{p.max_model_len:,}, TP/PP {inputs.get('tensor/pipeline parallel', '1/1')}, util "
+        f"{inputs.get('gpu_memory_utilization', '?')}"
+    )
+
+
+def vllm_source(
+    plan: VLLMPlan, log, pid: int, base: PlanInputs, explicit: frozenset[str]
+) -> PlanSource | None:
+    """The planner's inputs for what vLLM loaded, taken from the same explanation the Live screen's vLLM plan
+    row is drawn from (vllm_plan: the log's model and engine arguments, flags winning): model, weights
+    format, KV cache dtype, max_model_len as the context, max_num_seqs as the users, max_num_batched_tokens
+    as the prefill chunk, TP/PP. A field the user gave (`explicit`) keeps `base`'s value. None when vLLM's
+    plan has no explanation (its error says why)."""
+    ex = plan.explanation
+    if ex is None:
+        return None
+    p = ex.pool
+    inputs = {name: (value, how) for name, value, how in ex.inputs}
+    tp_pp = inputs.get("tensor/pipeline parallel", ("1/1", ""))[0].split("/")
+    fields: dict[str, Any] = {
+        "model": ex.model,
+        "context": p.max_model_len,
+        "output_tokens": 0,
+        "tp": int(tp_pp[0]),
+        "pp": int(tp_pp[1]) if len(tp_pp) > 1 else 1,
+    }
+    notes = [plan.provenance]
+    if "format" not in explicit:
+        fields["format"] = inputs.get("weights format", (base.format, ""))[0]
+    if "kv_dtype" not in explicit:
+        kv = (log.setting("kv_cache_dtype") or "auto").strip().lower()
+        fields["kv_dtype"] = "auto" if kv in ("auto", "none") else kv
+        where = "log" if log.setting("kv_cache_dtype") else "default"
+        notes.append(f"KV cache dtype {fields['kv_dtype']} ({where})")
+    if "users" not in explicit and p.max_num_seqs > 0:
+        # sequences at max_model_len vLLM runs at once: max_num_seqs caps them, the pool holds
+        # max_concurrency of them (what vLLM reserves; max_num_seqs alone would plan for every one full)
+        fields["users"] = max(1, min(p.max_num_seqs, math.floor(p.max_concurrency)))
+        where = "log" if log.setting("max_num_seqs") else f"vLLM {ex.version}'s default"
+        notes.append(
+            f"users {fields['users']} = min(max_num_seqs {p.max_num_seqs} ({where}), vLLM's max concurrency "
+            f"{p.max_concurrency:.2f}x PREDICTED), each at max_model_len"
+        )
+    if p.max_num_batched_tokens > 0:
+        fields["prefill_chunk"] = p.max_num_batched_tokens
+        where = "log" if log.setting("max_num_batched_tokens") else f"vLLM {ex.version}'s default"
+        notes.append(f"prefill chunk {p.max_num_batched_tokens:,} = max_num_batched_tokens ({where})")
+    for name in explicit & {"format", "users", "kv_dtype"}:
+        notes.append(f"{name} {getattr(base, name)} (given: flag, config file or Plan screen edit)")
+    for name in ("model", "context", "tp"):  # explain already took these from the flags (vllm_given)
+        if name in explicit:
+            fields[name] = getattr(base, name)
+    return PlanSource(pid, replace(base, **fields), None, "", tuple(notes))
+
+
+def plan_follows(
+    base: PlanInputs,
+    explicit: frozenset[str],
+    vllm: tuple[VLLMPlan, Any, int] | None,
+    sources: tuple[PlanSource, ...],
+) -> tuple[PlanSource | None, str]:
+    """What the Plan screen plans: the same source the Live screen's plan row follows. vLLM's log first
+    (`vllm`: its plan, the log, its pid; under `memsight run -- vllm serve ...`), then the first agent that
+    published a loaded model it can plan (plan_sources), else the inputs as given (None). The flags, the
+    config file and the user's edits win inside each (vllm_given, plan_sources). The line says what is
+    followed, or why the startup inputs are kept."""
+    why_not = ""
+    if vllm is not None:
+        plan, log, pid = vllm
+        source = vllm_source(plan, log, pid, base, explicit)
+        if source is not None:
+            return source, f"following vLLM's log (pid {pid}): " + " · ".join(source.provenance).removeprefix(
+                "plan follows vLLM's log: "
+            )
+        why_not = f"vLLM's log (pid {pid}) cannot be planned: {plan.error or 'no model or version yet'}"
+    usable = [s for s in sources if s.spec is not None and not s.error]
+    if usable:
+        source = usable[0]
+        more = f" (1 of {len(usable)} agents that published one)" if len(usable) > 1 else ""
+        line = f"following pid {source.pid}'s loaded model{more}: " + " · ".join(source.provenance)
+        return source, (f"{why_not}; " if why_not else "") + line
+    if why_not:
+        return None, f"{why_not}; the bars plan the inputs below"
+    return None, ""
 
 
 def _vllm_metrics_note(log, buckets, snap) -> str:
@@ -826,11 +946,14 @@ def vllm_comparison(
     )
     notes = ["sources: " + " · ".join(f"{src}: {', '.join(keys)}" for src, keys in sources.items() if keys)]
     notes.append(_vllm_metrics_note(log, buckets, state.vllm))
-    total = buckets.total
-    if total is not None and nvml_bytes is not None and buckets.ranks <= 1:
+    if buckets.world > 1:
+        notes.append(f"the bars: one rank of {buckets.world} (one GPU each) · {job_total_text(buckets)}")
+    total = buckets.total if buckets.world <= 1 else buckets.job_total
+    if total is not None and nvml_bytes is not None:
+        whose = "vLLM's own" if buckets.world <= 1 else f"vLLM's own, {buckets.world} ranks"
         notes.append(
             f"outside vLLM's accounting {(nvml_bytes - total) / GIB:,.2f} GiB (NVML per-process "
-            f"{nvml_bytes / GIB:,.2f} - vLLM's own {total / GIB:,.2f})"
+            f"{nvml_bytes / GIB:,.2f} - {whose} {total / GIB:,.2f})"
         )
     if plan.provenance:
         notes.append(plan.provenance)
@@ -852,22 +975,12 @@ def vllm_comparison(
             Segment("overhead", p.non_torch_bytes + p.cudagraph_bytes),
             Segment("free", max(0, capacity - used)),
         )
-        inputs = {name: value for name, value, _ in ex.inputs}
-        model = inputs.get("model", ex.model)
-        if model.endswith(".json"):  # a config path: its file name is what fits on the line
-            model = pathlib.PurePath(model).name
-        label = (
-            f"KV pool {p.pool_bytes / GIB:,.2f} GiB = {p.kv_cache_tokens:,} tokens, max concurrency "
-            f"{p.max_concurrency:.2f}x PREDICTED by vLLM {ex.version} {ex.engine}'s model "
-            f"(planner/vllm_explain): {model}, {inputs.get('weights format', '?')}, max_model_len "
-            f"{p.max_model_len:,}, TP/PP {inputs.get('tensor/pipeline parallel', '1/1')}, util "
-            f"{inputs.get('gpu_memory_utilization', '?')}"
-        )
+        label = vllm_plan_label(ex)
     else:
         label = f"vLLM's model of its memory: {plan.error or 'waiting for the model and version in the log'}"
-    ranks = f", one of {buckets.ranks} ranks" if buckets.ranks > 1 else ""
     version = f" {log.version}" if log.version else ""
-    title = f"{pool.title} · vLLM{version} (pid {pid}{ranks}, figures from vLLM's log)"
+    scope = per_rank(buckets) if buckets.world > 1 else "figures"
+    title = f"{pool.title} · vLLM{version} (pid {pid}, {scope} from vLLM's log)"
     return BucketComparison(title, pool.capacity_bytes, measured, planned, label, missing, tuple(notes))
 
 
