@@ -686,7 +686,9 @@ class MemsightApp(App[int]):
                 continue
             bars.append(machine_bar(name, label, plan, context))
             summary = summary or plan_summary(plan)
-        view = PlanView(values, tuple(bars), summary, first_error, follow_line, vllm_label, followed)
+        chunk = follow.inputs.prefill_chunk if follow is not None else None
+        chunk = None if chunk == default_plan_inputs().prefill_chunk else chunk
+        view = PlanView(values, tuple(bars), summary, first_error, follow_line, vllm_label, followed, chunk)
         result = PlanResult(live_plans, live_errors, view, sources)
         self._plan_result = result
         return result

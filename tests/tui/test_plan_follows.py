@@ -19,6 +19,7 @@ from tests.tui.fixed_states import FixedMonitor, two_rank_state
 from tests.tui.test_vllm_live import LOGS, PRINTER
 from tui import cmd_run
 from tui.app import FIGURE_MACHINES, MemsightApp
+from tui.screens.plan import figure_note
 
 GIB = 2**30
 GPT_OSS = "myoceane_v0.19.0_gpt-oss-20b_a100.log"  # names its model (in the catalog), version and args
@@ -85,6 +86,7 @@ async def test_the_plan_screen_follows_vllms_log_with_each_inputs_source(tmp_pat
         seen["follows"] = _text(app, "#plan-follows")
         seen["bars"] = {b.key: b for b in app.plan_view.bars}
         seen["summary"] = _text(app, "#plan-summary")
+        seen["note"] = _text(app, "#plan-note")
 
     app = await _run_plan(tmp_path, GPT_OSS, check)
     ex = explain(log, total_bytes=app.state.nvml.devices[0].total)
@@ -117,6 +119,12 @@ async def test_the_plan_screen_follows_vllms_log_with_each_inputs_source(tmp_pat
         assert seen["bars"][name].max_users == plan.max_users
         assert seen["bars"][name].segments[2].bytes == plan.kv_bytes
     assert seen["summary"].startswith("openai/gpt-oss-20b, mxfp4 weights")
+    # the note under the figure names the followed prefill chunk (8K unless one is followed)
+    chunk = pool.max_num_batched_tokens
+    assert seen["note"] == figure_note(None if chunk == 8192 else chunk)
+    assert "the activation peak of an 8K-token prefill chunk." in figure_note(None)
+    followed = "the activation peak of a prefill chunk of 2,048 tokens (the plan follows it)."
+    assert followed in figure_note(2048)
 
 
 async def test_flags_and_plan_screen_edits_win_over_the_log_in_both_screens(tmp_path):

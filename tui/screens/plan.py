@@ -43,6 +43,21 @@ class PlanView:
     follows: str = ""  # what the plan follows (vLLM's log, a loaded model), each input's source
     vllm: str = ""  # vLLM's own model's pool for the same inputs, when the plan follows vLLM's log
     followed: tuple[str, ...] = ()  # fields set from that source (never one the user edited)
+    prefill_chunk: int | None = None  # the followed prefill chunk (vLLM's max_num_batched_tokens); None: 8K
+
+
+def figure_note(prefill_chunk: int | None) -> str:
+    """The note under the figure; the activation peak is the followed prefill chunk's when one is followed."""
+    chunk = (
+        "an 8K-token prefill chunk"
+        if prefill_chunk is None
+        else f"a prefill chunk of {prefill_chunk:,} tokens (the plan follows it)"
+    )
+    return (
+        "Each bar is drawn to its own machine's capacity. The Spark's first segment is the OS and everything "
+        f"else in its shared pool (10 GiB assumed); overhead is 1.5 GiB runtime + the activation peak of "
+        f"{chunk}. Capacity only: a user who fits is not a user served fast."
+    )
 
 
 class PlanScreen(Screen):
@@ -114,13 +129,7 @@ class PlanScreen(Screen):
             yield Static("", id="plan-error", classes="error-line")
             yield Static("", id="plan-summary")
             yield CapacityBars(id="capacity")
-            yield Static(
-                "Each bar is drawn to its own machine's capacity. The Spark's first segment is the OS and "
-                "everything else in its shared pool (10 GiB assumed); overhead is 1.5 GiB runtime + the "
-                "activation peak of an 8K-token prefill chunk. Capacity only: a user who fits is not a user "
-                "served fast.",
-                classes="note",
-            )
+            yield Static(figure_note(None), id="plan-note", classes="note")
         yield MemsightFooter()
 
     def on_mount(self) -> None:
@@ -204,6 +213,7 @@ class PlanScreen(Screen):
         }
         if changed:
             self.fill(changed)
+        self.query_one("#plan-note", Static).update(figure_note(view.prefill_chunk))
         follows = self.query_one("#plan-follows", Static)
         text = "\n".join(t for t in (view.follows, view.vllm) if t)
         follows.update(text)
