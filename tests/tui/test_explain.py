@@ -273,6 +273,19 @@ CASES = (
          "within 3%: all defaults on an unnamed 80 GB card (total 79.18 GiB logged, which also sets the "
          "scheduler tier: 8,192 tokens x 1,024 sequences); weights -0.8%, activation 5.56 PREDICTED vs 5.59 "
          "logged, non-torch 0.10 vs 0.07"),
+    Case("akamas_v0.29.0_gpt-oss-20b_l4.log",
+         ("--model", "gpt-oss-20b", "--total-gib", "22.05", "--gpu-memory-utilization", "0.85",
+          "--max-num-seqs", "256", "--max-num-batched-tokens", "4096"),
+         "0.29.0", "kv_tokens", 0.8235,
+         "the log gives only the token count (82,819 = 2.53x of 32,768: 0.21+ prints concurrency x "
+         "max_model_len); with the predicted 2,312 blocks per request (2,048 full + 264 for the 128-token "
+         "window and 4,096 batched tokens) of 393,216 B it implies a pool of about 2.14 GiB against 3.90 "
+         "PREDICTED. Named: the weights, 12.85 PREDICTED unpadded because the L4 is not in the GPU table "
+         "(--total-gib gives no compute capability), while the log says 'Using MARLIN Mxfp4 MoE backend', "
+         "whose padded experts hold 13.70 (the A100 log's 13.72): 0.85 GiB. Not identified: the other "
+         "~0.9 GiB (graphs are 1.20 for 51 sizes where the log captures 35; non-torch 0.10; the same "
+         "file's nvidia-smi shows 18,604 MiB used, below the 18.74 GiB budget); the flags are the study's "
+         "stated smoke config, the device total the L4's 22.05 GiB"),
     # llm-d-planner's measured sweep: full vLLM 0.19.0 logs on one H100 80GB (79.19 GiB) at DEBUG, so the
     # profile's own breakdown is logged; the checkpoints' shapes are the catalog's (Instruct = base shapes)
     Case(V19 + "llama31-8b_tp1.log", ("--model", "llama-3.1-8b", *H100), "0.19.0", "kv_pool", 0.0005,
