@@ -354,6 +354,11 @@ def _default_sampler_path(ver: Version, engine: str, rows: int) -> tuple[str, st
     )
 
 
+def default_engine(version: Version) -> str:
+    """The engine a vLLM version runs when none is named: V1 is the default from 0.8.0 (VLLM_USE_V1)."""
+    return "V0" if version < (0, 8, 0) else "V1"
+
+
 def profile_activation(
     spec: ModelSpec,
     *,
@@ -377,7 +382,7 @@ def profile_activation(
     top_p = 0.9, no penalties).
     Peak = max(forward phase, sampler phase) + input buffers + what the run allocates and keeps."""
     ver = parse_version(version)
-    engine = (engine or ("V0" if ver < (0, 8, 0) else "V1")).upper()
+    engine = (engine or default_engine(ver)).upper()
     if engine not in ("V0", "V1"):
         raise PlannerError(f"vLLM engine must be V0 or V1, got {engine!r}")
     if max_num_batched_tokens < 1 or max_num_seqs < 1:
@@ -1109,9 +1114,7 @@ def vllm_pool(
         notes.append(
             f"vLLM {version} was not read itself; the rules of the nearest read version before it apply"
         )
-    if engine is None:
-        engine = "V0" if ver < (0, 8, 0) else "V1"
-    engine = engine.upper()
+    engine = (engine or default_engine(ver)).upper()
     if engine not in ("V0", "V1"):
         raise PlannerError(f"vLLM engine must be V0 or V1, got {engine!r}")
     if engine == "V0" and ver >= (0, 11, 0):

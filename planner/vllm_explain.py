@@ -22,6 +22,7 @@ from planner.vllm import (
     DEFAULT_VLLM_VERSION,
     Term,
     VLLMPool,
+    default_engine,
     device_total,
     non_torch_era,
     parse_version,
@@ -184,7 +185,7 @@ def explain(
         raise
     inputs.append(("vLLM version", ver_text, "--vllm-version" if version else "log"))
     ver = parse_version(ver_text)
-    engine = log.engine or ("V0" if ver < (0, 8, 0) else "V1")
+    engine = log.engine or default_engine(ver)
     inputs.append(("engine", engine, "log" if log.engine else "default for the version"))
 
     # The device total: a flag, the log, or the recorded mem_get_info total of the named GPU.

@@ -391,6 +391,7 @@ def _vllm_pool(args: argparse.Namespace, inputs: Any, spec: Any, plan: Plan) -> 
     the same version, so both commands give one pool; a flag replaces a prediction."""
     from planner.vllm import (  # noqa: PLC0415
         DEFAULT_VLLM_VERSION,
+        default_engine,
         device_total,
         parse_version,
         predicted_cudagraphs,
@@ -401,7 +402,7 @@ def _vllm_pool(args: argparse.Namespace, inputs: Any, spec: Any, plan: Plan) -> 
 
     version = args.vllm_version or DEFAULT_VLLM_VERSION
     ver = parse_version(version)
-    engine = (args.vllm_engine or ("V0" if ver < (0, 8, 0) else "V1")).upper()
+    engine = (args.vllm_engine or default_engine(ver)).upper()
     capability = args.cuda_capability or plan.machine.cuda_capability
     notes = []
     if args.weights_gib is not None:
