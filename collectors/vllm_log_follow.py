@@ -98,6 +98,12 @@ class LogBuckets:
         parts = (self.weights, self.kv_pool, self.activation, self.overhead)
         return None if any(p is None for p in parts) else sum(parts)  # type: ignore[arg-type]
 
+    @property
+    def accounted(self) -> int | None:
+        """What vLLM accounts for in the whole job (the process tree NVML sums): its one rank's total, or
+        every rank's when the job has several (None where a rank did not log all four buckets)."""
+        return self.total if self.world <= 1 else self.job_total
+
 
 BUCKET_FIGURES = {"weights": "weights", "kv_pool": "KV pool", "activation": "activation peak"}
 

@@ -648,7 +648,7 @@ def vllm_log_line(log, buckets, plan_pool_bytes: int | None, plan_note: str, nvm
         text += f" | plan, same model/args: KV pool {g(plan_pool_bytes)} GiB PREDICTED"
     elif plan_note:
         text += f" | plan: {plan_note}"
-    total = buckets.total if buckets.world <= 1 else buckets.job_total
+    total = buckets.accounted
     if total is not None and nvml_bytes is not None:
         outside = g(nvml_bytes - total)
         text += f" | outside vLLM's accounting {outside} GiB (NVML {g(nvml_bytes)} - vLLM {g(total)})"
@@ -948,7 +948,7 @@ def vllm_comparison(
     notes.append(_vllm_metrics_note(log, buckets, state.vllm))
     if buckets.world > 1:
         notes.append(f"the bars: one rank of {buckets.world} (one GPU each) · {job_total_text(buckets)}")
-    total = buckets.total if buckets.world <= 1 else buckets.job_total
+    total = buckets.accounted
     if total is not None and nvml_bytes is not None:
         whose = "vLLM's own" if buckets.world <= 1 else f"vLLM's own, {buckets.world} ranks"
         notes.append(
