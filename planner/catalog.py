@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import functools
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -65,6 +66,55 @@ def catalog_name_for_repo(repo_id: str) -> str | None:
         if raw["hf_repo"].lower() == wanted:
             return name
     return None
+
+
+# What a publisher appends to one base model's name for its post-trained or re-released checkpoints, which
+# keep the base's shape fields (hidden size, layers, heads, vocabulary): Qwen/Qwen2.5-0.5B-Instruct,
+# google/gemma-3-27b-it, meta-llama/Llama-3.1-8B-Instruct, Qwen/Qwen3-30B-A3B-Instruct-2507. That they
+# keep them is an assumption the spec states (planner.spec.catalog_variant_spec), not a check.
+_VARIANT_SUFFIXES = ("-instruct", "-it", "-pt", "-chat", "-base", "-hf")
+_RELEASE_TAG = re.compile(r"-(?:\d{4})$")  # "-2507": Qwen's July 2025 re-release of the same architecture
+# Meta renamed its Llama 3.1 repos (Meta-Llama-3.1-8B-Instruct -> Llama-3.1-8B-Instruct, same organisation).
+_RENAMED_PREFIXES = ("meta-",)
+
+
+def _base_name(model_name: str) -> str:
+    """A checkpoint name without its variant suffixes ("qwen2.5-0.5b-instruct" -> "qwen2.5-0.5b")."""
+    name = model_name.strip().lower()
+    for prefix in _RENAMED_PREFIXES:
+        if name.startswith(prefix + "llama"):
+            name = name[len(prefix) :]
+    changed = True
+    while changed:
+        changed = False
+        stripped = _RELEASE_TAG.sub("", name)
+        for suffix in _VARIANT_SUFFIXES:
+            if stripped.endswith(suffix):
+                stripped = stripped[: -len(suffix)]
+        if stripped != name:
+            name, changed = stripped, True
+    return name
+
+
+def catalog_variant_for(model: str) -> tuple[str, str] | None:
+    """(catalog name, the catalog entry's repo) for a checkpoint that is a variant of a catalog entry's model:
+    the same organisation (when `model` names one) and the same base name once the variant suffixes are
+    dropped ("Qwen/Qwen2.5-0.5B-Instruct" -> qwen2.5-0.5b, "Qwen2.5-3B-Instruct" -> qwen2.5-3b). None when no
+    entry matches or when several would (an ambiguous name is not guessed)."""
+    text = model.strip().rstrip("/")
+    org, _, name = text.rpartition("/")
+    if not name:
+        return None
+    org = org.lower()
+    base = _base_name(name)
+    found = []
+    for entry_name, raw in _catalog().items():
+        entry_org, _, entry_model = raw["hf_repo"].lower().rpartition("/")
+        if org and "/" not in org and org != entry_org:
+            continue
+        if _base_name(entry_model) == base:
+            found.append((entry_name, raw["hf_repo"]))
+    return found[0] if len(found) == 1 else None
 
 
 def close_names(name: str, limit: int = 3) -> list[str]:

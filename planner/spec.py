@@ -204,6 +204,9 @@ def load_spec(source: str | os.PathLike | Mapping[str, Any], *, allow_download: 
             spec = spec_from_config(catalog.catalog_config(known), name=text)
             note = f"{text} is not in the local HF cache: architecture from the catalog entry {known}"
             return dataclasses.replace(spec, assumptions=(note, *spec.assumptions))
+        variant = catalog.catalog_variant_for(text)
+        if variant is not None:
+            return catalog_variant_spec(text, variant)
         raise PlannerError(
             f"{text!r} is not in the local Hugging Face cache ({hf_hub_cache()}) nor in the catalog: "
             f"`memsight plan {text} --download` fetches only its config.json from the Hub, or give a "
@@ -220,6 +223,20 @@ def load_spec(source: str | os.PathLike | Mapping[str, Any], *, allow_download: 
             else "; memsight plan --list [PATTERN] searches the catalog"
         )
     )
+
+
+def catalog_variant_spec(model: str, variant: tuple[str, str]) -> ModelSpec:
+    """The spec of a checkpoint the catalog holds only as its base model
+    (planner.catalog.catalog_variant_for), with the assumption said."""
+    from planner import catalog  # noqa: PLC0415
+
+    name, repo = variant
+    spec = spec_from_config(catalog.catalog_config(name), name=model)
+    note = (
+        f"{model} is not in the local HF cache: architecture from the catalog entry {name} ({repo}), of "
+        "which it is a variant: the same shape fields assumed (context length and rope settings may differ)"
+    )
+    return dataclasses.replace(spec, assumptions=(note, *spec.assumptions))
 
 
 def _path_kind(path: pathlib.Path) -> str | None:

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from planner import catalog
 from planner.catalog import catalog_entry, catalog_names, close_names
 from planner.kv import kv_bytes_per_token, kv_bytes_per_token_beyond_window, state_bytes_per_sequence
 from planner.params import count_params
@@ -190,3 +191,34 @@ def test_catalog_data_is_small_and_loaded_lazily():
 def test_close_names():
     assert "qwen3-8b" in close_names("qwen3-8")
     assert close_names("zzzz") == []
+
+
+@pytest.mark.parametrize(
+    ("model", "entry"),
+    [
+        ("Qwen/Qwen2.5-0.5B-Instruct", "qwen2.5-0.5b"),  # issue 22: Qwen/Qwen3-8B mapped, this did not
+        ("google/gemma-3-27b-it", "gemma-3-27b"),  # the catalog holds the -pt checkpoint
+        ("meta-llama/Meta-Llama-3.1-8B-Instruct", "llama-3.1-8b"),  # Meta's old repo name
+        ("Qwen/Qwen3-30B-A3B-Instruct-2507", "qwen3-30b-a3b"),  # a dated re-release
+        ("Qwen/Qwen2.5-7B", "qwen2.5-7b"),  # the base of an entry that holds the -Instruct repo
+    ],
+)
+def test_a_variant_checkpoint_maps_to_its_base_entry_and_says_so(model, entry):
+    assert catalog.catalog_variant_for(model)[0] == entry
+    spec = load_spec(model)
+    assert spec.name == model
+    assert f"architecture from the catalog entry {entry}" in spec.assumptions[0]
+    assert "the same shape fields assumed" in spec.assumptions[0]
+
+
+def test_a_path_as_vllm_logs_it_maps_by_its_last_part():
+    # load_spec refuses a path that is not there; `memsight explain` uses this for the log's model path
+    assert catalog.catalog_variant_for("/models/Qwen2.5-3B-Instruct") == ("qwen2.5-3b", "Qwen/Qwen2.5-3B")
+
+
+@pytest.mark.parametrize(
+    "model",
+    ["unknown-org/Qwen2.5-0.5B-Instruct", "Qwen2-7B-Instruct", "mistralai/Mistral-7B-Instruct-v0.3", "a/b"],
+)
+def test_no_variant_is_guessed_across_organisations_or_families(model):
+    assert catalog.catalog_variant_for(model) is None
