@@ -123,6 +123,18 @@ def test_config_json_that_is_a_fifo_does_not_block(tmp_path):
 # ---------------------------------------------------------------------------------------------- checkpoints
 
 
+def test_explain_of_a_fifo_does_not_block(tmp_path):
+    """issue 17 item 4: `memsight explain FIFO` blocked in open() until something wrote to the FIFO."""
+    os.mkfifo(tmp_path / "vllm.log")
+    line = one_line_refusal(memsight("explain", str(tmp_path / "vllm.log")))
+    assert line == f"memsight: {tmp_path / 'vllm.log'}: not a regular file (a FIFO), so not a startup log"
+
+
+def test_explain_of_a_device_is_refused_before_reading():
+    line = one_line_refusal(memsight("explain", "/dev/zero"))
+    assert line == "memsight: /dev/zero: not a regular file (a character device), so not a startup log"
+
+
 def write_safetensors(path, header: dict, data: bytes = b"") -> None:
     raw = json.dumps(header).encode()
     path.write_bytes(struct.pack("<Q", len(raw)) + raw + data)
