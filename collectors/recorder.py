@@ -32,7 +32,7 @@ import socket
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
-from typing import IO, Any
+from typing import Any
 
 from collectors import agent_format as fmt
 from collectors.errors import CollectorError
@@ -83,13 +83,17 @@ def record_from_values(values: list) -> AgentRecord:
     return decode((*floats, str(label).encode()))
 
 
+PENDING_MAX_BYTES = 256 * 1024  # lines held before a write, between the once-a-second flushes
+
+
 class Recorder:
     """Appends snapshots to a file. Not thread-safe by itself: the Monitor calls it under its own lock."""
 
     def __init__(self, path: str | os.PathLike, hz: float = 0.0, flush_interval_s: float = 1.0) -> None:
         self.path = os.fspath(path)
         try:
-            self._file: IO[str] | None = open(self.path, "w", encoding="utf-8")  # noqa: SIM115
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+            self._fd: int | None = os.open(self.path, flags, 0o666)
         except OSError as exc:
             raise CollectorError(f"cannot write the recording {self.path}: {exc}") from exc
         self.flush_interval_s = flush_interval_s
@@ -98,7 +102,12 @@ class Recorder:
         self._seen_agents: set[tuple[int, int]] = set()
         self._last_nvml: str | None = None
         self._last_vllm: str | None = None
-        self.lines = 0
+        # Lines wait here, not in a file object's buffer, and are written by os.write: what the file holds is
+        # then known exactly (a full disk takes part of a write, then refuses), so a failure says how many
+        # whole records reached the file, never how many were handed to a buffer that was then lost.
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        self.lines = 0  # records written whole to the file
         self.failed: str | None = None  # why recording stopped (a write failed), once it has
         self._write(
             {
@@ -111,49 +120,54 @@ class Recorder:
         )
 
     def _write(self, obj: dict) -> None:
-        if self._file is None:
+        if self._fd is None:
             return
-        try:
-            self._file.write(json.dumps(obj, separators=(",", ":")) + "\n")
-            self.lines += 1
-            now = time.monotonic()
-            if now - self._last_flush >= self.flush_interval_s:
-                self._file.flush()
-                self._last_flush = now
-        except OSError as exc:
-            self._stop(exc)
-
-    def _stop(self, exc: OSError) -> None:
-        """A write failed (disk full, I/O error): stop recording, say why once, keep what is on disk.
-        What reached the file is a prefix of the stream, so it stays readable (a cut last line is skipped)."""
-        file, self._file = self._file, None
-        self.failed = (
-            f"recording stopped: cannot write {self.path}: {exc.strerror or exc} "
-            f"(kept the first {self.lines} record(s) that reached it)"
-        )
-        try:
-            file.close()  # closes the descriptor even when the flush inside fails again
-        except OSError:
-            pass
+        line = (json.dumps(obj, separators=(",", ":")) + "\n").encode("utf-8")
+        self._pending.append(line)
+        self._pending_bytes += len(line)
+        due = time.monotonic() - self._last_flush >= self.flush_interval_s
+        if due or self._pending_bytes >= PENDING_MAX_BYTES:
+            self.flush()
 
     def flush(self) -> None:
-        if self._file is not None:
+        """Write what is pending; on a failed write (disk full, I/O error) stop and say why, once."""
+        if self._fd is None:
+            return
+        data = b"".join(self._pending)
+        self._pending.clear()
+        self._pending_bytes = 0
+        written = 0
+        try:
+            while written < len(data):
+                written += os.write(self._fd, data[written:])
+        except OSError as exc:
+            self.lines += data.count(b"\n", 0, written)  # a cut last line is skipped by the reader
+            self._stop(exc)
+            return
+        self.lines += data.count(b"\n")
+        self._last_flush = time.monotonic()
+
+    def _stop(self, exc: OSError) -> None:
+        """A write failed: stop recording, say why once, keep what is on disk. What reached the file is a
+        prefix of the stream, so it stays readable (a cut last line is skipped)."""
+        fd, self._fd = self._fd, None
+        kept = f"kept the first {self.lines} record(s), whole" if self.lines else "no record reached it"
+        self.failed = f"recording stopped: cannot write {self.path}: {exc.strerror or exc} ({kept})"
+        self._pending.clear()
+        if fd is not None:
             try:
-                self._file.flush()
-            except OSError as exc:
-                self._stop(exc)
-                return
-            self._last_flush = time.monotonic()
+                os.close(fd)
+            except OSError:
+                pass
 
     def close(self) -> None:
-        if self._file is not None:
+        self.flush()
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
             try:
-                self._file.flush()
-            except OSError as exc:
-                self._stop(exc)
-                return
-            self._file.close()
-            self._file = None
+                os.close(fd)
+            except OSError as exc:  # an NFS server reports a failed write at close
+                self.failed = f"recording stopped: cannot write {self.path}: {exc.strerror or exc}"
 
     def os(self, snap: OSSnapshot) -> None:
         for p in snap.processes:
