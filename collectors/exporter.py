@@ -351,6 +351,13 @@ def state_families(state: MonitorState, top_processes: int = 15) -> list[Metric]
             [({"url": vllm.url}, 1 if vllm.available else 0)],
         )
         w.family(
+            "memsight_vllm_values_refused",
+            "gauge",
+            "Values of the last vLLM scrape refused as out of range (a usage outside 0..1, inf, NaN, a "
+            "negative count): left out of the series below.",
+            [({"url": vllm.url}, len(vllm.refused) if vllm.available else None)],
+        )
+        w.family(
             "memsight_vllm_num_gpu_blocks",
             "gauge",
             "KV cache blocks vLLM allocated (cache_config_info).",

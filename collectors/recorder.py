@@ -49,6 +49,7 @@ from collectors.snapshots import (
     VLLMSnapshot,
 )
 from collectors.summary import RunSummary, alert_to_json, summary_to_json
+from collectors.vllm_metrics import checked_snapshot
 from planner import limits  # a stdlib-only leaf: the limits every reader shares
 
 FORMAT_VERSION = 1
@@ -220,6 +221,7 @@ class Recorder:
             "block_size": snap.block_size,
             "gpu_memory_utilization": snap.gpu_memory_utilization,
             "samples": snap.samples,
+            "refused": list(snap.refused),
             "models": [
                 {k: (_num(v) if isinstance(v, float) else v) for k, v in asdict(m).items()}
                 for m in snap.models
@@ -370,6 +372,7 @@ _GPU_PROCESS_FIELDS = {"pid": "int", "used_bytes": "num?", "kind": "str"}
 _VLLM_FIELDS = {
     "t": "time", "url": "str?", "status": "str", "available": "bool", "models": "list-",
     "num_gpu_blocks": "int?", "block_size": "int?", "gpu_memory_utilization": "num?", "samples": "int?",
+    "refused": "list-",
 }  # fmt: skip
 _VLLM_MODEL_FIELDS = {
     "model_name": "str", "engine": "str?", "kv_cache_usage": "num?", "kv_cache_metric": "str?",
@@ -468,6 +471,7 @@ def check_event(e: dict) -> None:
             _check_strings(d.get("errors"), "nvml device: errors")
     elif k == "vllm":
         _check_fields(e, _VLLM_FIELDS, "vllm event: ")
+        _check_strings(e.get("refused"), "vllm event: refused")
         models = e.get("models") or []
         _check_list(models, _VLLM_MODEL_FIELDS, VLLMModelStats, "vllm model: ")
         for m in models:
@@ -529,7 +533,7 @@ def vllm_snapshot_from(event: dict) -> VLLMSnapshot:
         VLLMModelStats(**{**m, "prefix_cache_metrics": tuple(m.get("prefix_cache_metrics", ()))})
         for m in event.get("models", [])
     )
-    return VLLMSnapshot(
+    snap = VLLMSnapshot(
         t=event["t"],
         url=event.get("url", ""),
         status=event["status"],
@@ -539,7 +543,9 @@ def vllm_snapshot_from(event: dict) -> VLLMSnapshot:
         block_size=event.get("block_size"),
         gpu_memory_utilization=event.get("gpu_memory_utilization"),
         samples=event.get("samples", 0),
+        refused=tuple(event.get("refused", ())),
     )
+    return checked_snapshot(snap)  # a recording made before values were checked, or an edited one
 
 
 def vllm_source_id(model_name: str, engine: str | None) -> str:
