@@ -13,6 +13,7 @@ One JSON object per line, `"k"` saying which kind:
                "gpu_memory_utilization","samples","models":[{...VLLMModelStats...}]}   (--vllm-url only)
   alert       {"k":"alert","t","kind","severity","message","pid","device","value"}  (raised during the run)
   summary     {"k":"summary","t",...collectors.summary.summary_to_json...}         (last line, at the end)
+  skip        {"k":"skip","t","source":"agents","path","reason"}   (an agent file or directory not read: why)
   scope       {"k":"scope","t","own":[pid,...]}   (`memsight run`: the command's own agents, each time the set
                grows; a replay sums those alone in its chart and summary, as the run did)
 Numbers are bytes; null is unknown; the string "unsupported" never appears for a number (DeviceInfo keeps
@@ -239,6 +240,10 @@ class Recorder:
     def scope(self, t: float, own: frozenset[int]) -> None:
         self._write({"k": "scope", "t": t, "own": sorted(own)})
 
+    def skip(self, t: float, source: str, path: str, reason: str) -> None:
+        """Input the monitor did not read (an unsafe or corrupt agent file), and why: once per reason."""
+        self._write({"k": "skip", "t": t, "source": source, "path": path, "reason": reason})
+
     def summary(self, summary: RunSummary) -> None:
         self._write({"k": "summary", "t": summary.end_t, **summary_to_json(summary)})
 
@@ -380,6 +385,7 @@ _VLLM_MODEL_FIELDS = {
     "preemptions_total": "int?", "prefix_cache_hits": "int?", "prefix_cache_queries": "int?",
     "prefix_cache_metrics": "list-", "gpu_prefix_cache_hit_rate": "num?", "cpu_cache_usage": "num?",
 }  # fmt: skip
+_SKIP_FIELDS = {"t": "time", "source": "str", "path": "str", "reason": "str"}
 _AGENT_META_FIELDS = {"pid": "int", "start": "int", "cmdline": "str?", "path": "str?", "hz": "num?"}
 _AGENT_FIELDS = {
     "pid": "int", "start": "int", "status": "str?", "alive": "bool?", "lost": "int?", "r": "list",
@@ -478,6 +484,8 @@ def check_event(e: dict) -> None:
             _check_strings(m.get("prefix_cache_metrics"), "vllm model: prefix_cache_metrics")
     elif k == "agent_meta":
         _check_fields(e, _AGENT_META_FIELDS, "agent_meta event: ")
+    elif k == "skip":
+        _check_fields(e, _SKIP_FIELDS, "skip event: ")
     elif k == "scope":
         own = e.get("own")
         if not isinstance(own, list) or not all(_fits(p, "int") for p in own):
@@ -642,6 +650,7 @@ def summarize(recording: Recording) -> dict:
     cmdlines: dict[tuple, str] = {}
     agent_cmdlines: dict[tuple, str] = {}
     alerts: list[dict] = []
+    skipped: list[dict] = []
     recorded_summary = None
     for e in _events(recording):
         k, t = e["k"], e.get("t")
@@ -651,6 +660,8 @@ def summarize(recording: Recording) -> dict:
             agent_cmdlines[(e.get("pid"), e.get("start"))] = e.get("cmdline", "")
         elif k == "alert":
             alerts.append({key: e.get(key) for key in ALERT_KEYS})
+        elif k == "skip":
+            skipped.append({key: e[key] for key in ("t", "source", "path", "reason")})
         elif k == "summary":
             recorded_summary = {key: value for key, value in e.items() if key not in ("k", "t")}
         elif k == "os":
@@ -738,6 +749,7 @@ def summarize(recording: Recording) -> dict:
         "bad_lines": recording.bad_lines,
         "sources": [s.to_json() for s in sources.values()],
         "alerts": alerts,  # as raised during the run (recordings made before alerts were recorded: [])
+        "skipped": skipped,  # input the monitor did not read (unsafe or corrupt agent files), with why
         "summary": recorded_summary,  # collectors.summary.summary_to_json; None in older recordings
     }
 
