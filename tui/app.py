@@ -576,15 +576,15 @@ class MemsightApp(App[int]):
         return dict(self._field_values)
 
     def on_plan_screen_inputs_edited(self, message: PlanScreen.InputsEdited) -> None:
-        if message.values == self._field_values:
-            return
         # an edited field is the user's choice: it wins over what the plan follows (vLLM's log, an agent's
         # loaded model), as a flag does; the fields not edited keep the inputs given at startup
         changed = frozenset(k for k, v in message.values.items() if v != self._field_values.get(k))
-        self._field_values = dict(message.values)
+        if not changed:
+            return
+        self._field_values = {**self._field_values, **message.values}
         self._edited |= changed
         self.plan_explicit |= changed
-        values = {**fields_from_inputs(self.plan_inputs), **{k: message.values[k] for k in self._edited}}
+        values = {**fields_from_inputs(self.plan_inputs), **{k: self._field_values[k] for k in self._edited}}
         try:
             self.plan_inputs = inputs_from_fields(self.plan_inputs, values)
             self.plan_error = ""
@@ -629,13 +629,14 @@ class MemsightApp(App[int]):
         if not force and key == self._plan_key and self._plan_result is not None:
             return self._plan_result
         self._plan_key = key
-        if follow is not None and not self.plan_error:
-            # the fields show what is planned; a field the user is editing keeps the text typed
-            shown_values = fields_from_inputs(follow.inputs)
+        if not self.plan_error:
+            # the fields show what is planned (what is followed, else the inputs as given); a field the
+            # user edited keeps the text typed ("32k")
+            shown_values = fields_from_inputs(follow.inputs if follow is not None else self.plan_inputs)
             self._field_values = {**shown_values, **{k: self._field_values[k] for k in self._edited}}
         values = tuple((name, self._field_values.get(name, "")) for name in FIELDS)
-        # the fields the Plan screen sets from what it follows: the user's own edits stay as typed
-        followed = tuple(n for n in FIELDS if n not in self._edited) if follow is not None else ()
+        # the fields the Plan screen sets to what is planned: the user's own edits stay as typed
+        followed = tuple(n for n in FIELDS if n not in self._edited)
         live_plans: dict[str, Any] = {}
         live_errors: dict[str, str] = {}
         if self.plan_error:
