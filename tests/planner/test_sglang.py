@@ -5,7 +5,6 @@ table (the README's, regenerated here and compared)."""
 from __future__ import annotations
 
 import pathlib
-import statistics
 
 import pytest
 
@@ -16,6 +15,7 @@ from planner.engines.sglang.log import looks_like_sglang, parse_log
 from planner.engines.sglang.pool import PoolInputs, cell_bytes, sglang_pool
 from planner.spec import load_spec
 from planner.units import GiB
+from tests.planner import engine_tables
 
 DATA = pathlib.Path(__file__).resolve().parents[1] / "data" / "sglang_logs"
 README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
@@ -234,28 +234,9 @@ def test_live_buckets_from_the_log():
 
 
 def error_table() -> str:
-    """The README's SGLang table: per term, over the logs that state it, the median and worst |error| and how
-    many are within 3%."""
-    errors: dict[str, list[float]] = {key: [] for key in TABLE_ROWS}
-    for name in LOGS:
-        for row in _sheet(name).rows:
-            if row.key in errors and row.relative is not None:
-                errors[row.key].append(abs(row.relative))
     from planner.engines.sglang.explain import ROW_LABELS  # noqa: PLC0415
 
-    lines = [
-        "| term | logs | median \\|error\\| | worst \\|error\\| | within 3% |",
-        "| --- | --- | --- | --- | --- |",
-    ]
-    for key in TABLE_ROWS:
-        found = errors[key]
-        if not found:
-            continue
-        lines.append(
-            f"| {ROW_LABELS[key]} | {len(found)} | {statistics.median(found):.1%} | {max(found):.1%} | "
-            f"{sum(e <= 0.03 for e in found)} |"
-        )
-    return "\n".join(lines)
+    return engine_tables.error_table((_sheet(name) for name in LOGS), TABLE_ROWS, ROW_LABELS)
 
 
 def test_readme_error_table_is_the_one_these_logs_give():

@@ -106,7 +106,6 @@ class OllamaLog:
     error: str | None
     error_line: int | None
     lines: int
-    text_lines: tuple[str, ...] = ()  # the runner's other lines, for the llama.cpp reader
 
     def figure(self, name: str, device: str | None = None) -> Figure | None:
         """The last figure of `name` (for `device`): a log can hold several loads, the last one is current."""
@@ -143,7 +142,6 @@ class _State:
     error_line: int | None = None
     lines: int = 0
     ollama_lines: int = 0
-    other: list[str] = field(default_factory=list)
 
 
 class LogReader:
@@ -171,7 +169,6 @@ class LogReader:
         line = _ANSI.sub("", raw).rstrip("\r\n")
         at = line.find("time=")
         if at < 0 or " msg=" not in line:
-            s.other.append(line)
             offloaded = _OFFLOADED.search(line)  # llama.cpp's own "offloaded 33/33 layers to GPU"
             if offloaded:
                 self._offloaded(offloaded, n)
@@ -291,7 +288,6 @@ class LogReader:
             error=s.error,
             error_line=s.error_line,
             lines=s.lines,
-            text_lines=tuple(s.other),
         )
 
 
