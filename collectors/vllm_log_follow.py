@@ -2,8 +2,8 @@
 
 VLLMLogFollower reads only the bytes appended since the previous poll (at most max_read_bytes per poll; the
 rest is read on the next polls, nothing is skipped, so no vLLM line is lost) and feeds complete lines to
-planner.vllm_log.LogReader. log_buckets() turns what was read into the vLLM process's buckets, each one "from
-vLLM's log": weights, KV pool, activation peak and overhead (non-torch + CUDA graphs).
+planner.engines.vllm.log.LogReader. log_buckets() turns what was read into the vLLM process's buckets, each
+one "from vLLM's log": weights, KV pool, activation peak and overhead (non-torch + CUDA graphs).
 Never raises on file trouble: a missing file reads as nothing yet, a read error is kept in `error`.
 """
 
@@ -13,7 +13,7 @@ import os
 import pathlib
 from dataclasses import dataclass
 
-from planner.vllm_log import LogReader, VLLMLog
+from planner.engines.vllm.log import LogReader, VLLMLog
 
 MAX_READ_BYTES = 1 << 20  # per poll: a startup log is a few hundred KB; a chatty server catches up over polls
 

@@ -87,7 +87,7 @@ REPLAY_BINDINGS = (
 )
 REPLAY_ACTIONS = frozenset(b.action.split("(")[0] for b in REPLAY_BINDINGS)
 PLAN_MEMO_SIZE = 256
-# the logged figures vLLM's plan reads (planner/vllm_explain.explain): a new one re-plans
+# the logged figures vLLM's plan reads (planner/engines/vllm/explain.py): a new one re-plans
 PLAN_FIGURES = ("total", "max_model_len", "utilization")
 # "this" machine's reserve is what is in use now; re-planning it at every tick would cost a make_plan per
 # tick for figures that move by megabytes.

@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from planner.units import GiB
+from planner.engines.base import Figure
 
 GB = 10**9
 
@@ -62,27 +62,6 @@ _WORKER = re.compile(
     r"\((?P<who>[A-Za-z_]+?)(?:_DP(?P<dp>\d+))?(?:_PP(?P<pp>\d+))?(?:_TP(?P<tp>\d+))?\s+pid=(?P<pid>\d+)\)"
 )
 _NUM = r"(-?[\d.]+)"
-
-
-@dataclass(frozen=True, slots=True)
-class Figure:
-    """One number vLLM logged, with where it was read."""
-
-    name: str
-    value: float  # in the unit of `unit`
-    unit: str  # "GiB" | "GB" | "tokens" | "blocks" | "x" | "" (a ratio)
-    text: str  # the number as printed ("53.29")
-    line: int  # 1-based line number in the log
-    rank: str  # "" or the worker prefix ("Worker_TP1", "VllmWorkerProcess pid=521")
-
-    @property
-    def bytes(self) -> int:
-        """GiB/GB figures as bytes (int); others raise."""
-        if self.unit == "GiB":
-            return round(self.value * GiB)
-        if self.unit == "GB":  # vLLM < 0.8.5 printed "GB" for what it divided by 2**30
-            return round(self.value * GiB)
-        raise ValueError(f"{self.name} is not a memory figure")
 
 
 @dataclass(frozen=True, slots=True)

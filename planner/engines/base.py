@@ -1,0 +1,73 @@
+"""The small interface every serving engine implements, so `memsight explain`, `memsight plan --engine` and
+the Live screen treat vLLM, llama.cpp, SGLang and Ollama alike:
+
+- recognizes(text): whether a start-up log is this engine's (a line only it writes);
+- read_log(text): the log read into the terms the engine logged (its figures, each with its line);
+- log_problem(log): one line saying why a log cannot be explained (not this engine's, or cut short);
+- explain(log, options): the shared worksheet (planner.engines.worksheet) of logged vs predicted;
+- predict(spec, arguments, plan): the engine's own memory terms from a model spec and the engine's arguments,
+  before launch (what `memsight plan --engine NAME` prints).
+
+Each engine is one package under planner/engines/ and registers in planner/engines/__init__.py.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from planner.units import GiB
+
+MiB = 2**20
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    """One number an engine logged, with where it was read."""
+
+    name: str
+    value: float  # in the unit of `unit`
+    unit: str  # "GiB" | "GB" | "MiB" | "tokens" | "blocks" | "cells" | "x" | "" (a ratio)
+    text: str  # the number as printed ("53.29")
+    line: int  # 1-based line number in the log
+    rank: str  # "" or who logged it: a worker prefix ("Worker_TP1"), a device ("CUDA0")
+
+    @property
+    def bytes(self) -> int:
+        """Memory figures as bytes (int); others raise. "GB" is what vLLM < 0.8.5 printed for a 2**30-based
+        figure, so it counts as GiB."""
+        if self.unit in ("GiB", "GB"):
+            return round(self.value * GiB)
+        if self.unit == "MiB":
+            return round(self.value * MiB)
+        raise ValueError(f"{self.name} is not a memory figure")
+
+
+class Engine(ABC):
+    """One serving engine. Implementations import their heavy parts inside the methods, so that reading the
+    registry costs nothing."""
+
+    name: ClassVar[str]  # the registry key and the --engine value ("vllm", "llamacpp")
+    title: ClassVar[str]  # how a person names it ("vLLM", "llama.cpp")
+
+    @abstractmethod
+    def recognizes(self, text: str) -> bool:
+        """Whether `text` (a start-up log, or its first part) was written by this engine."""
+
+    @abstractmethod
+    def read_log(self, text: str) -> Any:
+        """The log read into the figures the engine logged (the engine's own log type)."""
+
+    @abstractmethod
+    def log_problem(self, log: Any) -> str | None:
+        """One line naming what was recognized when the log cannot be explained, else None."""
+
+    @abstractmethod
+    def explain(self, log: Any, options: Mapping[str, Any]) -> Any:
+        """The worksheet (planner.engines.worksheet.Worksheet) for a log; `options` are the user's flags."""
+
+    @abstractmethod
+    def predict(self, spec: Any, arguments: Any, plan: Any = None) -> Any:
+        """The engine's own memory terms for a model spec and the engine's arguments, before launch."""
