@@ -123,14 +123,13 @@ class EngineLogFollower:
         return self._result
 
     def _recognize(self) -> None:
-        from planner.engines import get_engine, recognize  # noqa: PLC0415  (the planner parses, collectors follow)
+        from planner.engines import engine_names, get_engine  # noqa: PLC0415  (the planner parses)
 
         if self.unrecognized:
             return
-        if self._engines is not None:
-            engine = next((e for e in map(get_engine, self._engines) if e.recognizes(self._head)), None)
-        else:
-            engine = recognize(self._head)
+        wanted = engine_names() if self._engines is None else self._engines
+        names = [name for name in wanted if name in engine_names()]  # llama.cpp's, once it is registered
+        engine = next((e for e in map(get_engine, names) if e.recognizes(self._head)), None)
         if engine is not None:
             self._engine, self._reader = engine, engine.new_reader()
         elif len(self._head) > RECOGNIZE_BYTES:

@@ -11,6 +11,11 @@ One JSON object per line, `"k"` saying which kind:
                tracked models' config, caches, phase peaks, hook status; collectors/agent_info.py)
   vllm        {"k":"vllm","t","url","status","available","num_gpu_blocks","block_size",
                "gpu_memory_utilization","samples","models":[{...VLLMModelStats...}]}   (--vllm-url only)
+  engine      {"k":"engine","t","url","kind","status","available","kv_usage","kv_tokens_used",
+               "kv_tokens_total","running","waiting","loads":[{name,size,size_vram,context_length}],
+               "slots":[{id,n_ctx,processing}]}                            (--engine-url only)
+  engine_log  {"k":"engine_log","t","engine","stage","devices":[{device,weights,kv,activations,overhead}],
+               "ranks","figures":{name: value}}   (each time the followed child log says something new)
   alert       {"k":"alert","t","kind","severity","message","pid","device","value"}  (raised during the run)
   summary     {"k":"summary","t",...collectors.summary.summary_to_json...}         (last line, at the end)
   scope       {"k":"scope","t","own":[pid,...]}   (`memsight run`: the command's own agents, each time the set
@@ -98,6 +103,8 @@ class Recorder:
         self._seen_agents: set[tuple[int, int]] = set()
         self._last_nvml: str | None = None
         self._last_vllm: str | None = None
+        self._last_engine: str | None = None
+        self._last_engine_log: str | None = None
         self.lines = 0
         self.failed: str | None = None  # why recording stopped (a write failed), once it has
         self._write(
@@ -216,6 +223,35 @@ class Recorder:
             return  # unchanged: replay holds the previous one
         self._last_vllm = text
         self._write({"k": "vllm", "t": snap.t, **body})
+
+    def engine(self, snap) -> None:  # noqa: ANN001  (collectors.engine_metrics.EngineSnapshot)
+        body = {
+            "url": snap.url, "kind": snap.kind, "status": snap.status, "available": snap.available,
+            "kv_usage": _num(snap.kv_usage) if snap.kv_usage is not None else None,
+            "kv_tokens_used": snap.kv_tokens_used, "kv_tokens_total": snap.kv_tokens_total,
+            "running": snap.running, "waiting": snap.waiting,
+            "loads": [asdict(load) for load in snap.loads], "slots": [asdict(s) for s in snap.slots],
+        }  # fmt: skip
+        text = json.dumps(body, sort_keys=True)
+        if text == self._last_engine:
+            return  # unchanged: replay holds the previous one
+        self._last_engine = text
+        self._write({"k": "engine", "t": snap.t, **body})
+
+    def engine_log(self, t: float, followed) -> None:  # noqa: ANN001  (engine_log_follow.FollowedLog)
+        buckets = followed.buckets
+        body = {
+            "engine": followed.engine,
+            "stage": buckets.stage if buckets is not None else getattr(followed.log, "stage", ""),
+            "devices": [asdict(d) for d in buckets.devices] if buckets is not None else [],
+            "ranks": buckets.ranks if buckets is not None else 1,
+            "figures": {name: _num(value) for name, value in buckets.figures} if buckets is not None else {},
+        }
+        text = json.dumps(body, sort_keys=True)
+        if text == self._last_engine_log:
+            return
+        self._last_engine_log = text
+        self._write({"k": "engine_log", "t": t, **body})
 
     def alert(self, alert: Alert) -> None:
         self._write({"k": "alert", **alert_to_json(alert)})
@@ -689,6 +725,23 @@ def summarize(recording: Recording) -> dict:
             src.add(r.t, values)
             src.cmdline = agent_cmdlines.get((e["pid"], e["start"]), "")
             src.status = r.cuda_state
+        elif k == "engine":
+            src = source(f"engine:{e.get('kind') or 'unknown'}", "engine", None)
+            keys = ("kv_usage", "kv_tokens_used", "kv_tokens_total", "running", "waiting")
+            src.add(t, {key: e.get(key) for key in keys})
+            for load in e.get("loads") or []:
+                source(f"engine:ollama:{load.get('name')}", "engine", None).add(
+                    t, {"size": load.get("size"), "size_vram": load.get("size_vram")}
+                )
+            src.status = e.get("status")
+        elif k == "engine_log":
+            src = source(f"engine_log:{e.get('engine')}", "engine_log", None)
+            fields = dict(e.get("figures") or {})
+            for d in e.get("devices") or []:
+                for key in ("weights", "kv", "activations", "overhead"):
+                    fields[f"{key}:{d.get('device')}"] = d.get(key)
+            src.add(t, fields)
+            src.status = e.get("stage")
         elif k == "vllm":
             snap = vllm_snapshot_from(e)
             if not snap.models:  # a failed scrape: one "vllm" source that says why

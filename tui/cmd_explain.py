@@ -11,6 +11,7 @@ import sys
 
 from planner.errors import PlannerError
 from planner.units import GiB
+from tui import explain_engines
 
 GIVEN_FLAGS = (
     "max_model_len", "tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_utilization",
@@ -20,7 +21,9 @@ MAX_LOG_BYTES = 64 * 2**20  # a startup log is a few MB at most; refuse to slurp
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
-    parser.add_argument("log", metavar="LOG", help="a vLLM startup log file, or - for stdin")
+    parser.add_argument(
+        "log", metavar="LOG", help="an engine's startup log (vLLM, SGLang, Ollama), or - for stdin"
+    )
     parser.add_argument("--model", help="model config / catalog name / repo id (default: the one in the log)")
     parser.add_argument("--vllm-version", help="when the log does not say which version wrote it")
     parser.add_argument("--gpu", help="GPU whose recorded mem_get_info total to use when the log has none")
@@ -37,6 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     given.add_argument(
         "--quantization", "-q", help="vLLM's --quantization (awq, gptq, fp8, bitsandbytes, ...)"
     )
+    explain_engines.add_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the same as one JSON object (stable keys)")
 
 
@@ -118,10 +122,11 @@ def main(args: argparse.Namespace, name: str) -> int:
             continue
         if value <= 0 or (key == "gpu_memory_utilization" and value > 1):
             raise PlannerError(f"--{key.replace('_', '-')} out of range: {value}")
+    given = explain_engines.given(args, engine.name, given)
     options = {
         "given": given,
         "model": args.model,
-        "version": args.vllm_version,
+        "version": explain_engines.version(args, engine.name),
         "gpu": args.gpu,
         "total_bytes": None if args.total_gib is None else round(args.total_gib * GiB),
     }

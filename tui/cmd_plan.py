@@ -18,6 +18,7 @@ from planner.budget import Plan, PlanInputs, make_plan, plan_to_json
 from planner.errors import PlannerError
 from planner.machines import CUSTOM_MACHINE, THIS_MACHINE, Machine, get_machine, machine_names, this_machine
 from planner.units import GiB
+from tui import plan_engines
 from tui.config import ConfigError, PlanDefaults, load_config, merge_plan_args
 from tui.options import (
     DEFAULT_MODEL,
@@ -148,7 +149,9 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     )
     vllm = parser.add_argument_group("vLLM pool (--engine vllm)")
     vllm.add_argument(
-        "--engine", **_choice("vllm", what="--engine"), help="also compute the serving engine's KV pool"
+        "--engine",
+        **_choice("vllm", *plan_engines.ENGINES, what="--engine"),
+        help="also compute the serving engine's own figures (vLLM's KV pool, SGLang's, Ollama's)",
     )
     vllm.add_argument(
         "--gpu-memory-utilization",
@@ -240,6 +243,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         **_choice("torch-sort", "triton", "flashinfer", what="--sampler-path"),
         help="the sampler the profile run uses (default: the version's)",
     )
+    plan_engines.add_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object (bytes as integers)")
 
 
@@ -352,13 +356,14 @@ def _check_vllm_flags(args: argparse.Namespace) -> None:
             ("--cudagraph-gib", args.cudagraph_gib),
             ("--kv-pool-gib", args.kv_pool_gib),
             ("--vllm-version", args.vllm_version),
-            ("--max-model-len", args.max_model_len),
-            ("--total-gib", args.total_gib),
+            ("--max-model-len", None if args.engine == "sglang" else args.max_model_len),
+            ("--total-gib", None if args.engine in plan_engines.ENGINES else args.total_gib),
         )
         if value is not None
     ]
     if given:
         raise PlannerError(f"{', '.join(given)} only make sense with --engine vllm")
+    plan_engines.check_flags(args)
 
 
 def compute(args: argparse.Namespace, defaults: PlanDefaults | None = None) -> tuple[Plan, Any]:
@@ -382,6 +387,8 @@ def compute(args: argparse.Namespace, defaults: PlanDefaults | None = None) -> t
     pool = None
     if args.engine == "vllm":
         pool = _vllm_pool(args, spec, plan)
+    elif args.engine in plan_engines.ENGINES:
+        pool = plan_engines.engine_plan(args, spec, plan)
     return plan, pool
 
 
@@ -528,6 +535,11 @@ def main(args: argparse.Namespace, name: str) -> int:
         print(f"memsight: {exc}", file=sys.stderr)
         return 2
     plan, pool = compute(args, defaults)
+    if args.engine in plan_engines.ENGINES:
+        if args.json:
+            out = {**plan_to_json(plan), args.engine: plan_engines.to_json(args.engine, pool)}
+            return _print(json.dumps(out, indent=1))
+        return _print("\n".join([render(plan, None), *plan_engines.render(args.engine, pool)]))
     text = json.dumps(plan_to_json(plan, pool), indent=1) if args.json else render(plan, pool)
     return _print(text)
 

@@ -27,7 +27,7 @@ MiB, GiB = 2**20, 2**30
 LOGS = {
     "howtorun_a10_qwen3-30b-a3b-q8_0_ctx32k.log": (
         "qwen3-30b-a3b",
-        {"format": "q8_0", "ctx_size": 32768, "parallel": 1, "kv_cache_type": "f16"},
+        {"format": "q8_0", "ctx_size": 32768, "parallel": 1, "kv_cache_type": "f16", "flash_attention": True},
     ),
     "ollama11292_llama3.1-8b-q4km_windows.log": (
         "llama-3.1-8b",

@@ -135,7 +135,7 @@ def settings(log: OllamaLog, given: Mapping[str, Any]) -> Settings:
             fmt or "(not priced)",
             fmt_from if fmt else f"file type {log.file_type or 'not logged'}",
         ),
-        ("context (num_ctx x parallel)", f"{ctx:,}", ctx_from),
+        ("runner context", f"{ctx:,} (num_ctx x parallel)", ctx_from),
         ("parallel", str(parallel), par_from),
         ("batch", str(batch), batch_from),
         ("KV cache type", kv_type or "f16", kv_from),
@@ -143,7 +143,7 @@ def settings(log: OllamaLog, given: Mapping[str, Any]) -> Settings:
         (
             "GPU layers",
             "not stated" if gpu is None else str(gpu),
-            gpu_from if gpu is not None else "not in the log",
+            gpu_from if gpu is not None else "the log does not say",
         ),
     )
     return Settings(fmt, ctx, parallel, batch, (kv_type or "f16").lower(), flash, gpu, inputs)

@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.engines.sglang.defaults import Era
+from planner.engines.vllm.moe import rotary_cache_bytes
 from planner.errors import PlannerError
 from planner.formats import weight_bytes
 from planner.kv import layer_kv_bytes_per_token
@@ -39,7 +40,6 @@ from planner.params import count_params
 from planner.spec import ModelSpec
 from planner.topology import make_topology, stage_weight_bytes
 from planner.units import GiB
-from planner.vllm_moe import rotary_cache_bytes
 
 INT32 = 4
 REQ_TO_TOKEN_EXTRA = 4  # ReqToTokenPool's max_context_len = context_len + 4 (0.4.6.post5 model_runner.py:905)
