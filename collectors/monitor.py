@@ -281,13 +281,13 @@ class Monitor:
         self._sample_local()
         self.sample_vllm()
         self.sample_engine()
-        self.follow_engine_log()
         return self.state()
 
     def _sample_local(self) -> None:
         self._read_nvml()
         self._read_agents(self._clock())
         self._read_os()
+        self.follow_engine_log()
         self.builder.build(self._clock())
 
     def sample_vllm(self) -> None:
