@@ -81,6 +81,16 @@ class Engine(ABC):
         """What each device holds by the engine's own log (None: this engine gives none)."""
         return None
 
+    def planned_buckets(self, sheet: Any) -> DeviceBuckets | None:
+        """The buckets the engine's own model predicts for the log's model and arguments (the Live screen's
+        plan row): the worksheet's predicted "weights" and "KV pool" / "KV cache" terms."""
+        terms = {t.name: t for t in sheet.terms if t.how == "PREDICTED"}
+        kv = terms.get("KV pool") or terms.get("KV cache")
+        weights = terms.get("weights")
+        if kv is None and weights is None:
+            return None
+        return DeviceBuckets("planned", weights.bytes if weights else None, kv.bytes if kv else None)
+
 
 class _WholeTextReader:
     def __init__(self, engine: Engine) -> None:

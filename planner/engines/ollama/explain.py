@@ -170,6 +170,12 @@ def explain(log: OllamaLog, options: Mapping[str, Any]) -> Worksheet:
              f"{256 if s.flash else 32})"),
         Term("Ollama's KV estimate", estimate.kv, "PREDICTED", "llm/memory.go: context x layers x KV width"),
     ]  # fmt: skip
+    if s.fmt is not None:
+        all_layers, output = gpu_layers_from(len(spec.layers) + 1, len(spec.layers))
+        weights = sum(weights_by_device(spec, s.fmt, all_layers, output).values())
+        terms.append(
+            Term("weights", weights, "PREDICTED", f"planner.formats {s.fmt}: every tensor of the GGUF")
+        )
     if estimate.weights is not None:
         terms.append(Term("Ollama's weight estimate", estimate.weights, "PREDICTED",
                           f"planner.formats {s.fmt}: the blocks + the output layer"))  # fmt: skip
