@@ -29,7 +29,7 @@ def _followed(path):
     return followed
 
 
-async def _live(tmp_path, log_path, nvml_gib: float, **app_kwargs):
+async def _live(tmp_path, log_path, nvml_gib: float, engine=None, **app_kwargs):
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         state = two_rank_state()
@@ -40,6 +40,7 @@ async def _live(tmp_path, log_path, nvml_gib: float, **app_kwargs):
             state,
             nvml=replace(state.nvml, devices=(device, *state.nvml.devices[1:])),
             engine_log=_followed(log_path),
+            engine=engine,
         )
         child = cmd_run.RunChild(proc, "python -m sglang.launch_server ...", None)
         app = MemsightApp(FixedMonitor(state), source_label="t", child=child, **app_kwargs)
@@ -65,6 +66,7 @@ async def test_sglang_buckets_fill_the_table_with_outside_accounting(tmp_path):
     # the log's model (Qwen/QwQ-32B) is no catalog name: the plan says so, the buckets stay the log's
     assert c.planned is None and "give memsight run --model" in c.plan_label
     assert line.startswith("SGLang (from SGLang's log; per rank, 4 ranks): weights 15.54 · KV 2.84")
+    assert "use now: give memsight run --engine-url URL" in c.notes[-1]
     outside = next(n for n in c.notes if n.startswith("non-PyTorch bar: "))
     # the rank's own accounting: weights + K/V + graphs and what the pool's creation took (the log's figures)
     assert outside.endswith(
@@ -92,8 +94,12 @@ async def test_the_plan_row_is_sglangs_own_model_for_the_given_model(tmp_path):
 
 
 async def test_ollama_per_device_figures_and_the_model_it_needs(tmp_path):
+    from collectors.engine_metrics import snapshot_from_ps  # noqa: PLC0415
+
     log = DATA / "ollama_logs" / "howtorun_a10_qwen3-30b-a3b-q8_0_ctx32k.log"
-    line, comparisons = await _live(tmp_path, log, nvml_gib=21.0)
+    ps = (DATA / "engine_metrics" / "ollama_api_ps.json").read_text()  # Ollama's docs' own /api/ps body
+    snap = snapshot_from_ps(ps, url="http://127.0.0.1:11434/api/ps", t=1.0)
+    line, comparisons = await _live(tmp_path, log, nvml_gib=21.0, engine=snap)
     (c,) = [c for c in comparisons if " · Ollama (pid " in c.title]
     assert (c.measured_bytes("weights"), c.measured_bytes("kv"), c.measured_bytes("activations")) == (
         round(18.5 * GIB),
@@ -101,4 +107,5 @@ async def test_ollama_per_device_figures_and_the_model_it_needs(tmp_path):
         round(190.5 * 2**20),
     )  # CUDA0's, the GPU this pool is
     assert "give memsight run --model" in c.plan_label  # Ollama's log names its model by sha256 only
+    assert c.notes[-1].startswith("use now (ollama, http://127.0.0.1:11434/api/ps): mistral:latest: ")
     assert line.startswith("Ollama (from Ollama's log): weights 18.50 · KV 1.90 · activations 0.19")

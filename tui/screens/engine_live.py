@@ -157,6 +157,7 @@ def engine_comparison(
         notes.append(
             f"the process's own total is not measured here ({what}): nothing outside the log is shown"
         )
+    notes.append(engine_metrics_note(state.engine))
     planned = None
     if plan.buckets is not None:
         p = plan.buckets
@@ -173,3 +174,27 @@ def engine_comparison(
     stage = getattr(followed.log, "stage", "")
     title = f"{pool.title} · {followed.title} (pid {pid}, figures from {followed.title}'s log; {stage})"
     return BucketComparison(title, pool.capacity_bytes, measured, planned, plan.label, "", tuple(notes))
+
+
+def engine_metrics_note(snap: Any) -> str:
+    """The engine's use now from --engine-url (collectors.engine_metrics.EngineSnapshot), or how to get it."""
+    if snap is None:
+        return "use now: give memsight run --engine-url URL (SGLang /metrics, llama-server /metrics, Ollama)"
+    if not snap.available:
+        return f"{snap.url}: {snap.status}"
+    parts = []
+    if snap.kv_usage is not None:
+        tokens = ""
+        if snap.kv_tokens_used is not None and snap.kv_tokens_total:
+            tokens = f", {snap.kv_tokens_used:,} of {snap.kv_tokens_total:,} tokens"
+        parts.append(f"KV in use {snap.kv_usage * 100:.1f}%{tokens}")
+    if snap.running is not None or snap.waiting is not None:
+        num = lambda x: "—" if x is None else f"{x:,}"  # noqa: E731
+        parts.append(f"running {num(snap.running)} / waiting {num(snap.waiting)}")
+    for load in snap.loads:
+        vram = "—" if load.size_vram is None else _g(load.size_vram)
+        parts.append(f"{load.name}: {_g(load.size)} GiB loaded, {vram} GiB of it on the GPU (/api/ps)")
+    if snap.slots:
+        busy = sum(1 for s in snap.slots if s.processing)
+        parts.append(f"{busy} of {len(snap.slots)} slots busy (/slots)")
+    return f"use now ({snap.kind}, {snap.url}): " + (" · ".join(parts) or snap.status)
