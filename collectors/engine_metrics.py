@@ -26,7 +26,7 @@ import urllib.request
 from dataclasses import dataclass, replace
 
 from collectors.errors import CollectorError
-from collectors.vllm_metrics import MAX_BODY_BYTES, PromScrape, fetch_text, parse_prometheus_text
+from collectors.vllm_metrics import MAX_BODY_BYTES, PromScrape, fetch_text, parse_prometheus_text, split_url
 
 OLLAMA_PS = "/api/ps"
 METRICS = "/metrics"
@@ -75,20 +75,7 @@ class EngineSnapshot:
 def normalize_engine_url(url: str) -> str:
     """ "localhost:30000", "http://host:8080/metrics", "http://host:11434/api/ps" -> a full URL (the path is
     kept when given, else empty: the scraper then finds the endpoint)."""
-    text = url.strip()
-    if not text:
-        raise CollectorError("--engine-url is empty: give the server's address, e.g. http://localhost:30000")
-    if "://" not in text:
-        text = "http://" + text
-    parts = urllib.parse.urlsplit(text)
-    if parts.scheme not in ("http", "https"):
-        raise CollectorError(f"--engine-url {url!r}: only http:// and https:// URLs are scraped")
-    if not parts.hostname:
-        raise CollectorError(f"--engine-url {url!r} names no host")
-    try:
-        parts.port  # noqa: B018  (raises on a port that is not a number)
-    except ValueError:
-        raise CollectorError(f"--engine-url {url!r}: the port is not a number") from None
+    parts = split_url(url, "--engine-url", "http://localhost:30000")
     path = parts.path.rstrip("/")
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
 

@@ -287,22 +287,29 @@ def vllm_snapshot_from_scrape(
 
 def normalize_url(url: str) -> str:
     """ "localhost:8000", "http://host:8000", "http://host:8000/metrics" -> a full /metrics URL."""
+    parts = split_url(url, "--vllm-url", "http://localhost:8000")
+    path = parts.path if parts.path not in ("", "/") else "/metrics"
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+
+
+def split_url(url: str, flag: str, example: str) -> urllib.parse.SplitResult:
+    """A scrape URL's parts, http:// added where no scheme is written; CollectorError (one line, naming
+    `flag`) for an empty one, another scheme, no host, a port that is not a number."""
     text = url.strip()
     if not text:
-        raise CollectorError("--vllm-url is empty: give the server's address, e.g. http://localhost:8000")
+        raise CollectorError(f"{flag} is empty: give the server's address, e.g. {example}")
     if "://" not in text:
         text = "http://" + text
     parts = urllib.parse.urlsplit(text)
     if parts.scheme not in ("http", "https"):
-        raise CollectorError(f"--vllm-url {url!r}: only http:// and https:// URLs are scraped")
+        raise CollectorError(f"{flag} {url!r}: only http:// and https:// URLs are scraped")
     if not parts.hostname:
-        raise CollectorError(f"--vllm-url {url!r} names no host")
+        raise CollectorError(f"{flag} {url!r} names no host")
     try:
         parts.port  # noqa: B018  (raises on a port that is not a number)
     except ValueError:
-        raise CollectorError(f"--vllm-url {url!r}: the port is not a number") from None
-    path = parts.path if parts.path not in ("", "/") else "/metrics"
-    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+        raise CollectorError(f"{flag} {url!r}: the port is not a number") from None
+    return parts
 
 
 def fetch_text(

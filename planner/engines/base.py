@@ -14,7 +14,7 @@ Each engine is one package under planner/engines/ and registers in planner/engin
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -90,6 +90,38 @@ class Engine(ABC):
         if kv is None and weights is None:
             return None
         return DeviceBuckets("planned", weights.bytes if weights else None, kv.bytes if kv else None)
+
+
+class LineReader:
+    """An engine log reader fed text in chunks of any size (a followed file delivers lines in pieces): each
+    whole line goes to feed(line) when its newline arrives; flush() hands on a last line without one."""
+
+    _partial = ""
+
+    def feed(self, raw: str) -> None:
+        raise NotImplementedError
+
+    def feed_text(self, chunk: str) -> None:
+        data = self._partial + chunk
+        *complete, self._partial = data.split("\n")
+        for line in complete:
+            self.feed(line)
+
+    def flush(self) -> None:
+        if self._partial:
+            line, self._partial = self._partial, ""
+            self.feed(line)
+
+
+def read_all(reader: Any, text: str | Iterable[str]) -> Any:
+    """A whole log (one string, or its lines) through `reader`; its result()."""
+    if isinstance(text, str):
+        reader.feed_text(text)
+        reader.flush()
+    else:
+        for line in text:
+            reader.feed(line)
+    return reader.result()
 
 
 class _WholeTextReader:

@@ -31,7 +31,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from planner.engines.base import Figure
+from planner.engines.base import Figure, LineReader, read_all
 
 STAGES = ("start", "estimate", "runner", "loaded", "ready")
 STAGE_WORDS = {
@@ -144,23 +144,11 @@ class _State:
     ollama_lines: int = 0
 
 
-class LogReader:
+class LogReader(LineReader):
     """Incremental reader: feed() lines (or chunks of text), result() at any time."""
 
     def __init__(self) -> None:
         self._s = _State()
-        self._partial = ""
-
-    def feed_text(self, chunk: str) -> None:
-        data = self._partial + chunk
-        *complete, self._partial = data.split("\n")
-        for line in complete:
-            self.feed(line)
-
-    def flush(self) -> None:
-        if self._partial:
-            line, self._partial = self._partial, ""
-            self.feed(line)
 
     def feed(self, raw: str) -> None:
         s = self._s
@@ -292,14 +280,7 @@ class LogReader:
 
 
 def parse_log(text: str | Iterable[str]) -> OllamaLog:
-    reader = LogReader()
-    if isinstance(text, str):
-        reader.feed_text(text)
-        reader.flush()
-    else:
-        for line in text:
-            reader.feed(line)
-    return reader.result()
+    return read_all(LogReader(), text)
 
 
 def looks_like_ollama(text: str) -> bool:

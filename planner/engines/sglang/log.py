@@ -38,6 +38,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from planner.engines.base import LineReader, read_all
+
 # Stages a start-up goes through, in order; a log that stops before "pool" died (or was cut) there.
 STAGES = ("start", "config", "weights", "pool", "graphs", "ready")
 STAGE_WORDS = {
@@ -322,24 +324,12 @@ class _State:
     notes: list[str] = field(default_factory=list)
 
 
-class LogReader:
+class LogReader(LineReader):
     """Incremental reader: feed() lines (or chunks of text), result() at any time."""
 
     def __init__(self) -> None:
         self._s = _State()
-        self._partial = ""
         self._command = ""  # a `python -m sglang.launch_server ... \` command continued over lines
-
-    def feed_text(self, chunk: str) -> None:
-        data = self._partial + chunk
-        *complete, self._partial = data.split("\n")
-        for line in complete:
-            self.feed(line)
-
-    def flush(self) -> None:
-        if self._partial:
-            line, self._partial = self._partial, ""
-            self.feed(line)
 
     def feed(self, raw: str) -> None:
         s = self._s
@@ -465,14 +455,7 @@ _ERA_ORDER = tuple(era for era, _ in ERA_MARKS)
 
 def parse_log(text: str | Iterable[str]) -> SGLangLog:
     """Parse a whole log (a string, or an iterable of lines)."""
-    reader = LogReader()
-    if isinstance(text, str):
-        reader.feed_text(text)
-        reader.flush()
-    else:
-        for line in text:
-            reader.feed(line)
-    return reader.result()
+    return read_all(LogReader(), text)
 
 
 def looks_like_sglang(text: str) -> bool:
