@@ -13,6 +13,7 @@ Each engine is one package under planner/engines/ and registers in planner/engin
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -90,6 +91,9 @@ class Engine(ABC):
         if kv is None and weights is None:
             return None
         return DeviceBuckets("planned", weights.bytes if weights else None, kv.bytes if kv else None)
+
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # terminal colour codes a captured log keeps
 
 
 class LineReader:

@@ -31,7 +31,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from planner.engines.base import Figure, LineReader, read_all
+from planner.engines.base import ANSI, Figure, LineReader, read_all
 
 STAGES = ("start", "estimate", "runner", "loaded", "ready")
 STAGE_WORDS = {
@@ -42,7 +42,6 @@ STAGE_WORDS = {
     "ready": "the runner was ready",
 }
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _LOGFMT = re.compile(r'([\w.]+)=("(?:[^"\\]|\\.)*"|\S*)')
 _SIZE = re.compile(r"^(-?\d+(?:\.\d+)?) ?(GiB|MiB|KiB|B|GB|MB|KB)$")
 _UNIT_BYTES = {"GiB": 2**30, "MiB": 2**20, "KiB": 2**10, "B": 1, "GB": 10**9, "MB": 10**6, "KB": 10**3}
@@ -154,7 +153,7 @@ class LogReader(LineReader):
         s = self._s
         s.lines += 1
         n = s.lines
-        line = _ANSI.sub("", raw).rstrip("\r\n")
+        line = ANSI.sub("", raw).rstrip("\r\n")
         at = line.find("time=")
         if at < 0 or " msg=" not in line:
             offloaded = _OFFLOADED.search(line)  # llama.cpp's own "offloaded 33/33 layers to GPU"

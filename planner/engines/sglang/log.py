@@ -38,7 +38,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from planner.engines.base import LineReader, read_all
+from planner.engines.base import ANSI, LineReader, read_all
 
 # Stages a start-up goes through, in order; a log that stops before "pool" died (or was cut) there.
 STAGES = ("start", "config", "weights", "pool", "graphs", "ready")
@@ -51,7 +51,6 @@ STAGE_WORDS = {
     "ready": "the server was ready",
 }
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # "[2025-03-08 12:29:21 TP0] msg", "[2025-11-04 05:27:13 DP0 TP0 EP0] msg", "[2026-02-04 11:30:29] msg",
 # "[20:52:05] msg"; docker compose / journald text may come before it.
 _HEADER = re.compile(
@@ -229,7 +228,7 @@ _FLAG_ALIASES = {
 
 def strip_line(raw: str) -> tuple[str, str, bool]:
     """(message, rank tags, has an SGLang header) of one raw line: ANSI colours and every prefix removed."""
-    line = _ANSI.sub("", raw).rstrip("\r\n")
+    line = ANSI.sub("", raw).rstrip("\r\n")
     header = _HEADER.search(line)
     if header is None:
         return line.strip(), "", False
