@@ -576,10 +576,12 @@ def compare_edge(lab: Lab, pred: dict, m: dict, out: Out) -> dict:
     return {
         "edge": found,
         "predicted_edge": pred["predicted_edge"],
+        "planner_max_users": pred["planner_max_users"],
         "prefill_spike_bytes": spike,
         "trials": m["trials"],
         "trials_chunked": m.get("trials_chunked"),
         "edge_chunked": m.get("edge_chunked"),
+        "predicted_edge_chunked": pred["predicted_edge_chunked"],
         "cause": cause,
     }
 
