@@ -59,6 +59,20 @@ def catalog_config(name: str) -> dict[str, Any] | None:
     return None if entry is None else json.loads(json.dumps(entry.config))
 
 
+def catalog_multimodal_config(model: str) -> dict[str, Any] | None:
+    """The full (multimodal) config of a catalog model whose entry holds its vision tower ('multimodal'), with
+    the entry's text decoder as text_config; `model` may be the catalog name, its repo or a variant of it."""
+    name = model.strip().lower()
+    if name not in _catalog():
+        name = catalog_name_for_repo(model) or (catalog_variant_for(model) or (None, None))[0]
+    raw = _catalog().get(name) if name else None
+    if raw is None or "multimodal" not in raw:
+        return None
+    full = json.loads(json.dumps(raw["multimodal"]))
+    full["text_config"] = json.loads(json.dumps(raw["config"]))
+    return full
+
+
 def catalog_name_for_repo(repo_id: str) -> str | None:
     """The catalog entry describing a Hub repo id (case-insensitive), or None."""
     wanted = repo_id.strip().lower()

@@ -16,8 +16,14 @@ from tui import explain_engines
 
 GIVEN_FLAGS = (
     "max_model_len", "tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_utilization",
-    "max_num_seqs", "max_num_batched_tokens", "quantization",
+    "max_num_seqs", "max_num_batched_tokens", "quantization", "kv_cache_dtype", "enforce_eager", "block_size",
+    "data_parallel_size", "enable_expert_parallel", "async_scheduling", "estimate_cudagraphs",
 )  # fmt: skip
+NUMERIC_FLAGS = (
+    "max_model_len", "tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_utilization",
+    "max_num_seqs", "max_num_batched_tokens", "block_size", "data_parallel_size",
+)  # fmt: skip
+KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc")
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
@@ -40,6 +46,30 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     given.add_argument(
         "--quantization", "-q", help="vLLM's --quantization (awq, gptq, fp8, bitsandbytes, ...)"
     )
+    given.add_argument(
+        "--kv-cache-dtype",
+        choices=KV_CACHE_DTYPES,
+        help="vLLM's --kv-cache-dtype (fp8 halves the bytes per token)",
+    )
+    given.add_argument(
+        "--enforce-eager", action=argparse.BooleanOptionalAction, default=None,
+        help="vLLM's --enforce-eager: no CUDA graphs (and no graph estimate)",
+    )  # fmt: skip
+    given.add_argument("--block-size", type=int, help="vLLM's --block-size (tokens per KV block)")
+    given.add_argument("--data-parallel-size", "-dp", type=int, help="vLLM's --data-parallel-size")
+    given.add_argument(
+        "--enable-expert-parallel", action=argparse.BooleanOptionalAction, default=None,
+        help="vLLM's --enable-expert-parallel (MoE experts split by count over DP x TP ranks)",
+    )  # fmt: skip
+    given.add_argument(
+        "--async-scheduling", action=argparse.BooleanOptionalAction, default=None,
+        help="vLLM's --async-scheduling (on by default in V1; from 0.26 it widens a sliding window's blocks)",
+    )  # fmt: skip
+    given.add_argument(
+        "--estimate-cudagraphs", action=argparse.BooleanOptionalAction, default=None,
+        help="VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1/0: whether the CUDA-graph estimate is taken from "
+             "the pool",
+    )  # fmt: skip
     explain_engines.add_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the same as one JSON object (stable keys)")
 
@@ -114,7 +144,7 @@ def main(args: argparse.Namespace, name: str) -> int:
         if getattr(args, key) is not None
     }  # fmt: skip
     for key, value in given.items():
-        if key == "quantization":
+        if key not in NUMERIC_FLAGS:
             continue
         if value <= 0 or (key == "gpu_memory_utilization" and value > 1):
             raise PlannerError(f"--{key.replace('_', '-')} out of range: {value}")

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from planner.catalog import catalog_names
+from planner.engines.vllm.overheads import CUDAGRAPH_BYTES_PER_GRAPH
 from tests.conftest import REPO_ROOT, SHARED_CONFIGS, needs_shared
 
 REQUIRED_KEYS = {
@@ -159,8 +160,9 @@ def test_plan_engine_vllm_deducts_the_graph_estimate_where_the_version_does():
     eager = plan_json(*common, "--vllm-version", "0.26.0", "--enforce-eager")["vllm"]
     given = plan_json(*common, "--vllm-version", "0.26.0", "--cudagraph-gib", "0.5")["vllm"]
     assert before["cudagraph_bytes"] == 0 and eager["cudagraph_bytes"] == 0
-    # 0.26 on a >= 70 GiB GPU: 1024 sequences, so every default capture size up to 512 (51 of them)
-    assert after["cudagraph_bytes"] == 51 * 24 * 2**20
+    # 0.26 on a >= 70 GiB GPU: 1024 sequences, so every default capture size up to 512 (51 of them), each a
+    # PIECEWISE and a FULL graph (FULL_AND_PIECEWISE), at the empirical bytes per graph
+    assert after["cudagraph_bytes"] == (51 + 51) * CUDAGRAPH_BYTES_PER_GRAPH
     assert given["cudagraph_bytes"] == 2**29
     assert given["pool_bytes"] - after["pool_bytes"] == after["cudagraph_bytes"] - 2**29
     # the device total vLLM reads on an H100 (mem_get_info), not the marketing 80 GiB; V1 >= 0.14 rounds up

@@ -61,16 +61,19 @@ class VisionTower:
 
 
 def vision_tower(config: Mapping[str, Any]) -> VisionTower | None:
-    """The vision tower of a full (multimodal) config.json, or None when it has none. Raises for a
-    vision_config of a family whose tower is not modelled."""
+    """The vision tower of a full (multimodal) config.json, or None when it has none (or when it is a SigLIP /
+    CLIP tower: plain_vision_tower). Raises for a vision_config of a family whose tower is not modelled."""
     vision = config.get("vision_config")
     if not isinstance(vision, Mapping):
         return None
     family = str(config.get("model_type", ""))
+    if family in PLAIN_TOWER_FAMILIES:
+        return None
     if family not in QWEN3_VL_FAMILY:
         raise PlannerError(
             f"the vision tower of model_type {family!r} is not modelled (only the Qwen3-VL family: "
-            f"{', '.join(sorted(QWEN3_VL_FAMILY))})"
+            f"{', '.join(sorted(QWEN3_VL_FAMILY))}; and the weights of "
+            f"{', '.join(sorted(PLAIN_TOWER_FAMILIES))})"
         )
 
     def field(name: str, default: int | None = None) -> int:
@@ -138,6 +141,106 @@ class EncoderProfile:
     peak_bytes: int  # PyTorch peak while the tower runs
     output_bytes: int  # the encoder outputs kept while the decoder's dummy run follows
     terms: tuple[str, ...]
+
+
+# SigLIP (Gemma 3) and CLIP (LLaVA, LLaVA-NeXT) towers: their weights. Read in the vLLM 0.24.0 release sdist:
+# models/siglip.py:285-310 (SiglipVisionEmbeddings: a Conv2d patch embedding with bias, a position embedding
+# per patch), :358-470 (SiglipAttention qkv_proj / out_proj and SiglipMLP fc1 / fc2: vLLM's parallel linears,
+# with biases), :497-503 (two LayerNorms a layer), :717-724 (post_layernorm when every layer is built);
+# models/gemma3_mm.py:420-432 (Gemma3MultiModalProjector: mm_input_projection_weight [vision hidden, text
+# hidden] and a GemmaRMSNorm over the vision hidden), :516-521 (the whole tower, no pooling head);
+# models/clip.py:311-335 (CLIPVisionEmbeddings: class_embedding, a Conv2d without bias, a position per patch
+# and one for the class token), :654-678 (pre_layrnorm; post_layernorm only when every layer is built);
+# models/llava.py:438-456 with utils.py:894-904 (the tower is built up to vision_feature_layer: -2 builds 23
+# of 24 layers), :134-151 (LlavaMultiModalProjector linear_1 and linear_2 with biases);
+# models/llava_next.py:279-295 (require_post_norm=False; image_newline [text hidden]). The encoders' profile
+# runs are not derived for these.
+PLAIN_TOWER_FAMILIES = {"gemma3": "siglip", "llava": "clip", "llava_next": "clip"}
+
+
+@dataclass(frozen=True, slots=True)
+class PlainVisionTower:
+    """A SigLIP / CLIP tower and its projector, as vLLM builds them (weights only)."""
+
+    kind: str  # "siglip" | "clip"
+    family: str  # the checkpoint's model_type
+    layers: int  # layers built (CLIP: up to the feature layer)
+    hidden: int
+    intermediate: int
+    patch: int
+    image: int
+    channels: int
+    text_hidden: int
+    post_norm: bool
+
+    @property
+    def patches(self) -> int:
+        return (self.image // self.patch) ** 2
+
+
+def plain_vision_tower(config: Mapping[str, Any]) -> PlainVisionTower | None:
+    """The SigLIP / CLIP tower of a Gemma 3 or LLaVA(-NeXT) config.json (vision_config + text_config), or
+    None."""
+    family = str(config.get("model_type", ""))
+    vision, text = config.get("vision_config"), config.get("text_config")
+    if family not in PLAIN_TOWER_FAMILIES or not isinstance(vision, Mapping) or not isinstance(text, Mapping):
+        return None
+
+    def field(mapping: Mapping[str, Any], name: str, default: int | None = None) -> int:
+        value = mapping.get(name, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise PlannerError(f"{family} config: {name} must be a positive integer, got {value!r}")
+        return value
+
+    depth = field(vision, "num_hidden_layers")
+    layers, post_norm = depth, True
+    if PLAIN_TOWER_FAMILIES[family] == "clip":
+        feature = config.get("vision_feature_layer", -2)
+        deepest = max(feature) if isinstance(feature, list) and feature else feature
+        if isinstance(deepest, bool) or not isinstance(deepest, int):
+            raise PlannerError(f"{family} config: vision_feature_layer must be an integer, got {feature!r}")
+        layers = depth + deepest + 1 if deepest < 0 else deepest  # utils.py:894-904 get_layer_index
+        post_norm = family == "llava" and layers == depth  # llava_next passes require_post_norm=False
+    return PlainVisionTower(
+        kind=PLAIN_TOWER_FAMILIES[family],
+        family=family,
+        layers=layers,
+        hidden=field(vision, "hidden_size"),
+        intermediate=field(vision, "intermediate_size"),
+        patch=field(vision, "patch_size"),
+        image=field(vision, "image_size"),
+        channels=field(vision, "num_channels", 3),
+        text_hidden=field(text, "hidden_size"),
+        post_norm=post_norm,
+    )
+
+
+def plain_vision_weight_bytes(tower: PlainVisionTower, bytes_per_value: int = BF16) -> tuple[int, str]:
+    """(bytes, how): the tower's and projector's parameters as vLLM builds them, in the model dtype."""
+    d, i, t = tower.hidden, tower.intermediate, tower.text_hidden
+    # two LayerNorms, qkv, out, fc1, fc2 (all with biases)
+    layer = 2 * 2 * d + (d * 3 * d + 3 * d) + (d * d + d) + (d * i + i) + (i * d + d)
+    conv = tower.channels * tower.patch * tower.patch * d
+    if tower.kind == "siglip":
+        embed = conv + d + tower.patches * d  # conv with bias, a position per patch
+        projector = d * t + d  # mm_input_projection_weight + mm_soft_emb_norm
+        extra = 0
+    else:
+        embed = conv + d + (tower.patches + 1) * d  # conv without bias, class embedding, positions + class
+        projector = (d * t + t) + (t * t + t)  # linear_1, linear_2 with biases
+        extra = 2 * d + (t if tower.family == "llava_next" else 0)  # pre_layrnorm, image_newline
+    params = embed + tower.layers * layer + (2 * d if tower.post_norm else 0) + projector + extra
+    how = (
+        f"+ {tower.kind.upper()} vision tower and projector {params * bytes_per_value:,} B ({tower.layers} "
+        f"layers of {d}, {tower.patches} patches of {tower.patch}px; v0.24.0:vllm/model_executor/models/"
+        + (
+            "siglip.py:285-503, gemma3_mm.py:420-432"
+            if tower.kind == "siglip"
+            else "clip.py:311-678, llava.py:134-151,438-456"
+        )
+        + "); its profile run is not derived"
+    )
+    return params * bytes_per_value, how
 
 
 def max_image_tokens(tower: VisionTower, max_pixels: int = QWEN3_VL_MAX_PIXELS) -> int:

@@ -12,7 +12,7 @@ to_worksheet() puts the result on the worksheet every engine shares (planner/eng
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from planner.engines.base import Figure
@@ -20,13 +20,17 @@ from planner.engines.vllm.encoder import (
     encoder_profile,
     full_config,
     images_per_prompt,
+    plain_vision_tower,
+    plain_vision_weight_bytes,
     vision_tower,
     vision_weight_bytes,
 )
 from planner.engines.vllm.log import STAGE_WORDS, VLLMLog
-from planner.engines.vllm.moe import vllm_weight_extras
+from planner.engines.vllm.moe import expert_split_extras, vllm_weight_extras
 from planner.engines.vllm.overheads import (
+    WSL_TOTALS,
     Device,
+    GraphSetup,
     device_total,
     non_torch_era,
     predicted_cudagraphs,
@@ -149,6 +153,12 @@ class _Run:
     max_num_batched_tokens: int | None
     weight_format: str | None  # None: the checkpoint's own
     sampler_path: str | None
+    block_size: int = 16
+    dp: int = 1
+    expert_parallel: bool = False
+    async_scheduling: bool = False
+    graphs: GraphSetup = GraphSetup()
+    platform: str = "cuda"
 
 
 def explain(
@@ -169,7 +179,12 @@ def explain(
     run = _resolve_run(log, setting, inputs, model, version, gpu, total_bytes, allow_download)
     spec = run.spec
     non_torch = predicted_non_torch(
-        run.version, run.engine, run.tp * run.pp, tp=run.tp, enforce_eager=run.enforce_eager
+        run.version,
+        run.engine,
+        run.tp * run.pp,
+        tp=run.tp,
+        enforce_eager=run.enforce_eager,
+        device=run.device,
     )
     era = non_torch_era(run.version, run.engine, run.enforce_eager)
     pool, graphs, weight_notes, activation_notes, tower = _predict_pool(run, setting, non_torch, notes)
@@ -181,7 +196,8 @@ def explain(
         Term("weights", pool.weights_bytes, "PREDICTED",
              "; ".join((f"planner.formats.weight_bytes: {fmt or spec.default_format}", *weight_notes))),
         Term("activation peak", pool.activation_bytes, "PREDICTED",
-             "; ".join(("planner.vllm.profile_activation (vLLM's profile run)", *activation_notes))),
+             "; ".join(("planner.engines.vllm.activation.profile_activation (vLLM's profile run)",
+                        *activation_notes))),
         non_torch,
         graphs,
         Term("KV pool", pool.pool_bytes, "PREDICTED",
@@ -189,6 +205,17 @@ def explain(
     )  # fmt: skip
 
     rows = _rows(log, pool, terms, run.total_how, era, run.tp, fmt or spec.default_format)
+    clamped = _clamped(terms)
+    if clamped:
+        notes.insert(0, clamped)
+        overran = clamped.split(": ", 1)[1].split(";")[0]
+        rows = tuple(
+            replace(r, cause=f"clamped to 0: {overran}" + (f"; {r.cause}" if r.cause else ""))
+            if r.key == "kv_pool"
+            else r
+            for r in rows
+        )
+    notes.extend(_not_modelled(run, log, pool))
     worksheet = _worksheet(log, pool)
     return Explanation(
         model=run.model_id,
@@ -243,8 +270,14 @@ def _resolve_run(
     tp = int(_number(tp_text) or 1)
     pp = int(_number(pp_text) or 1)
     inputs.append(("tensor/pipeline parallel", f"{tp}/{pp}", f"{tp_from}/{pp_from}"))
-    kv_dtype = (setting("kv_cache_dtype")[0] or "auto").strip()
-    enforce_eager = (setting("enforce_eager")[0] or "False").strip() in ("True", "true", "1")
+    kv_text, kv_from = setting("kv_cache_dtype")
+    kv_dtype = (kv_text or "auto").strip()
+    if kv_dtype not in ("auto", "None"):
+        inputs.append(("KV cache dtype", kv_dtype, kv_from))
+    eager_text, eager_from = setting("enforce_eager")
+    enforce_eager = _true(eager_text)
+    if eager_text is not None:
+        inputs.append(("enforce_eager", str(enforce_eager), eager_from))
     epc_text = setting("enable_prefix_caching")[0]
     prefix_caching = None if epc_text in (None, "None") else epc_text.strip() in ("True", "true", "1")
     mns = setting("max_num_seqs")[0]
@@ -260,6 +293,7 @@ def _resolve_run(
     sampler_path = "flashinfer" if log.flashinfer_sampler_line is not None else None
     if sampler_path is not None:
         inputs.append(("sampler", "FlashInfer top-k/top-p", f"log line {log.flashinfer_sampler_line}"))
+    extra = _engine_extras(log, setting, inputs, parse_version(ver_text), engine)
     return _Run(
         model_id=model_id,
         spec=spec,
@@ -280,7 +314,86 @@ def _resolve_run(
         max_num_batched_tokens=int(float(mnbt)) if mnbt else None,
         weight_format=fmt,
         sampler_path=sampler_path,
+        **extra,
     )
+
+
+def _true(text: str | None) -> bool:
+    return (text or "False").strip() in ("True", "true", "1")
+
+
+def _engine_extras(
+    log: VLLMLog,
+    setting: _Settings,
+    inputs: list[tuple[str, str, str]],
+    ver: tuple[int, int, int],
+    engine: str,
+) -> dict[str, Any]:
+    """Block size, data / expert parallelism, async scheduling and what decides the CUDA-graph estimate:
+    settings the log or a flag states, each listed with where it came from."""
+    extra: dict[str, Any] = {}
+    block_text, block_from = setting("block_size")
+    if block_text is not None:
+        extra["block_size"] = int(float(block_text))
+        inputs.append(("block size", str(extra["block_size"]), block_from))
+    dp_text, dp_from = setting("data_parallel_size")
+    ep_text, ep_from = setting("enable_expert_parallel")
+    extra["dp"] = int(_number(dp_text) or 1)
+    extra["expert_parallel"] = _true(ep_text)
+    if extra["dp"] > 1 or extra["expert_parallel"]:
+        inputs.append(
+            (
+                "data parallel / experts",
+                f"{extra['dp']} / {'EP' if extra['expert_parallel'] else 'TP split'}",
+                f"{dp_from}/{ep_from}",
+            )
+        )
+    # Async scheduling is on by default in V1 unless an incompatible option turns it off
+    # (v0.19.0:vllm/config/vllm.py:755-788, v0.29.0:config/vllm.py:1262-1311); from 0.26 it doubles the
+    # tokens a sliding window keeps per request (max_in_flight_tokens, v0.29.0:config/vllm.py:559-580).
+    async_text, async_from = setting("async_scheduling")
+    if async_text is not None:
+        extra["async_scheduling"] = _true(async_text)
+    else:
+        extra["async_scheduling"] = engine == "V1" and ver >= (0, 19, 0)
+        async_from = "the version's default (V1 >= 0.19: on)" if extra["async_scheduling"] else "default"
+    if extra["async_scheduling"] and ver >= (0, 26, 0):
+        inputs.append(("async scheduling", "on", async_from))
+    extra["graphs"] = _graph_setup(log, setting)
+    platform = log.fact("platform")
+    extra["platform"] = "rocm" if platform == "rocm" else "cuda"
+    return extra
+
+
+def _graph_setup(log: VLLMLog, setting: _Settings) -> GraphSetup:
+    """What decides the CUDA-graph estimate, from a flag or the log: the env var (or the log's line saying
+    which way it went), the cudagraph mode and capture sizes of the config line, the counts the estimate
+    printed."""
+    why: list[str] = []
+    estimate_text, estimate_from = setting("estimate_cudagraphs")
+    env: bool | None = None
+    if estimate_text is not None:
+        env = _true(estimate_text)
+        why.append(f"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS={int(env)} {estimate_from}")
+    elif log.fact("cudagraph_estimate") is not None:
+        env = log.fact("cudagraph_estimate") == "deducted"
+        why.append(
+            f"the log says the estimate was {log.fact('cudagraph_estimate')} "
+            f"(line {log.facts['cudagraph_estimate'][1]})"
+        )
+    mode = log.fact("cudagraph_mode") or "default"
+    if mode != "default":
+        why.append(f"cudagraph_mode {mode} (line {log.facts['cudagraph_mode'][1]})")
+    sizes_text = log.fact("cudagraph_capture_sizes")
+    sizes = None
+    if sizes_text:
+        sizes = tuple(sorted(int(x) for x in sizes_text.replace(" ", "").split(",") if x))
+    graphs = None
+    counted = log.fact("cudagraph_graphs")
+    if counted:
+        found = dict(re.findall(r"(PIECEWISE|FULL)=(\d+)", counted))
+        graphs = (int(found.get("PIECEWISE", 0)), int(found.get("FULL", 0)))
+    return GraphSetup(mode=mode, capture_sizes=sizes, graphs=graphs, estimate_env=env, why=tuple(why))
 
 
 def _model(log: VLLMLog, model: str | None, allow_download: bool) -> tuple[str, Any]:
@@ -295,6 +408,14 @@ def _model(log: VLLMLog, model: str | None, allow_download: bool) -> tuple[str, 
     try:
         spec = load_spec(model_id, allow_download=allow_download)
     except PlannerError as exc:
+        from planner.catalog import catalog_variant_for  # noqa: PLC0415
+        from planner.spec import catalog_variant_spec  # noqa: PLC0415
+
+        # The log names a path on the machine that ran it (or a fine-tune of a catalog model): its last part
+        # may be a catalog model's checkpoint name (/models/Qwen2.5-3B-Instruct -> qwen2.5-3b).
+        variant = None if model else catalog_variant_for(model_id)
+        if variant is not None:
+            return model_id, catalog_variant_spec(model_id, variant)
         raise PlannerError(
             f"the log's model {model_id!r} is not in the local cache or the catalog ({exc}); give --model "
             f"CONFIG"
@@ -311,6 +432,15 @@ def _device_total(
     total_how = "given"
     total_source = "--total-gib"
     device = device_total(gpu) if gpu is not None else None
+    if device is not None and log.fact("wsl") and not device.key.endswith("-wsl"):
+        # the log says WSL2: there mem_get_info's total is the card's frame buffer (overheads.WSL_TOTALS)
+        wsl_line = log.facts["wsl"][1]
+        if device.key in WSL_TOTALS:
+            device = device_total(f"{device.key}-wsl")
+            inputs.append(("WSL2", f"{device.key}'s WSL2 total", f"log line {wsl_line}"))
+        else:
+            held = f"no WSL2 total held for {device.key}: its native one"
+            inputs.append(("WSL2", held, f"log line {wsl_line}"))
     if device is not None:
         inputs.append(("GPU", f"{device.name} (sm {device.capability[0]}.{device.capability[1]})", "--gpu"))
     # The log's own mem_get_info total wins over the --gpu table's (which was read on another machine of
@@ -395,13 +525,16 @@ def _predict_pool(
             cuda_capability=device.capability if device else None,
             sm_count=device.sm_count if device else None,
             sampler_path=run.sampler_path,
+            block_size=run.block_size,
+            async_scheduling=run.async_scheduling,
+            scheduler_total_bytes=device.scheduler_total_bytes if device else None,
         )
 
     # The graph estimate needs the pool's resolved max_num_seqs, so the pool is sized once without graphs,
     # then again with them deducted.
     pool = pool_with(run.max_num_seqs, run.max_num_batched_tokens, 0)
     # What vLLM holds beyond the checkpoint's tensors (padded MoE experts, ...), per pipeline stage.
-    extra_weights, weight_notes = vllm_weight_extras(
+    layout = (
         spec,
         run.weight_format or spec.default_format,
         parse_version(run.version),
@@ -409,12 +542,27 @@ def _predict_pool(
         run.tp,
         run.pp,
     )
+    extra_weights, weight_notes = vllm_weight_extras(*layout)
+    split, split_note = expert_split_extras(*layout, run.dp, run.expert_parallel)
+    extra_weights = [a + b for a, b in zip(extra_weights, split, strict=True)]
+    if split_note:
+        weight_notes.append(split_note)
     # A vision-language checkpoint: the vision tower's weights (first stage) and its profile run.
     encoder = None
     raw_config = full_config(run.model_id)
+    if raw_config is None:
+        from planner.catalog import catalog_multimodal_config  # noqa: PLC0415
+
+        raw_config = catalog_multimodal_config(run.model_id)
     tower = vision_tower(raw_config or {})
+    plain = plain_vision_tower(raw_config or {})
     if tower is not None:
         encoder = _vision_tower(tower, run, setting, pool, extra_weights, weight_notes, activation_notes)
+    elif plain is not None:
+        plain_bytes, plain_how = plain_vision_weight_bytes(plain)
+        extra_weights[0] += plain_bytes
+        weight_notes.append(plain_how)
+        tower = plain
     elif raw_config is None and setting("limit_mm_per_prompt")[0]:
         notes.append(
             "a multimodal run (limit_mm_per_prompt) of a catalog model: the catalog keeps the text decoder "
@@ -435,7 +583,16 @@ def _predict_pool(
             "in the encoder cache during the decoder's dummy run)"
         )
         pool = pool_with(pool.max_num_seqs, pool.max_num_batched_tokens, 0)
-    graphs = predicted_cudagraphs(run.version, run.engine, pool.max_num_seqs, enforce_eager=run.enforce_eager)
+    graphs = predicted_cudagraphs(
+        run.version,
+        run.engine,
+        pool.max_num_seqs,
+        enforce_eager=run.enforce_eager,
+        setup=run.graphs,
+        platform=run.platform,
+        tp=run.tp,
+        max_num_batched_tokens=pool.max_num_batched_tokens,
+    )
     if graphs.bytes:
         pool = pool_with(pool.max_num_seqs, pool.max_num_batched_tokens, graphs.bytes)
     return pool, graphs, weight_notes, activation_notes, tower
@@ -614,13 +771,13 @@ def _cause(key: str, fig: Figure, value: float, pool: VLLMPool, era: str, tp: in
     if key == "non_torch":
         if era == "context":
             return (
-                "this version counts the CUDA context and loaded kernel modules (no baseline): a driver "
-                "figure, EMPIRICAL (0.35 GiB logged on an RTX 3090)"
+                "this version counts the CUDA context (no baseline): predicted as the context an RTX 3090 "
+                "logged + local memory by the GPU's resident threads (+ NCCL under TP/PP), EMPIRICAL parts"
             )
         if era == "allocated":
             return (
                 "0.6.5-0.6.6 count the growth after the baseline plus the allocator's fragmentation (torch "
-                "allocated, not reserved): EMPIRICAL size"
+                "allocated, not reserved): the growth predicted by its parts, the fragmentation not"
             )
         if era == "graphs":
             return (
@@ -628,8 +785,8 @@ def _cause(key: str, fig: Figure, value: float, pool: VLLMPool, era: str, tp: in
                 "(0.18-0.26; NCCL's memory under TP): EMPIRICAL size from vLLM 0.19.0 H100 logs"
             )
         return (
-            "non-torch growth after vLLM's baseline (kernel modules, NCCL / all-reduce buffers): EMPIRICAL "
-            "size from typical logs"
+            "growth after vLLM's baseline, predicted as parts (local memory by the GPU's resident threads, "
+            "NCCL / all-reduce under TP/PP): EMPIRICAL sizes, see the non-torch term"
         )
     if key == "cudagraphs":
         if pool.cudagraph_bytes == 0:
@@ -638,7 +795,10 @@ def _cause(key: str, fig: Figure, value: float, pool: VLLMPool, era: str, tp: in
                 "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS off by default before 0.20), so it is not in the "
                 "pool"
             )
-        return "graph estimate: PREDICTED as 24 MiB per captured size; vLLM measures two and extrapolates"
+        return (
+            "graph estimate: PREDICTED per captured graph (EMPIRICAL size, see the CUDA graphs term); vLLM "
+            "measures two per mode and extrapolates"
+        )
     if key == "kv_pool":
         return "the terms above (pool = requested - weights - activation - non-torch - graphs)"
     if key in ("num_blocks", "kv_tokens", "max_concurrency"):
@@ -670,8 +830,105 @@ def _worksheet(log: VLLMLog, pool: VLLMPool) -> str:
     )
 
 
+def _not_modelled(run: _Run, log: VLLMLog, pool: VLLMPool) -> list[str]:
+    """What the run has that the prediction does not model, in words (each a known cause of a miss)."""
+    notes: list[str] = []
+    ver = parse_version(run.version)
+    device = run.device
+    if device is not None and not device.nvml_memory_info and run.engine == "V1":
+        notes.append(
+            f"{device.name}: NVML reports no memory total on this device, so vLLM's scheduler defaults take "
+            f"0 "
+            f"and the small tier (max_num_batched_tokens {pool.max_num_batched_tokens}, max_num_seqs "
+            f"{pool.max_num_seqs}; v0.13.0:vllm/engine/arg_utils.py:1786-1791)"
+        )
+    if device is not None and device.key == "gb10":
+        notes.append(
+            "unified memory (GB10): mem_get_info's free memory is the machine's, so host memory the process "
+            "allocates inside the profiling window (torch.compile, tokenizer, buffers) counts as non-torch "
+            "growth; not modelled"
+        )
+    if run.engine == "V1" and ver >= (0, 29, 0):
+        notes.append(
+            "vLLM >= 0.29 runs model runner V2 by default (v0.29.0:vllm/config/vllm.py:645-676), whose "
+            "profile "
+            "run, persistent buffers and graph capture are not derived: the V1 runner's are applied"
+        )
+    if "dev" in run.version or "rc" in run.version:
+        notes.append(f"{run.version} is a development build: what it counts may differ from the release's")
+    if log.setting("kv_transfer_config") or log.setting("kv_connector"):
+        notes.append("a KV connector is configured (kv_transfer_config): its device buffers are not modelled")
+    if run.weight_format == "nvfp4" or (run.spec.default_format or "") == "nvfp4":
+        notes.append(
+            "an NVFP4 checkpoint: which layers its recipe keeps in bf16 / fp8 is in the checkpoint, not the "
+            "config; the config's shapes are priced as NVFP4"
+        )
+    if run.engine == "V1" and ver < (0, 9, 1) and (device is None or device.key != "rtx3090"):
+        notes.append(
+            "V1 before 0.9.1 counts the CUDA context, whose size is EMPIRICAL (from an RTX 3090) and differs "
+            "by GPU and driver"
+        )
+    if log.fact("wsl"):
+        notes.append(
+            f"WSL2 (line {log.facts['wsl'][1]}): the device total is the card's frame buffer there, and "
+            f"vLLM's "
+            "memory reads go through the Windows driver"
+        )
+    requested = pool.requested_bytes or 0
+    if requested and 0 < pool.pool_bytes < 0.1 * requested:
+        notes.append(
+            f"the pool is {pool.pool_bytes / requested:.0%} of the budget: a small absolute difference in "
+            f"any "
+            "term is a large relative one"
+        )
+    return notes
+
+
+def _clamped(terms: tuple[Term, ...]) -> str | None:
+    """A note when the predicted terms exceed the budget: vLLM would find no memory for the KV cache, and the
+    pool row's 0 is a clamp, not a prediction of zero."""
+    by_name = {t.name: t.bytes for t in terms}
+    taken = ("weights", "activation peak", "non-torch", "CUDA graphs")
+    over = by_name["requested"] - sum(by_name[name] for name in taken)
+    if over >= 0:
+        return None
+    parts = ", ".join(f"{name} {by_name[name] / GiB:.2f}" for name in taken if by_name[name])
+    return (
+        f"the predicted pool is negative ({over / GiB:.2f} GiB), shown clamped to 0: the terms taken from "
+        f"the "
+        f"{by_name['requested'] / GiB:.2f} GiB budget ({parts} GiB) overrun it by {-over / GiB:.2f} GiB; "
+        f"vLLM "
+        "would refuse to start ('No available memory for the cache blocks')"
+    )
+
+
+# The platforms whose memory accounting is vLLM's gpu_worker (CUDA, and ROCm through the same code): a log
+# from another (an Ascend NPU's vllm-ascend NPUWorker, Intel XPU, TPU, CPU) is recognized and not predicted.
+MODELLED_PLATFORMS = ("cuda", "rocm")
+PLATFORM_NAMES = {"ascend": "an Ascend NPU (vllm-ascend)", "npu": "an Ascend NPU (vllm-ascend)",
+                  "xpu": "an Intel XPU", "tpu": "a TPU", "cpu": "the CPU", "hpu": "a Gaudi HPU",
+                  "neuron": "AWS Neuron"}  # fmt: skip
+
+
+def platform_problem(log: VLLMLog) -> str | None:
+    """One line when the log is from a platform whose memory accounting is not modelled."""
+    platform = log.fact("platform")
+    if platform is None or platform.lower() in MODELLED_PLATFORMS:
+        return None
+    line = log.facts["platform"][1]
+    where = PLATFORM_NAMES.get(platform.lower(), f"platform {platform!r}")
+    return (
+        f"this vLLM ran on {where} (line {line}), not CUDA: its worker sizes the KV cache with the "
+        "platform's own memory accounting (device, context, graph capture), which is not modelled; no CUDA "
+        "pool is predicted for it"
+    )
+
+
 def stage_problem(log: VLLMLog) -> str | None:
-    """One line when the log is not a vLLM log or stops before the KV cache was sized; None when complete."""
+    """One line when the log is not a vLLM log, comes from a platform that is not modelled, or stops before
+    the KV cache was sized; None when complete."""
+    if log.is_vllm and (platform := platform_problem(log)) is not None:
+        return platform
     if not log.is_vllm:
         if log.error:
             return (

@@ -82,6 +82,12 @@ class VLLMLog:
     # the line saying the sampler runs FlashInfer's top-k/top-p ("Using FlashInfer for top-p & top-k
     # sampling.": TopKTopPSampler.__init__, v0.10.0 topk_topp_sampler.py:49, v0.11.0 :56, v0.24.0 :55)
     flashinfer_sampler_line: int | None = None
+    # What the log says about how vLLM ran, as opposed to what it measured: name -> (value, line). See FACTS.
+    facts: Mapping[str, tuple[str, int]] = field(default_factory=dict)
+
+    def fact(self, name: str) -> str | None:
+        found = self.facts.get(name)
+        return None if found is None else found[0]
 
     def first(self, name: str) -> Figure | None:
         found = self.figures.get(name)
@@ -125,6 +131,7 @@ class _State:
     table_pending: bool = False  # inside the 0.6.5-dev "Memory profiling results:" table
     notes: list[str] = field(default_factory=list)
     flashinfer_sampler_line: int | None = None
+    facts: dict[str, tuple[str, int]] = field(default_factory=dict)
 
 
 def strip_line(raw: str) -> tuple[str, str]:
@@ -323,6 +330,40 @@ _VERSION_PATTERNS = (
 
 _ARGS_WRAP_LINES = 20  # at most this many continuation lines of a wrapped "non-default args:" dict
 
+# Facts a log states about how vLLM ran (settings and paths taken, never a measured figure): the first line
+# that says each one wins. (name, pattern, value: a fixed word or the pattern's first group)
+FACTS: tuple[tuple[str, re.Pattern[str], str | None], ...] = (
+    # the platform vLLM runs on: "Platform plugin ascend is activated" (vllm/platforms/__init__.py, every
+    # version with out-of-tree platforms), "Automatically detected platform cuda." (same file), the config
+    # line's device_config=npu
+    ("platform", re.compile(r"Platform plugin (\w+) is activated"), None),
+    ("platform", re.compile(r"Automatically detected platform (\w+)\."), None),
+    ("platform", re.compile(r"\bdevice_config=(\w+)"), None),
+    ("platform", re.compile(r"# (npu|xpu|hpu|tpu) blocks:"), None),
+    # WSL2: "Using 'pin_memory=False' as WSL is detected" (v0.19.0:vllm/platforms/interface.py:522-526)
+    ("wsl", re.compile(r"WSL is detected"), "yes"),
+    # the model as the runner loads it (gpu_model_runner.py, V0 model_runner.py: "Starting to load model
+    # X...")
+    ("model_line", re.compile(r"Starting to load model (\S+?)\.{0,3}$"), None),
+    # whether the CUDA-graph estimate was taken from the pool (v0.20.0:vllm/v1/worker/gpu_worker.py:440-480
+    # the "enabled ... To disable" info and the "disabled (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0)"
+    # warning; v0.19.0:gpu_worker.py:446-476: "In v0.19, ... will be enabled by default ... To try it now,
+    # set ...=1" when it was not)
+    ("cudagraph_estimate", re.compile(r"CUDA graph memory profiling is enabled"), "deducted"),
+    ("cudagraph_estimate", re.compile(r"CUDA graph memory profiling is disabled"), "not deducted"),
+    (
+        "cudagraph_estimate",
+        re.compile(r"CUDA graph memory profiling will be enabled by default"),
+        "not deducted",
+    ),
+    # how many graphs the estimate captures (v0.27.1:vllm/v1/worker/gpu_model_runner.py:6668-6681)
+    ("cudagraph_graphs", re.compile(r"Profiling CUDA graph memory: (.+)$"), None),
+    # the compilation config of the engine-config line: cudagraph mode and capture sizes (v0.11+ repr and
+    # the earlier JSON form)
+    ("cudagraph_mode", re.compile(r"'cudagraph_mode': <CUDAGraphMode\.(\w+)"), None),
+    ("cudagraph_capture_sizes", re.compile(r"['\"]cudagraph_capture_sizes['\"]: ?\[([\d, ]*)\]"), None),
+)
+
 
 class LogReader(LineReader):  # feed_text(chunk) / flush(): whole lines to feed()
     """Incremental reader: feed() lines (or chunks of text), result() at any time."""
@@ -371,6 +412,14 @@ class LogReader(LineReader):  # feed_text(chunk) / flush(): whole lines to feed(
         self._version_and_config(msg, raw)
         if s.flashinfer_sampler_line is None and "Using FlashInfer for top-p & top-k sampling" in msg:
             s.flashinfer_sampler_line = n
+        for name, pattern, word in FACTS:
+            if name in s.facts:
+                continue
+            m = pattern.search(msg)
+            if m:
+                s.facts[name] = (word if word is not None else m.group(1).strip(), n)
+        if s.model is None and "model_line" in s.facts:
+            s.model = s.facts["model_line"][0]
         if s.table_pending:
             row = _TABLE_ROW.match(msg)
             if row and row.group("name").strip() in _TABLE:
@@ -488,6 +537,7 @@ class LogReader(LineReader):  # feed_text(chunk) / flush(): whole lines to feed(
             lines=s.lines,
             notes=tuple(s.notes),
             flashinfer_sampler_line=s.flashinfer_sampler_line,
+            facts=dict(s.facts),
         )
 
 

@@ -152,6 +152,65 @@ def moe_layer_count(spec: ModelSpec, layers: range | list[int] | tuple[int, ...]
     return sum(1 for i in indices if spec.layers[i].mlp_kind == "moe")
 
 
+def expert_split_extras(
+    spec: ModelSpec,
+    fmt: str,
+    version: Version,
+    capability: tuple[int, int] | None,
+    tp: int,
+    pp: int,
+    dp: int,
+    expert_parallel: bool,
+) -> tuple[list[int], str | None]:
+    """Per pipeline stage, the bytes a rank's routed experts differ by from the TP split the weights assume,
+    when data parallelism or expert parallelism shares the experts (and a line saying how), else zeros.
+
+    vLLM's FusedMoEParallelConfig.make (v0.29.0:vllm/model_executor/layers/fused_moe/config.py:1156-1255):
+    without expert parallelism the experts are split like TP over every DP x TP rank ("flatten_tp_across_dp"),
+    so each rank holds 1/(dp x tp) of every expert's width; with --enable-expert-parallel the ep = dp x tp
+    ranks hold whole experts, num_experts / ep each. The dense layers stay split over tp. MXFP4 experts are
+    padded as their kernel creates them (mxfp4_expert_layout) at the width the rank holds."""
+    from planner.formats import weight_bytes  # noqa: PLC0415
+    from planner.params import count_params, model_tensors  # noqa: PLC0415
+    from planner.topology import make_topology  # noqa: PLC0415
+
+    topology = make_topology(spec, tp, pp, None)
+    ranks = dp * tp
+    if not spec.num_experts or (ranks == tp and not expert_parallel):
+        return [0] * topology.pp, None
+    if expert_parallel and spec.num_experts % ranks:
+        raise PlannerError(f"{spec.name}: {spec.num_experts} experts do not split over {ranks} EP ranks")
+    if fmt == "mxfp4" and capability is not None and version >= MXFP4_FIRST_VERSION:
+        at_tp = mxfp4_expert_layout(spec, version, capability, tp)
+        if expert_parallel:
+            whole = mxfp4_expert_layout(spec, version, capability, 1)
+            held = whole.bytes_per_layer // ranks
+        else:
+            held = mxfp4_expert_layout(spec, version, capability, ranks).bytes_per_layer
+        # the padding at tp is added by vllm_weight_extras; the weights hold the config's sizes at tp
+        delta_per_layer = held - at_tp.bytes_per_layer
+    else:
+        params = count_params(spec)
+        wb = weight_bytes(spec, fmt)
+        tensors = model_tensors(spec)
+        index = next(i for i, layer in enumerate(spec.layers) if layer.mlp_kind == "moe")
+        groups = tensors.layers[index]
+        routed = sum(g.numel for g in groups if g.component == "moe_routed_experts" and not g.buffer)
+        layer_bytes = wb.per_layer[index] * routed // params.per_layer[index]
+        delta_per_layer = layer_bytes // ranks - layer_bytes // tp
+    extras = [delta_per_layer * moe_layer_count(spec, topology.stage_layers[s]) for s in range(topology.pp)]
+    how = (
+        f"expert parallelism: {ranks} ranks hold {spec.num_experts // ranks} whole experts each"
+        if expert_parallel
+        else f"data parallel {dp} x TP {tp}: the experts' width is split over {ranks} ranks"
+    )
+    note = (
+        f"{how} ({delta_per_layer:+,} B per MoE layer against the TP split; "
+        "v0.29.0:model_executor/layers/fused_moe/config.py:1156-1255)"
+    )
+    return extras, note
+
+
 # ----------------------------------------------------------------------------------------------------
 # The rotary embedding's cos/sin cache: a buffer every RotaryEmbedding registers when the model is built
 # (v0.24.0:vllm/model_executor/layers/rotary_embedding/base.py:58-63 `register_buffer("cos_sin_cache",

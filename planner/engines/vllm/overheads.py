@@ -24,8 +24,22 @@ DEVICE_TOTALS: dict[str, tuple[float, str, tuple[int, int], str]] = {
                   "'Free memory on device (59.32/79.15 GiB)' in ovg-project/kvcached issue #29 (A100 80GB)"),
     "a100-40gb": (39.50, "NVIDIA A100-SXM4-40GB", (8, 0),
                   "total_gpu_memory (39.50GiB) in vllm issue #12330 (A100 40GB)"),
+    "a10": (22.07, "NVIDIA A10", (8, 6),
+            "total_gpu_memory (22.07GiB) in the OCI AI Quick Actions troubleshooting guide's A10 log "
+            "(oracle-samples/oci-data-science-ai-samples; tests/planner/test_vllm.py 'OCI A10')"),
+    "l4": (22.05, "NVIDIA L4", (8, 9),
+           "'GPU 0 has a total capacity of 22.05 GiB' on vLLM's 4 x L4 CI runners (vllm-project/afd-plugin "
+           "PR #250; pytorch/pytorch #175666); nvidia-smi shows 23034 MiB (akamaslabs/vllm-benchmark study "
+           "10's DCGM view)"),
+    "l40s": (44.52, "NVIDIA L40S", (8, 9),
+             "total_gpu_memory 44.52 GiB in vllm issue #14011 on an NVIDIA L20, the same 48 GB Ada board "
+             "(46068 MiB in nvidia-smi) as the L40S; not an L40S log"),
     "rtx3090": (23.58, "NVIDIA GeForce RTX 3090", (8, 6),
                 "total_gpu_memory (23.58GiB) in vllm PR #14447 (24 GB cards, RTX 3090 class)"),
+    "rtx4090": (23.57, "NVIDIA GeForce RTX 4090", (8, 9),
+                "not read from a 4090 log: its 24564 MiB frame buffer (nvidia-smi in vllm #7553) less the "
+                "430 MiB the driver keeps on a 24 GB GDDR6X card (3090: 24576 MiB, 23.58 GiB in PR #14447); "
+                "4090 logs show 23.5-23.7 by driver"),
     "rtx5090": (31.37, "NVIDIA GeForce RTX 5090", (12, 0),
                 "total_gpu_memory (31.37GiB) in vllm issue #14452 (RTX 5090)"),
     "t4": (14.56, "Tesla T4", (7, 5),
@@ -35,6 +49,20 @@ DEVICE_TOTALS: dict[str, tuple[float, str, tuple[int, int], str]] = {
     "gb10": (119.7, "NVIDIA GB10", (12, 1),
              "GB10 (DGX Spark) unified memory: mem_get_info's total is the whole machine's MemTotal, about "
              "119.6-121.7 GiB by driver/kernel (shared/fixtures top_gb10: 122502.8 MiB total)"),
+    "mi300x": (191.69, "AMD Instinct MI300X", (9, 4),
+               "'Free memory on device (191.36/191.69 GiB)' in a vLLM 0.27 ROCm start-up on one MI300X "
+               "virtual function (a DigitalOcean GPU droplet write-up); ROCm, not CUDA (gfx942)"),
+}  # fmt: skip
+# Under WSL2 the driver reports the card's whole frame buffer as mem_get_info's total (what nvidia-smi shows),
+# not the native Linux total: 'Free memory on device cuda:0 (30.12/31.84 GiB)' on an RTX 5090 under WSL2
+# (Alex8791-cyber/cognithor PR #318; 31.84 GiB = the 5090's 32607 MiB) against 31.37 natively (vllm #14452).
+# The same rule for a 3090 gives its 24576 MiB frame buffer (shared/fixtures nvidia-smi_rtx3090: 24576MiB).
+WSL_TOTALS: dict[str, tuple[float, str]] = {
+    "rtx5090": (31.84, "'Free memory on device cuda:0 (30.12/31.84 GiB)' under WSL2 (cognithor PR #318)"),
+    "rtx3090": (24.00, "the 3090's frame buffer, 24576 MiB (shared/fixtures nvidia-smi_rtx3090), by the "
+                       "WSL2 rule the 5090 shows (31.84 GiB = its 32607 MiB)"),
+    "rtx4090": (23.99, "the 4090's 24564 MiB frame buffer (nvidia-smi in vllm #7553) by the WSL2 rule the "
+                       "5090 shows"),
 }  # fmt: skip
 
 # Non-torch memory as vLLM counts it, by era. WHAT is counted is read from the release sdists (file:line
@@ -70,8 +98,6 @@ DEVICE_TOTALS: dict[str, tuple[float, str, tuple[int, int], str]] = {
 #   likely the NCCL communicator's memory set up on first use, after the baseline, which vLLM takes after
 #   init_distributed_environment, v0.19.0:gpu_worker.py:259-282), pipeline stages without TP 0.07 GiB
 #   (PP=2, PP=4). Only H100s were logged: other GPUs, interconnects and NCCL versions may differ.
-NON_TORCH_GROWTH_ONE_GPU = round(0.10 * GiB)
-NON_TORCH_GROWTH_DISTRIBUTED = round(0.25 * GiB)
 NON_TORCH_GRAPHS_ONE_GPU = round(0.25 * GiB)
 NON_TORCH_GRAPHS_TP = round(2.1 * GiB)
 NON_TORCH_GRAPHS_PP_ONLY = round(0.07 * GiB)
@@ -92,45 +118,56 @@ NON_TORCH_SOURCE_GRAPHS = (
     "from llm-d-planner's vLLM 0.19.0 H100 80GB logs: 0.24-0.27 GiB on one GPU, 2.06-2.21 GiB per rank at "
     "TP=2/4, 0.07 GiB per stage at PP=2/4 (H100 only; other GPUs/interconnects not held)"
 )
-NON_TORCH_WITH_CONTEXT = round(0.35 * GiB)  # vllm issue #10517 (0.6.4, RTX 3090): non_torch_memory=0.35GiB
 NON_TORCH_SOURCE_GROWTH = (
     "counted by memory_profiling(): growth of (cuda used - torch reserved) after the baseline taken at "
     "init_device, the CUDA context before it (v0.7.0:vllm/utils.py:1952-1954; "
-    "v0.8.5:vllm/utils.py:2145-2147); size EMPIRICAL (not derivable from the source): logged 0.04-0.16 GiB "
-    "on one GPU (vllm #12095, #12330, PR #12126), 0.20-0.33 GiB under TP/PP (vllm PR #14447, #14452)"
+    "v0.8.5:vllm/utils.py:2145-2147)"
 )
 NON_TORCH_SOURCE_GROWTH_ALLOCATED = (
     "counted by memory_profiling(): used - baseline - weights - torch ALLOCATED growth, so allocator "
     "fragmentation is non-torch (v0.6.5:vllm/utils.py:1736, v0.6.6.post1:vllm/utils.py:1819; baseline after "
-    "set_device, v0.6.5:vllm/worker/worker.py:138-143); size EMPIRICAL: the growth constant (the "
-    "fragmentation is not derivable)"
+    "set_device, v0.6.5:vllm/worker/worker.py:138-143); the fragmentation is not derivable and not added"
 )
 NON_TORCH_SOURCE_CONTEXT = (
     "counted: cuda used - torch allocated after the profile, no baseline, so the CUDA context, loaded kernel "
     "modules and fragmentation count (v0.6.4.post1:vllm/worker/worker.py:177-248; "
-    "v0.7.1:vllm/v1/worker/gpu_worker.py:180-187; v0.8.5:vllm/v1/worker/gpu_worker.py:165-212); size "
-    "EMPIRICAL (a driver figure): 0.35 GiB logged on an RTX 3090 (vllm #10517; an A6000 logged 0.44, vllm "
-    "#10360); larger on GPUs with more SMs"
+    "v0.7.1:vllm/v1/worker/gpu_worker.py:180-187; v0.8.5:vllm/v1/worker/gpu_worker.py:165-212)"
 )
 # CUDA graphs, deducted before the pool by V1 from 0.20 (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS default
-# "1", v0.20.0:vllm/envs.py:1724; v0.26.0:vllm/v1/worker/gpu_worker.py:508-544). The estimate captures two
-# graphs per mode and extrapolates the second one's cost to every capture size (vllm issue #45178). What one
-# graph costs is the CUDA driver's (graph nodes, the private pool's segments), not derivable from vLLM's
-# source: EMPIRICAL 24 MiB per graph, from the logged estimates 0.17 GiB for 7 PIECEWISE graphs (club-3090
-# #127) and 0.36 GiB for 16 (gpustack/runner #251), and vllm issue #50780's measured FULL graph.
-CUDAGRAPH_BYTES_PER_GRAPH = 24 * 2**20
+# "1", v0.20.0:vllm/envs.py:1724; v0.26.0:vllm/v1/worker/gpu_worker.py:508-544). The estimate
+# (gpu_model_runner.py profile_cudagraph_memory, the same in v0.18.0:5593-5690 ... v0.29.0:6733-6899) captures
+# the two largest graphs of each mode (PIECEWISE, then FULL) and counts first + (n - 1) x second, the modes'
+# first captures overlaid (the max of them). What one graph costs is the CUDA driver's (graph nodes, the
+# private pool's segments), not vLLM's: EMPIRICAL bytes per captured graph, the mean estimate per graph of the
+# 0.19.0 H100 sweep (tests/data/vllm_logs/llmdplanner_*: each logs "Profiling CUDA graph memory: PIECEWISE=51
+# (largest=512), FULL=51 (largest=512)" and "Estimated CUDA graph memory"), one GPU and under TP apart (a TP
+# rank's graphs also register their buffers with the custom all-reduce). (graphs, logged GiB, where)
+CUDAGRAPH_ONE_GPU_LOGS: tuple[tuple[int, float, str], ...] = (
+    (102, 0.84, "Llama-3.1-8B"), (102, 0.84, "Qwen3-8B"), (102, 0.84, "gemma-2-9b-it"), (102, 0.81, "phi-4"),
+    (102, 0.61, "Qwen2.5-7B-Instruct"),
+)  # fmt: skip
+CUDAGRAPH_TP_LOGS: tuple[tuple[int, float, str], ...] = (
+    (102, 1.69, "Llama-3.1-8B TP=2"), (102, 1.63, "Qwen2.5-72B-Instruct TP=2"),
+)  # fmt: skip
+
+
+def _bytes_per_graph(logs: tuple[tuple[int, float, str], ...]) -> int:
+    return round(sum(gib * GiB for _, gib, _ in logs) / sum(n for n, _, _ in logs))
+
+
+CUDAGRAPH_BYTES_PER_GRAPH = _bytes_per_graph(CUDAGRAPH_ONE_GPU_LOGS)
+CUDAGRAPH_BYTES_PER_GRAPH_TP = _bytes_per_graph(CUDAGRAPH_TP_LOGS)
 CUDAGRAPH_SOURCE = (
-    "deducted from 0.20 by default (v0.20.0:vllm/envs.py:1724, "
-    "v0.26.0:vllm/v1/worker/gpu_worker.py:508-544); size EMPIRICAL: 24 MiB per captured graph (logged "
-    "0.17 GiB / 7 graphs, club-3090 #127; 0.36 GiB / 16, gpustack/runner #251; vllm #50780)"
+    "EMPIRICAL bytes per captured graph: the mean of vLLM 0.19.0's logged estimates on one H100 "
+    "(0.61-0.84 GiB for 102 graphs) and at TP=2 (1.63-1.69 GiB), llm-d-planner's sweep"
 )
 
 
 def cudagraph_capture_sizes(version: str, max_num_seqs: int) -> tuple[int, ...]:
     """vLLM's default cudagraph_capture_sizes: 1, 2, 4, then multiples of 8 up to 256, then of 16 up to 512,
     kept up to max_cudagraph_capture_size = min(2 * max_num_seqs, 512) (v0.11.0:vllm/config/compilation.py
-    `_set_cudagraph_sizes`; 0.6 - 0.10: V0 _BATCH_SIZES_TO_CAPTURE [1, 2, 4] + range(8, 256+1, 8) up to
-    max_num_seqs)."""
+    `_set_cudagraph_sizes`; v0.29.0:vllm/config/vllm.py:1940-2060 the same for non-Blackwell GPUs; 0.6 - 0.10:
+    V0 _BATCH_SIZES_TO_CAPTURE [1, 2, 4] + range(8, 256+1, 8) up to max_num_seqs)."""
     ver = parse_version(version)
     sizes = [1, 2, 4, *range(8, 257, 8)]
     if ver >= (0, 11, 0):
@@ -150,14 +187,39 @@ class Device:
     capability: tuple[int, int]
     source: str
     sm_count: int | None = None  # torch.cuda.get_device_properties().multi_processor_count
+    platform: str = "cuda"  # "cuda" | "rocm"
+    # whether NVML answers nvmlDeviceGetMemoryInfo on it (GB10: NVML_ERROR_NOT_SUPPORTED, shared/fixtures
+    # nvml_gb10_ctypes_memoryinfo_nvitop-208.txt), which vLLM's scheduler defaults read
+    nvml_memory_info: bool = True
+
+    @property
+    def scheduler_total_bytes(self) -> int:
+        """What vLLM's get_device_total_memory() gives its scheduler defaults: NVML's total, 0 where NVML
+        cannot answer (planner.engines.vllm.scheduler)."""
+        return self.total_bytes if self.nvml_memory_info else 0
+
+    @property
+    def resident_threads(self) -> int | None:
+        """The most threads the GPU keeps resident at once: SMs x the compute capability's limit per SM."""
+        per_sm = RESIDENT_THREADS_PER_SM.get(self.capability) if self.platform == "cuda" else None
+        return None if per_sm is None or self.sm_count is None else per_sm * self.sm_count
+
+
+# "Maximum number of resident threads per SM" by compute capability (CUDA C++ Programming Guide, Technical
+# Specifications per Compute Capability): 2048 on 7.0, 8.0, 9.0 and 10.0; 1024 on 7.5; 1536 on 8.6, 8.9,
+# 12.0 and 12.1.
+RESIDENT_THREADS_PER_SM: dict[tuple[int, int], int] = {
+    (7, 0): 2048, (7, 5): 1024, (8, 0): 2048, (8, 6): 1536, (8, 9): 1536, (9, 0): 2048, (10, 0): 2048,
+    (12, 0): 1536, (12, 1): 1536,
+}  # fmt: skip
 
 
 # Streaming multiprocessors per GPU (NVIDIA's published figures for these parts; what
 # torch.cuda.get_device_properties().multi_processor_count returns): V1 0.17+'s Triton sampler sizes its
 # kept buffer by it (num_compute_units, v0.19.0:vllm/v1/sample/ops/topk_topp_triton.py:1010).
 DEVICE_SM_COUNTS: dict[str, int] = {
-    "h100-80gb": 132, "a100-80gb": 108, "a100-40gb": 108, "rtx3090": 82, "rtx5090": 170, "t4": 40,
-    "v100-32gb": 80, "gb10": 48,
+    "h100-80gb": 132, "a100-80gb": 108, "a100-40gb": 108, "a10": 72, "l4": 58, "l40s": 142, "rtx3090": 82,
+    "rtx4090": 128, "rtx5090": 170, "t4": 40, "v100-32gb": 80, "gb10": 48, "mi300x": 304,
 }  # fmt: skip
 
 
@@ -166,16 +228,36 @@ def device_total(gpu: str) -> Device:
     key = gpu.strip().lower().replace("nvidia ", "").replace(" ", "-")
     aliases = {"h100": "h100-80gb", "h100-80gb-hbm3": "h100-80gb", "a100": "a100-80gb",
                "a100-sxm4-80gb": "a100-80gb", "a100-sxm4-40gb": "a100-40gb", "geforce-rtx-3090": "rtx3090",
-               "geforce-rtx-5090": "rtx5090", "tesla-t4": "t4", "spark": "gb10", "dgx-spark": "gb10",
-               "tesla-v100-sxm2-32gb": "v100-32gb"}  # fmt: skip
+               "geforce-rtx-4090": "rtx4090", "geforce-rtx-5090": "rtx5090", "rtx-3090": "rtx3090",
+               "rtx-4090": "rtx4090", "rtx-5090": "rtx5090", "tesla-t4": "t4", "spark": "gb10",
+               "dgx-spark": "gb10", "tesla-v100-sxm2-32gb": "v100-32gb", "amd-instinct-mi300x": "mi300x",
+               "instinct-mi300x": "mi300x"}  # fmt: skip
+    wsl = key.endswith("-wsl") or key.endswith("-wsl2")
+    key = key.removesuffix("-wsl2").removesuffix("-wsl")
     key = aliases.get(key, key)
     if key not in DEVICE_TOTALS:
+        known = [*DEVICE_TOTALS, *(f"{k}-wsl" for k in WSL_TOTALS)]
         raise PlannerError(
-            f"no recorded mem_get_info total for GPU {gpu!r}; known: {', '.join(DEVICE_TOTALS)}; "
+            f"no recorded mem_get_info total for GPU {gpu!r}; known: {', '.join(known)}; "
             "or give the total as --total-gib"
         )
     gib_value, name, capability, source = DEVICE_TOTALS[key]
-    return Device(key, round(gib_value * GiB), name, capability, source, DEVICE_SM_COUNTS.get(key))
+    if wsl:
+        if key not in WSL_TOTALS:
+            raise PlannerError(f"no recorded WSL2 total for GPU {key!r}; known: {', '.join(WSL_TOTALS)}")
+        gib_value, source = WSL_TOTALS[key]
+        key += "-wsl"
+    base = key.removesuffix("-wsl")
+    return Device(
+        key,
+        round(gib_value * GiB),
+        name,
+        capability,
+        source,
+        DEVICE_SM_COUNTS.get(base),
+        platform="rocm" if base == "mi300x" else "cuda",
+        nvml_memory_info=base != "gb10",
+    )
 
 
 def non_torch_era(version: str, engine: str, enforce_eager: bool = False) -> str:
@@ -192,16 +274,86 @@ def non_torch_era(version: str, engine: str, enforce_eager: bool = False) -> str
     return "growth"
 
 
+# Non-torch memory as a sum of parts, where the logs allow it.
+# 1. The local-memory reservation. A kernel that needs more per-thread local memory (stack) than the context
+#    holds makes the driver grow the reservation to per-thread bytes x every thread the GPU can keep resident
+#    (SMs x the per-SM limit), so what appears after vLLM's baseline as the first kernels of loading and of
+#    the profile run load scales with the GPU's resident threads, not with the model. The bytes per thread are
+#    EMPIRICAL: the least-squares slope through these one-GPU logs (growth eras, each cited where it is used
+#    in tests/): a Colab T4 (40 SMs x 1024) logged 0.01 GiB, an A100 40GB (108 x 2048) 0.10 (vllm #12330),
+#    an H100 (132 x 2048) 0.16 (vllm PR #12126). (resident threads, logged GiB, where)
+LOCAL_MEMORY_LOGS: tuple[tuple[int, float, str], ...] = (
+    (40 * 1024, 0.01, "Colab T4, Qwen2.5-1.5B, vLLM 0.7.2 (tests/planner/test_vllm.py 'Qwen2.5-1.5B T4')"),
+    (108 * 2048, 0.10, "A100 40GB, vllm #12330"),
+    (132 * 2048, 0.16, "H100 80GB, vllm PR #12126 (tests/data/vllm_logs/pr12126_*)"),
+)
+
+
+def _local_memory_bytes_per_thread() -> int:
+    """The least-squares slope (through zero) of LOCAL_MEMORY_LOGS: bytes per resident thread."""
+    xy = sum(threads * gib * GiB for threads, gib, _ in LOCAL_MEMORY_LOGS)
+    xx = sum(threads * threads for threads, _, _ in LOCAL_MEMORY_LOGS)
+    return round(xy / xx)
+
+
+LOCAL_MEMORY_BYTES_PER_THREAD = _local_memory_bytes_per_thread()
+# A GPU whose SM count or per-SM limit is not held (only --total-gib given, ROCm): the A100's logged 0.10 GiB.
+LOCAL_MEMORY_UNKNOWN_GPU = round(0.10 * GiB)
+# 2. The CUDA context itself, counted only by the eras without a baseline: EMPIRICAL, what an RTX 3090
+#    (82 SMs x 1536) logged with the context inside, 0.35 GiB (vllm #10517, 0.6.4), less its local memory.
+CONTEXT_LOG = (82 * 1536, 0.35, "RTX 3090, vllm #10517 (0.6.4)")
+# 3. NCCL and the custom all-reduce under TP / PP (the communicators' buffers and the IPC-shared all-reduce
+#    buffers): EMPIRICAL, what two distributed logs of the growth era logged beyond their GPUs' local memory:
+#    TP=4 RTX 3090s 0.20 GiB per rank (vllm PR #14447), PP=2 RTX 5090s 0.33 (vllm #14452).
+#    (threads, GiB, where)
+COMM_LOGS: tuple[tuple[int, float, str], ...] = (
+    (82 * 1536, 0.20, "TP=4 RTX 3090, vllm PR #14447"),
+    (170 * 1536, 0.33, "PP=2 RTX 5090, vllm #14452"),
+)
+
+
+def local_memory_bytes(device: Device | None) -> tuple[int, str]:
+    threads = device.resident_threads if device is not None else None
+    if threads is None:
+        return LOCAL_MEMORY_UNKNOWN_GPU, (
+            "local memory 0.10 GiB (EMPIRICAL: the GPU's resident threads are not known here, so an A100's "
+            "logged 0.10 GiB)"
+        )
+    size = threads * LOCAL_MEMORY_BYTES_PER_THREAD
+    return size, (
+        f"local memory {threads:,} resident threads x {LOCAL_MEMORY_BYTES_PER_THREAD} B = {size / GiB:.3f} "
+        f"GiB "
+        "(EMPIRICAL bytes per thread, the least-squares slope of T4 0.01, A100 0.10, H100 0.16 GiB)"
+    )
+
+
+def _comm_bytes() -> int:
+    per_log = [gib * GiB - threads * LOCAL_MEMORY_BYTES_PER_THREAD for threads, gib, _ in COMM_LOGS]
+    return round(sum(per_log) / len(per_log))
+
+
+COMM_BYTES = _comm_bytes()
+CONTEXT_BYTES = round(CONTEXT_LOG[1] * GiB - CONTEXT_LOG[0] * LOCAL_MEMORY_BYTES_PER_THREAD)
+
+
 def predicted_non_torch(
-    version: str, engine: str, world_size: int, *, tp: int | None = None, enforce_eager: bool = False
+    version: str,
+    engine: str,
+    world_size: int,
+    *,
+    tp: int | None = None,
+    enforce_eager: bool = False,
+    device: Device | None = None,
 ) -> Term:
-    """vLLM's non-torch memory for a version/engine, PREDICTED (see the era table above). `tp` (the tensor
-    parallel size, default world_size) separates TP from pipeline stages where the era's sizes differ."""
+    """vLLM's non-torch memory for a version/engine, PREDICTED as a sum of parts (see above): the CUDA
+    context (eras without a baseline), the local-memory reservation (by the GPU's resident threads), NCCL /
+    custom all-reduce (TP or PP), and in 0.18 - 0.26 what the CUDA-graph estimate's captures leave inside the
+    window. `tp` (default world_size) separates TP from pipeline stages where the era's sizes differ."""
     era = non_torch_era(version, engine, enforce_eager)
-    if era == "context":
-        return Term("non-torch", NON_TORCH_WITH_CONTEXT, "PREDICTED", NON_TORCH_SOURCE_CONTEXT)
     tp = world_size if tp is None else tp
     if era == "graphs":
+        # Only H100 logs of this era are held, so its totals are not split by GPU: the parts cannot be
+        # separated from them (a PP=2 stage logged 0.07 GiB, less than an H100's local memory above).
         if tp > 1:
             size = NON_TORCH_GRAPHS_TP
         elif world_size > 1:
@@ -209,29 +361,121 @@ def predicted_non_torch(
         else:
             size = NON_TORCH_GRAPHS_ONE_GPU
         return Term("non-torch", size, "PREDICTED", NON_TORCH_SOURCE_GRAPHS)
-    size = NON_TORCH_GROWTH_ONE_GPU if world_size == 1 else NON_TORCH_GROWTH_DISTRIBUTED
-    source = NON_TORCH_SOURCE_GROWTH_ALLOCATED if era == "allocated" else NON_TORCH_SOURCE_GROWTH
-    return Term("non-torch", size, "PREDICTED", source)
+    local, local_why = local_memory_bytes(device)
+    parts = [(local, local_why)]
+    if world_size > 1:
+        comm_why = (
+            f"NCCL + custom all-reduce {COMM_BYTES / GiB:.3f} GiB (EMPIRICAL: TP=4 RTX 3090 0.20 GiB, "
+            "PR #14447, and PP=2 RTX 5090 0.33, #14452, less their local memory)"
+        )
+        parts.append((COMM_BYTES, comm_why))
+    if era == "context":
+        context_why = (
+            f"CUDA context {CONTEXT_BYTES / GiB:.3f} GiB (EMPIRICAL: an RTX 3090 logged 0.35 GiB with it "
+            "inside, vllm #10517, less its local memory)"
+        )
+        parts.append((CONTEXT_BYTES, context_why))
+        counted = NON_TORCH_SOURCE_CONTEXT
+    elif era == "allocated":
+        counted = NON_TORCH_SOURCE_GROWTH_ALLOCATED
+    else:
+        counted = NON_TORCH_SOURCE_GROWTH
+    size = sum(b for b, _ in parts)
+    return Term("non-torch", size, "PREDICTED", "; ".join((*(why for _, why in parts), counted)))
+
+
+@dataclass(frozen=True, slots=True)
+class GraphSetup:
+    """What decides the CUDA-graph estimate, each with where it came from (a flag, the log, the default)."""
+
+    mode: str = "default"  # CUDAGraphMode name (NONE, PIECEWISE, FULL, FULL_DECODE_ONLY, FULL_AND_PIECEWISE)
+    capture_sizes: tuple[int, ...] | None = None  # the config line's cudagraph_capture_sizes
+    graphs: tuple[int, int] | None = None  # (PIECEWISE, FULL) as "Profiling CUDA graph memory:" counts them
+    estimate_env: bool | None = None  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, None: the version's default
+    why: tuple[str, ...] = ()  # where each of the above was read
+
+
+def graph_counts(
+    setup: GraphSetup, version: str, max_num_seqs: int, max_num_batched_tokens: int
+) -> tuple[int, int, str]:
+    """(PIECEWISE graphs, FULL graphs, how they were counted): the log's own count where it printed one, else
+    the capture sizes (the log's, else the version's default) split by mode as the dispatcher keys them
+    (v0.29.0:vllm/v1/cudagraph_dispatcher.py:166-233: a PIECEWISE graph per capture size; with a separate
+    decode routine a FULL graph per size up to max_num_seqs)."""
+    if setup.graphs is not None:
+        return *setup.graphs, "the counts the log printed ('Profiling CUDA graph memory')"
+    if setup.capture_sizes is not None:
+        sizes, where = setup.capture_sizes, "the log's cudagraph_capture_sizes"
+    else:
+        defaults = cudagraph_capture_sizes(version, max_num_seqs)
+        sizes = tuple(s for s in defaults if s <= max_num_batched_tokens)
+        where = "vLLM's default capture sizes for max_num_seqs"
+    mode = setup.mode if setup.mode != "default" else "FULL_AND_PIECEWISE"
+    decode = [s for s in sizes if s <= max_num_seqs]
+    counts = {
+        "PIECEWISE": (len(sizes), 0),
+        "FULL": (0, len(sizes)),
+        "FULL_DECODE_ONLY": (0, len(decode)),
+        "FULL_AND_PIECEWISE": (len(sizes), len(decode)),
+    }.get(mode, (0, 0))
+    return *counts, f"{where} ({len(sizes)}), mode {mode}"
 
 
 def predicted_cudagraphs(
-    version: str, engine: str, max_num_seqs: int, *, enforce_eager: bool = False, estimate: bool | None = None
+    version: str,
+    engine: str,
+    max_num_seqs: int,
+    *,
+    enforce_eager: bool = False,
+    estimate: bool | None = None,
+    setup: GraphSetup | None = None,
+    platform: str = "cuda",
+    tp: int = 1,
+    max_num_batched_tokens: int | None = None,
 ) -> Term:
-    """The CUDA-graph estimate vLLM deducts before the pool (0 where it does not)."""
+    """The CUDA-graph estimate vLLM deducts before the pool (0 where it does not, and why). Read in the
+    release sdists: the estimate runs only for V1 >= 0.18 and
+    * 0.18 - 0.19: unless enforce_eager, and not on ROCm (v0.19.0:vllm/v1/worker/gpu_worker.py:380-381);
+    * 0.20 - 0.21: not on ROCm, cudagraph_mode != NONE (v0.20.0:gpu_worker.py:380-385);
+    * 0.22 - 0.25: on CUDA only (is_cuda), cudagraph_mode != NONE (v0.22.1:gpu_worker.py:405-411,
+      v0.24.0:gpu_worker.py:449-451);
+    * 0.26 on: CUDA or ROCm (is_cuda_alike), cudagraph_mode != NONE (v0.26.0:gpu_worker.py:502-506,
+      v0.29.0:gpu_worker.py:565-570);
+    and it is taken from the pool only with VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1, the default from 0.20
+    (v0.19.0:vllm/envs.py:1654-1655 "0"; v0.20.0:envs.py:1724-1725 "1"). enforce_eager sets cudagraph_mode
+    NONE (v0.29.0:vllm/config/vllm.py:1370-1376)."""
+    setup = setup or GraphSetup()
     ver = parse_version(version)
+    read = "; ".join(setup.why)
     if estimate is None:
-        estimate = engine == "V1" and ver >= (0, 20, 0)
-    if enforce_eager or not (engine == "V1" and ver >= (0, 18, 0) and estimate):
-        why = (
-            "enforce_eager: no graphs"
-            if enforce_eager
-            else f"vLLM {version} does not deduct graphs before the pool"
+        estimate = setup.estimate_env
+    env_on = estimate if estimate is not None else ver >= (0, 20, 0)
+    mode = "NONE" if enforce_eager else setup.mode
+    reason = None
+    if engine != "V1" or ver < (0, 18, 0):
+        reason = f"vLLM {version} takes no CUDA-graph estimate before the pool (from V1 0.18)"
+    elif mode == "NONE":
+        reason = "cudagraph_mode NONE (enforce_eager, or the compilation config): no graphs to estimate"
+    elif platform == "rocm" and ver < (0, 26, 0):
+        reason = f"vLLM {version} estimates graphs on CUDA only (ROCm from 0.26)"
+    elif platform not in ("cuda", "rocm"):
+        reason = f"no CUDA-graph estimate on platform {platform}"
+    elif not env_on:
+        reason = (
+            "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0"
+            + (" (the default before 0.20)" if estimate is None else "")
+            + ": the estimate is logged but not taken from the pool"
         )
-        return Term("CUDA graphs", 0, "PREDICTED", why)
-    graphs = len(cudagraph_capture_sizes(version, max_num_seqs))
+    if reason is not None:
+        return Term("CUDA graphs", 0, "PREDICTED", reason + (f" [{read}]" if read else ""))
+    mnbt = max_num_batched_tokens or max(max_num_seqs, 8192)
+    piecewise, full, counted = graph_counts(setup, version, max_num_seqs, mnbt)
+    per_graph = CUDAGRAPH_BYTES_PER_GRAPH_TP if tp > 1 else CUDAGRAPH_BYTES_PER_GRAPH
+    graphs = piecewise + full
     return Term(
         "CUDA graphs",
-        graphs * CUDAGRAPH_BYTES_PER_GRAPH,
+        graphs * per_graph,
         "PREDICTED",
-        f"{graphs} capture sizes; {CUDAGRAPH_SOURCE}",
+        f"{piecewise} PIECEWISE + {full} FULL graphs ({counted}) x {per_graph / 2**20:.1f} MiB"
+        f"{' (TP)' if tp > 1 else ''}; {CUDAGRAPH_SOURCE}" + (f" [{read}]" if read else ""),
     )

@@ -104,7 +104,12 @@ def predict(spec: Any, arguments: VLLMArguments, plan: Any) -> VLLMPool:
     non_torch = None
     if arguments.non_torch_bytes is None and arguments.kv_pool_bytes is None:
         non_torch = predicted_non_torch(
-            version, engine, inputs.tp * inputs.pp, tp=inputs.tp, enforce_eager=arguments.enforce_eager
+            version,
+            engine,
+            inputs.tp * inputs.pp,
+            tp=inputs.tp,
+            enforce_eager=arguments.enforce_eager,
+            device=recorded,
         )
         notes.append(f"non-torch {_g(non_torch.bytes)} GiB PREDICTED: {non_torch.source}")
     total = _device_total(arguments, plan, recorded, notes)
@@ -133,6 +138,7 @@ def predict(spec: Any, arguments: VLLMArguments, plan: Any) -> VLLMPool:
             device_name=arguments.gpu_name or plan.machine.device_name,
             cuda_capability=capability,
             sm_count=recorded.sm_count if recorded is not None else None,
+            scheduler_total_bytes=recorded.scheduler_total_bytes if recorded is not None else None,
             sampler_path=arguments.sampler_path,
             enable_prefix_caching=arguments.enable_prefix_caching,
             mamba_ssm_cache_dtype=arguments.mamba_ssm_cache_dtype,
@@ -144,7 +150,13 @@ def predict(spec: Any, arguments: VLLMArguments, plan: Any) -> VLLMPool:
         # The estimate counts the capture sizes, which follow the max_num_seqs the pool resolves.
         pool = pool_with(0)
         graphs = predicted_cudagraphs(
-            version, engine, pool.max_num_seqs, enforce_eager=arguments.enforce_eager
+            version,
+            engine,
+            pool.max_num_seqs,
+            enforce_eager=arguments.enforce_eager,
+            platform=recorded.platform if recorded is not None else "cuda",
+            tp=inputs.tp,
+            max_num_batched_tokens=pool.max_num_batched_tokens,
         )
         if graphs.bytes:
             pool = pool_with(graphs.bytes)

@@ -214,6 +214,7 @@ def vllm_pool(
     sm_count: int | None = None,
     mamba_ssm_cache_dtype: str = "auto",
     enable_prefix_caching: bool | None = None,
+    scheduler_total_bytes: int | None = None,
 ) -> VLLMPool:
     """Pool bytes, blocks, KV tokens and max concurrency as vLLM `version` computes and logs them.
 
@@ -224,7 +225,9 @@ def vllm_pool(
     activation_bytes None: profile_activation() predicts it (flagged PREDICTED, every term in the notes).
     Hybrid models (Mamba-2 / Gated DeltaNet layers): V1 0.10.2 - 0.26.x, see hybrid_pages();
     mamba_ssm_cache_dtype is vLLM's --mamba-ssm-cache-dtype ("auto": the per-model default);
-    enable_prefix_caching (None: the version's default) matters for hybrids only.
+    enable_prefix_caching (None: the version's default) matters for hybrids only. scheduler_total_bytes:
+    the total vLLM's scheduler defaults read (NVML's; 0 where NVML cannot answer, as on GB10), when it is not
+    total_bytes.
     """
     ver = parse_version(version)
     notes: list[str] = []
@@ -250,7 +253,7 @@ def vllm_pool(
             max_num_batched_tokens=max_num_batched_tokens,
             max_num_seqs=max_num_seqs,
             usage_context=usage_context,
-            total_bytes=total_bytes,
+            total_bytes=total_bytes if scheduler_total_bytes is None else scheduler_total_bytes,
             device_name=device_name,
             cuda_capability=cuda_capability,
             notes=notes,

@@ -66,11 +66,22 @@ def default_scheduler_limits(
         return tokens, 1024, tuple(why)
     # V1: EngineArgs._set_default_args (v0.8.5.post1:engine/arg_utils.py:1591-1621, v0.11.0:1585-1680,
     # v0.33.0:get_batch_defaults): by usage context and the device's total memory.
+    # The total is NVML's (current_platform.get_device_total_memory(): nvmlDeviceGetMemoryInfo().total,
+    # v0.13.0:vllm/platforms/cuda.py:523-526, v0.29.0:cuda.py:784-787); where NVML raises, vLLM takes 0 and
+    # the small defaults (v0.13.0:vllm/engine/arg_utils.py:1786-1791 `except Exception: device_memory = 0`,
+    # the same in 0.10.0 - 0.29.0): a GB10's NVML answers NVML_ERROR_NOT_SUPPORTED (shared/fixtures
+    # nvml_gb10_ctypes_memoryinfo_nvitop-208.txt), so a DGX Spark runs the small defaults in every version.
     tier = "small"
     if total_bytes is None:
         why.append("device total not given: vLLM's small-GPU defaults assumed")
-    elif ver > (0, 29, 0) and total_bytes >= 160 * GiB:
-        tier = "huge"  # v0.33.0: B200/B300 class
+    elif total_bytes == 0:
+        why.append(
+            "NVML reports no memory total on this device (GB10: NVML_ERROR_NOT_SUPPORTED), so vLLM takes 0 "
+            "and "
+            "the small defaults (v0.13.0:engine/arg_utils.py:1786-1791)"
+        )
+    elif ver >= (0, 28, 0) and total_bytes >= 160 * GiB:
+        tier = "huge"  # v0.28.0:engine/arg_utils.py:2582-2591, B200/B300 class
     elif total_bytes >= 70 * GiB:
         tier = "large"
         name = (device_name or "").lower()
