@@ -19,6 +19,7 @@ from planner.engines.vllm.overheads import (
     predicted_cudagraphs,
     predicted_non_torch,
 )
+from planner.engines.vllm.version import model_runner_v2
 from planner.errors import PlannerError
 from planner.formats import weight_bytes
 from planner.params import count_params
@@ -150,3 +151,22 @@ def test_gb10_gives_vllm_no_nvml_total_for_its_scheduler_defaults():
     assert spark.total_bytes == round(119.7 * GiB)  # mem_get_info
     assert spark.scheduler_total_bytes == 0  # NVML_ERROR_NOT_SUPPORTED: vLLM takes 0 (small defaults)
     assert device_total("h100").scheduler_total_bytes == device_total("h100").total_bytes
+
+
+@pytest.mark.parametrize(
+    "ver,model_type,moe,hybrid,quantized,v2",
+    [
+        ((0, 21, 0), "llama", False, False, False, False),  # no default yet
+        ((0, 22, 1), "qwen3", False, False, False, True),  # Qwen3ForCausalLM only
+        ((0, 22, 1), "qwen3", False, False, True, False),  # ... unless quantized
+        ((0, 22, 1), "qwen3_moe", True, False, False, False),  # the mlops 0.22.1 log's model: V1 runner
+        ((0, 24, 0), "llama", False, False, False, True),
+        ((0, 24, 0), "qwen3_5_moe", True, True, True, False),  # the club-3090 0.24.0 logs' model
+        ((0, 26, 0), "gemma2", False, False, False, True),  # any dense, non-hybrid model
+        ((0, 26, 1), "qwen3_moe", True, False, False, False),  # the Qwen3-Coder 0.26.1 log: V1 runner
+        ((0, 28, 0), "qwen2_moe", True, False, False, True),  # a listed MoE
+        ((0, 29, 0), "gpt_oss", True, False, True, True),  # every model (the akamas L4 logs)
+    ],
+)
+def test_model_runner_v2_by_default_follows_vllms_config(ver, model_type, moe, hybrid, quantized, v2):
+    assert model_runner_v2(ver, model_type, moe=moe, hybrid=hybrid, quantized=quantized) is v2

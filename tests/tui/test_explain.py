@@ -218,10 +218,10 @@ CASES = (
          (*AKAMAS, "--max-num-seqs", "256", "--max-num-batched-tokens", "4096"), "0.29.0", "kv_tokens",
          "gpt-oss-20b, L4, max_num_seqs 256 (akamas study)", "0.29.0",
          "was +82.3%: the L4 is now in the GPU table (Marlin-padded MXFP4 experts, 0.85 GiB), async "
-         "scheduling "
-         "doubles the window's blocks; left ~1.4 GiB: 0.29 runs model runner V2, whose profile and graphs "
-         "are "
-         "not derived (its DP=4 eager run is +5%)", explain_says="model runner V2"),
+         "scheduling doubles the window's blocks; left ~1.4 GiB: 0.29 runs model runner V2, whose profile, "
+         "buffers and graphs are not derived (one read from its source, not applied: the penalties' "
+         "output_bin_counts, 0.19 GiB at 256 sequences; its DP=4 eager run is +5%)",
+         explain_says="model runner V2"),
     Case("akamas_v0.29.0_gpt-oss-20b_l4_kvfp8.log",
          (*AKAMAS, "--max-num-seqs", "512", "--max-num-batched-tokens", "8192", "--block-size", "64"),
          "0.29.0", "kv_tokens", "the same L4 study, fp8 KV, max_num_seqs 512", "0.29.0", "as above, ~0.6 GiB",
@@ -241,8 +241,7 @@ CASES = (
          (*AKAMAS, "--max-num-seqs", "256", "--max-num-batched-tokens", "4096", "--no-async-scheduling"),
          "0.29.0", "kv_tokens", "the same L4 study, DP=4 eager", "0.29.0",
          "the experts' width split over the 4 DP ranks (vLLM flattens TP across DP for MoE); eager, no "
-         "graphs; "
-         "~0.6 GiB more used than predicted", explain_says="model runner V2"),
+         "graphs; ~0.6 GiB more used than predicted", explain_says="model runner V2"),
     # llm-d-planner's measured sweep: full vLLM 0.19.0 logs on one H100 80GB (79.19 GiB) at DEBUG, so the
     # profile's own breakdown is logged; the checkpoints' shapes are the catalog's (Instruct = base shapes)
     Case(V19 + "llama31-8b_tp1.log", ("--model", "llama-3.1-8b", *H100), "0.19.0", "kv_pool",

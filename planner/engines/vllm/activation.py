@@ -387,8 +387,9 @@ def _run_buffers(
         terms.append("V1 >= 0.27 logs the transient peak only: kept allocations are not part of it")
     if engine == "V1" and ver > (0, 20, 0):
         terms.append(
-            "V1 > 0.20 may use model runner V2 (default in 0.33), whose sampler was not derived; "
-            "the V1 runner's dummy sampler run is applied"
+            "V1 > 0.20 may use model runner V2 (by default for some architectures from 0.22, for all from "
+            "0.29: planner/engines/vllm/version.py model_runner_v2), whose sampler was not derived; the V1 "
+            "runner's dummy sampler run is applied"
         )
     buffers = 0
     if engine == "V1" and ver < (0, 9, 1):

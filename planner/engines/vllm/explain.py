@@ -37,7 +37,7 @@ from planner.engines.vllm.overheads import (
     predicted_non_torch,
 )
 from planner.engines.vllm.pool import VLLMPool, vllm_pool
-from planner.engines.vllm.version import default_engine, parse_version
+from planner.engines.vllm.version import Version, default_engine, model_runner_v2, parse_version
 from planner.engines.worksheet import Row, Term, Worksheet, worksheet_json
 from planner.errors import PlannerError
 from planner.units import GiB
@@ -830,6 +830,25 @@ def _worksheet(log: VLLMLog, pool: VLLMPool) -> str:
     )
 
 
+_MODEL_RUNNER_V2 = (
+    "vLLM {version} runs {model_type} on model runner V2 by default (planner/engines/vllm/version.py "
+    "model_runner_v2, from vLLM's config/vllm.py), whose profile run, persistent buffers and graph capture "
+    "are not derived: the V1 runner's are applied. One it adds, read but not applied (no worksheet row "
+    "holds V2's buffers yet): the penalties' "
+    "output_bin_counts, {seqs} x {vocab:,} int32 = {counts:.2f} GiB (v0.29.0:vllm/v1/worker/gpu/sample/"
+    "penalties.py:38-42), allocated after the baseline, so from 0.27 (the pool takes free memory before the "
+    "instance minus after the profile, v0.29.0:vllm/utils/mem_utils.py:312-326) it is used memory"
+)
+
+
+def _runs_model_runner_v2(spec: Any, ver: Version) -> bool:
+    kinds = {layer.attention.kind for layer in spec.layers if layer.attention is not None}
+    return model_runner_v2(
+        ver, spec.model_type, moe=spec.num_experts > 0, hybrid=bool(kinds & {"linear", "mamba"}),
+        quantized=spec.quantization is not None,
+    )  # fmt: skip
+
+
 def _not_modelled(run: _Run, log: VLLMLog, pool: VLLMPool) -> list[str]:
     """What the run has that the prediction does not model, in words (each a known cause of a miss)."""
     notes: list[str] = []
@@ -838,8 +857,7 @@ def _not_modelled(run: _Run, log: VLLMLog, pool: VLLMPool) -> list[str]:
     if device is not None and not device.nvml_memory_info and run.engine == "V1":
         notes.append(
             f"{device.name}: NVML reports no memory total on this device, so vLLM's scheduler defaults take "
-            f"0 "
-            f"and the small tier (max_num_batched_tokens {pool.max_num_batched_tokens}, max_num_seqs "
+            f"0 and the small tier (max_num_batched_tokens {pool.max_num_batched_tokens}, max_num_seqs "
             f"{pool.max_num_seqs}; v0.13.0:vllm/engine/arg_utils.py:1786-1791)"
         )
     if device is not None and device.key == "gb10":
@@ -848,12 +866,12 @@ def _not_modelled(run: _Run, log: VLLMLog, pool: VLLMPool) -> list[str]:
             "allocates inside the profiling window (torch.compile, tokenizer, buffers) counts as non-torch "
             "growth; not modelled"
         )
-    if run.engine == "V1" and ver >= (0, 29, 0):
-        notes.append(
-            "vLLM >= 0.29 runs model runner V2 by default (v0.29.0:vllm/config/vllm.py:645-676), whose "
-            "profile "
-            "run, persistent buffers and graph capture are not derived: the V1 runner's are applied"
-        )
+    if run.engine == "V1" and _runs_model_runner_v2(run.spec, ver):
+        notes.append(_MODEL_RUNNER_V2.format(
+            version=run.version, model_type=run.spec.model_type,
+            counts=pool.max_num_seqs * run.spec.vocab_size * 4 / GiB, seqs=pool.max_num_seqs,
+            vocab=run.spec.vocab_size,
+        ))  # fmt: skip
     if "dev" in run.version or "rc" in run.version:
         notes.append(f"{run.version} is a development build: what it counts may differ from the release's")
     if log.setting("kv_transfer_config") or log.setting("kv_connector"):
@@ -871,8 +889,7 @@ def _not_modelled(run: _Run, log: VLLMLog, pool: VLLMPool) -> list[str]:
     if log.fact("wsl"):
         notes.append(
             f"WSL2 (line {log.facts['wsl'][1]}): the device total is the card's frame buffer there, and "
-            f"vLLM's "
-            "memory reads go through the Windows driver"
+            "vLLM's memory reads go through the Windows driver"
         )
     requested = pool.requested_bytes or 0
     if requested and 0 < pool.pool_bytes < 0.1 * requested:

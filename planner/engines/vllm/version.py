@@ -39,3 +39,32 @@ def parse_version(text: str) -> Version:
 def default_engine(version: Version) -> str:
     """The engine a vLLM version runs when none is named: V1 is the default from 0.8.0 (VLLM_USE_V1)."""
     return "V0" if version < (0, 8, 0) else "V1"
+
+
+# Model runner V2 by default (VllmConfig.use_v2_model_runner with VLLM_USE_V2_MODEL_RUNNER unset), by the HF
+# model_type of the architectures vLLM lists: 0.21.0 has no default; 0.22.1 Qwen3ForCausalLM unless MoE or
+# quantized (v0.22.1:vllm/config/vllm.py:69, 493-532); 0.24.0 six architectures (v0.24.0:vllm/config/vllm.py:
+# 68-77, 522-561); 0.26.0 - 0.28.0 the listed MoE ones, else every model that is neither MoE nor hybrid
+# (v0.26.0:vllm/config/vllm.py:68-77, 605-622; v0.28.0:vllm/config/vllm.py:69-93, 691-712); 0.29.0 every model
+# (v0.29.0:vllm/config/vllm.py:645-676, unless a feature it lacks is on). 0.23 and 0.25 were not read: taken
+# as the version before them.
+_V2_LISTED: tuple[tuple[Version, frozenset[str]], ...] = (
+    ((0, 22, 0), frozenset({"qwen3"})),
+    ((0, 24, 0), frozenset({"qwen3", "deepseek_v2", "qwen2_moe", "granitemoe", "llama", "mistral"})),
+    ((0, 26, 0), frozenset({"deepseek_v2", "qwen2_moe", "granitemoe"})),
+    ((0, 28, 0), frozenset({"deepseek_v2", "deepseek_v4", "qwen2_moe", "granitemoe"})),
+)
+
+
+def model_runner_v2(ver: Version, model_type: str, *, moe: bool, hybrid: bool, quantized: bool) -> bool:
+    """Whether V1 vLLM `ver` runs this model on model runner V2 by default (see _V2_LISTED)."""
+    if ver >= (0, 29, 0):
+        return True
+    listed = next((types for since, types in reversed(_V2_LISTED) if ver >= since), None)
+    if listed is None:
+        return False
+    if ver < (0, 24, 0):
+        return model_type in listed and not moe and not quantized
+    if ver < (0, 26, 0):
+        return model_type in listed
+    return model_type in listed or (not moe and not hybrid)
