@@ -135,6 +135,18 @@ def test_explain_of_a_device_is_refused_before_reading():
     assert line == "memsight: /dev/zero: not a regular file (a character device), so not a startup log"
 
 
+def test_an_error_quoting_the_input_is_one_printable_line(tmp_path):
+    """A message that quotes the input (vLLM's own error line from the log) escapes what it quotes: a line
+    separator split the "one line" (found by the fuzz suite's explain surface), and a terminal escape sequence
+    reached the user's terminal as it was."""
+    log = (REPO_ROOT / "tests" / "data" / "vllm_logs" / "kvcached29_v0.9.2_free_memory_error.log").read_text()
+    hostile = log.replace("Free memory on device", "Free \x1b]0;owned\x07memory\x85on\u2028device")
+    (tmp_path / "vllm.log").write_text(hostile)
+    line = one_line_refusal(memsight("explain", str(tmp_path / "vllm.log")))
+    assert "ValueError: Free \\x1b]0;owned\\x07memory\\x85on\\u2028device (59.32/79.15 GiB)" in line
+    assert not any(c in line for c in "\x1b\x07\x85\u2028")
+
+
 def write_safetensors(path, header: dict, data: bytes = b"") -> None:
     raw = json.dumps(header).encode()
     path.write_bytes(struct.pack("<Q", len(raw)) + raw + data)
