@@ -522,3 +522,64 @@ def run_live_ring(data: bytes, folder: pathlib.Path) -> str:
         monitor.stop()
     state = monitor.state()
     return "refused" if "agents" in state.input_warnings or not state.agents else "ok"
+
+
+# The other engines' start-up logs (i18sg): read whole and in pieces alike (a followed child log is read in
+# pieces), then explained against a fixed catalog architecture or refused in one PlannerError.
+def run_engine_log(data: bytes, engine: str, options: dict) -> str:
+    from planner.engines import get_engine
+
+    text = data.decode("utf-8", "replace")
+    eng = get_engine(engine)
+    log = eng.read_log(text)
+    reader = eng.new_reader()
+    for i in range(0, len(text), 97):
+        reader.feed_text(text[i : i + 97])
+    if hasattr(reader, "flush"):
+        reader.flush()
+    if reader.result() != log:
+        raise AssertionError("the log read in pieces differs from the log read whole")
+    eng.live_buckets(log)
+    if eng.log_problem(log) is not None:
+        return "refused"
+    try:
+        eng.explain(log, options)
+    except PlannerError:
+        return "refused"
+    return "ok"
+
+
+@surface("SGLang server log (explain)", log_seeds("sglang_logs"), mutate.mutate_log)
+def run_sglang_log(data: bytes, folder: pathlib.Path) -> str:
+    return run_engine_log(data, "sglang", {"model": "qwen2.5-7b"})
+
+
+@surface("Ollama server log (explain)", log_seeds("ollama_logs"), mutate.mutate_log)
+def run_ollama_log(data: bytes, folder: pathlib.Path) -> str:
+    return run_engine_log(
+        data, "ollama", {"model": "qwen3-4b", "given": {"format": "q4_k_m", "ctx_size": 4096}}
+    )
+
+
+@functools.cache
+def engine_metrics_seeds() -> Seeds:
+    paths = sorted(p for p in (TEST_DATA / "engine_metrics").iterdir() if p.suffix in (".txt", ".json"))
+    return Seeds(
+        tuple(p.read_bytes() for p in paths), f"the {len(paths)} bodies in tests/data/engine_metrics"
+    )
+
+
+@surface("engine /metrics, /api/ps, /slots", engine_metrics_seeds, mutate.mutate_bytes)
+def run_engine_metrics(data: bytes, folder: pathlib.Path) -> str:
+    """--engine-url's parsers (SGLang / llama-server /metrics, Ollama /api/ps, llama-server /slots): never
+    raise; a malformed body is a status."""
+    from collectors.engine_metrics import slots_from_json, snapshot_from_metrics, snapshot_from_ps
+
+    text = data.decode("utf-8", "replace")
+    metrics = snapshot_from_metrics(text, url="http://x/metrics", t=1.0)
+    ps = snapshot_from_ps(text, url="http://x/api/ps", t=1.0)
+    try:
+        slots_from_json(text)
+    except CollectorError:
+        pass
+    return "ok" if metrics.available or ps.available else "refused"
