@@ -527,7 +527,7 @@ class _Server:
             writer.write(_response(status, headers, body))
             await asyncio.wait_for(writer.drain(), exporter.response_deadline_s)
             writer.close()
-        except (TimeoutError, OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+        except (TimeoutError, OSError, asyncio.IncompleteReadError):
             if not conn.shed:
                 exporter.count_error()  # not complete by its deadline, reset, gone, or a line over the limit
             writer.transport.abort()
@@ -535,12 +535,28 @@ class _Server:
             self.connections.pop(conn, None)
 
 
+def _restricted(metrics: list[Metric], names: frozenset[str]) -> list[Metric]:
+    """The families' samples named in `names` (prometheus_client's restricted_registry finds a collector's
+    series through describe(), which a collector of a changing state cannot give: it served nothing)."""
+    kept = []
+    for metric in metrics:
+        samples = [s for s in metric.samples if s.name in names]
+        if samples:
+            copy = Metric(metric.name, metric.documentation, metric.type, metric.unit)
+            copy.samples = samples
+            kept.append(copy)
+    return kept
+
+
 async def _read_head(reader: asyncio.StreamReader) -> list[bytes]:
     """The request line and header lines, up to the empty line that ends them."""
     lines: list[bytes] = []
     size = 0
     while True:
-        line = await reader.readuntil(b"\n")
+        try:
+            line = await reader.readuntil(b"\n")
+        except asyncio.LimitOverrunError:  # one line over MAX_REQUEST_BYTES
+            raise _BadRequest("431 Request Header Fields Too Large") from None
         size += len(line)
         if size > MAX_REQUEST_BYTES:
             raise _BadRequest("431 Request Header Fields Too Large")
@@ -633,11 +649,11 @@ class PrometheusExporter:
             return "404 Not Found", PLAIN_TEXT, b"memsight serves /metrics only\n"
         try:
             encoder, content_type = choose_encoder(headers.get("accept", ""))
-            registry = self.registry
+            metrics = list(self.registry.collect())
             names = parse_qs(url.query).get("name[]")
-            if names:
-                registry = registry.restricted_registry(names)
-            body = encoder(registry)
+            if names:  # Prometheus' `name[]` (federation): only these series
+                metrics = _restricted(metrics, frozenset(names))
+            body = encoder(_Families(metrics))
         except Exception as exc:  # a bug in rendering: say so to the scraper, keep serving
             error = f"memsight: {type(exc).__name__}: {exc}\n"
             return "500 Internal Server Error", PLAIN_TEXT, error.encode()

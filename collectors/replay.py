@@ -142,7 +142,7 @@ class ReplayMonitor:
         k = e["k"]
         b = self.builder
         if k == "proc":
-            self._cmdlines[(e["pid"], e["start"])] = e.get("cmdline", "")
+            self._cmdlines[(e["pid"], e["start"])] = e.get("cmdline") or ""  # null: unknown
             return False
         if k == "os":
             b.update_os(os_snapshot_from(e, self._cmdlines))
@@ -151,7 +151,8 @@ class ReplayMonitor:
         elif k == "vllm":
             b.update_vllm(vllm_snapshot_from(e))
         elif k == "agent_meta":
-            b.agent_track(e["pid"], e["start"], e.get("cmdline", ""), e.get("path", ""), e.get("hz", 0.0))
+            cmdline, path, hz = e.get("cmdline") or "", e.get("path") or "", e.get("hz") or 0.0
+            b.agent_track(e["pid"], e["start"], cmdline, path, hz)
             return False
         elif k == "skip" and e["source"] == "agents":  # said as the live monitor said it
             self._skipped[e["path"]] = e["reason"]

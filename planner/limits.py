@@ -48,6 +48,7 @@ MAX_VOCAB = 1 << 24  # vocab_size (largest real: 262144)
 MAX_EXPERTS = 1 << 16  # routed experts (largest real: 384)
 MAX_POSITIONS = 1 << 34  # max_position_embeddings (largest real: 10M)
 MAX_CONFIG_INT = 1 << 48  # any other integer field of a config (windows, ranks, kernel sizes, group sizes)
+MAX_PARALLEL = 1 << 16  # GPUs in one tensor- or pipeline-parallel group (the largest real: a few hundred)
 
 # ---- numbers read from measurements (recordings, agent rings)
 MAX_MEASURED = 2**63  # a byte count, counter or pid: int64 range (anything above is not a measurement)
@@ -209,6 +210,16 @@ def check_depth(value: Any) -> None:
         if depth > MAX_JSON_DEPTH:
             raise JSONLimitError(f"JSON nested deeper than {bound('MAX_JSON_DEPTH')}")
         stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+
+
+def logged_number(text: str) -> float | None:
+    """A number as a log printed it ("53.29", "1,024", "-3"), or None when it is no figure a program logs:
+    not a number, or not finite within MAX_MEASURED (inf, nan, 1e999, a run of 5,000 digits)."""
+    try:
+        value = float(text.replace(",", "").strip())
+    except ValueError:
+        return None
+    return value if finite(value) else None
 
 
 def finite(value: Any, lo: float = -float(MAX_MEASURED), hi: float = float(MAX_MEASURED)) -> bool:

@@ -1,5 +1,6 @@
-"""The long fuzz run and its table: every reader surface of tests/fuzz, each in its own pytest process
-(so its peak RSS is its own), LONG_CASES cases each, then the README's "Reliability" table in Markdown.
+"""The long fuzz run and its table: every surface of tests/fuzz, each in its own pytest process (so its peak
+RSS is its own), LONG_CASES cases each, then the README's "Reliability" table in Markdown and, under it, the
+seeds each surface was fuzzed from (the project's own data when ../shared is absent).
 
     MEMSIGHT_FUZZ=long .venv/bin/python scripts/fuzz_report.py [--jobs 2] [SURFACE ...]
 """
@@ -57,6 +58,9 @@ def main() -> int:
             f"| {surface} | {r.get('cases', 0):,} | {r.get('ok', 0):,} | {r.get('refused', 0):,} | "
             f"{r.get('crashes', 0)} | {r.get('hangs', 0)} | {r.get('peak_rss_mib', '?')} MiB | {wall:.0f} s |"
         )
+    print()
+    for surface, _, _ in results:
+        print(f"- {surface}: seeds: {rows.get(surface, {}).get('seeds', '?')}")
     return status
 
 

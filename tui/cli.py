@@ -28,11 +28,17 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def one_line(message: str) -> str:
+    """An error message as one printable line: a line break, control character or escape sequence it quotes
+    from the input (a log line, a file name) is shown escaped (\\x1b), never sent to the terminal."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in message)
+
+
 def _one_line_error(name: str) -> Callable[[str], NoReturn]:
     """argparse's errors as one `memsight NAME: ...` line (exit 2), like every other memsight error."""
 
     def error(message: str) -> NoReturn:
-        print(f"memsight {name}: {message}", file=sys.stderr)
+        print(f"memsight {name}: {one_line(message)}", file=sys.stderr)
         raise SystemExit(2)
 
     return error
@@ -76,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except (PlannerError, CollectorError) as exc:  # a message the user can act on, not a traceback
-        print(f"memsight: {exc}", file=sys.stderr)
+        print(f"memsight: {one_line(str(exc))}", file=sys.stderr)
         return 2
 
 

@@ -19,6 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from planner import limits
+from planner.errors import PlannerError
 from planner.units import GiB
 
 MiB = 2**20
@@ -44,6 +46,20 @@ class Figure:
         if self.unit == "MiB":
             return round(self.value * MiB)
         raise ValueError(f"{self.name} is not a memory figure")
+
+
+def setting_number(text: str, name: str, where: str, lo: float, hi: float, *, integer: bool = True) -> float:
+    """An engine setting read from a log or a flag ("4", "0.9", "8192.0") within [lo, hi], as an int when
+    `integer`; anything else (inf, nan, 1e999, a run of digits, -1, 0.5 GPUs) is a PlannerError naming it:
+    a log can say what it likes, the arithmetic after this takes only plausible numbers."""
+    value = limits.logged_number(str(text))
+    if value is None or not lo <= value <= hi or (integer and not value.is_integer()):
+        if integer:
+            wanted = f"a whole number in [{limits.human(int(lo))}, {limits.human(int(hi))}]"
+        else:
+            wanted = f"a number in [{lo:g}, {hi:g}]"
+        raise PlannerError(f"{name}={str(text)[:40]!r} ({where}) is not {wanted}")
+    return int(value) if integer else value
 
 
 class Engine(ABC):

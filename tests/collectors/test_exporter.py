@@ -447,6 +447,29 @@ def test_reset_connections_are_counted_not_printed(capfd):
     assert _one(scrape, "memsight_exporter_connection_errors_total") >= 1
 
 
+def test_name_filters_and_oversized_requests():
+    """`?name[]=` serves those series only (prometheus_client's restricted registry served none of ours: it
+    finds series through describe()); a request line over MAX_REQUEST_BYTES gets a 431, counted."""
+    from collectors.exporter import MAX_REQUEST_BYTES
+
+    state = StateBuilder().build(1.0)
+    with PrometheusExporter(lambda: state) as exporter:
+        _, scrape = _scrape(
+            exporter.url + "?name[]=memsight_unified_memory&name[]=memsight_exporter_connection_errors_total"
+        )
+        assert sorted(s.name for s in scrape.samples) == [
+            "memsight_exporter_connection_errors_total",
+            "memsight_unified_memory",
+        ]
+        sock = socket.create_connection(exporter.address)
+        sock.sendall(b"GET /metrics?" + b"x" * MAX_REQUEST_BYTES + b" HTTP/1.1\r\n\r\n")
+        reply = sock.makefile("rb").read()
+        sock.close()
+        assert reply.startswith(b"HTTP/1.1 431 Request Header Fields Too Large\r\n")
+        _, scrape = _scrape(exporter.url)
+        assert _one(scrape, "memsight_exporter_connection_errors_total") == 1
+
+
 def test_openmetrics_is_served_when_the_scraper_asks_for_it():
     """prometheus_client's handler negotiates: Prometheus asks for OpenMetrics first, and gets it, whole."""
     from prometheus_client.openmetrics.parser import text_string_to_metric_families

@@ -251,6 +251,35 @@ def test_os_event_missing_its_optional_fields_replays_with_them_unknown(tmp_path
     assert state.os.cached is None and state.os.oom_kill is None
 
 
+async def test_null_command_lines_replay_and_draw(tmp_path):
+    """A proc or agent_meta event may say null for the command line (the read check allows it); the replay
+    kept None, and the live screen raised AttributeError labelling the process (found by the fuzz suite's
+    live screen surface, 3 of 4,805 long-profile cases)."""
+    from tui.app import MemsightApp
+    from tui.screens.processes import ProcessesScreen
+
+    proc_row = [4242, 7, "python", 2**30, None, False, "u"]
+    events = [
+        {"k": "proc", "pid": 4242, "start": 7, "cmdline": None},
+        {"k": "agent_meta", "pid": 4242, "start": 7, "cmdline": None, "path": None, "hz": None},
+        os_event(1.0, procs=[proc_row]),
+        os_event(2.0, procs=[proc_row]),
+    ]
+    monitor = ReplayMonitor(write_recording(tmp_path / "r.jsonl", *events))
+    state = monitor.advance_to(1.0)
+    (process,) = state.os.processes
+    assert (process.cmdline, process.label) == ("", "python")
+    (agent,) = state.agents
+    assert (agent.cmdline, agent.path, agent.hz) == ("", "", 0.0)
+    app = MemsightApp(monitor, source_label="replay", manage_monitor=False)
+    async with app.run_test(size=(160, 48)) as pilot:
+        app.refresh_data()
+        await pilot.press("4")  # the Processes screen lists it by its label
+        await pilot.pause()
+        assert isinstance(app.screen, ProcessesScreen)
+        assert [r.command for r in app.process_rows] == ["python"]
+
+
 def test_a_recording_that_is_a_fifo_does_not_block(tmp_path):
     os.mkfifo(tmp_path / "r.jsonl")
     proc = memsight("replay", str(tmp_path / "r.jsonl"), "--json")

@@ -21,7 +21,7 @@ from collectors.vllm_metrics import (
     parse_prometheus_text,
     vllm_snapshot_from_text,
 )
-from tests.conftest import SHARED_FIXTURES, needs_shared
+from tests.conftest import REPO_ROOT, SHARED_FIXTURES, needs_shared
 
 V0_ENGINE = "vllm_metrics_v0-engine_qwen3-vl-55_excerpt.txt"
 HELP_ONLY = "vllm_metrics_v0-help-only_functionary-263_excerpt.txt"
@@ -29,40 +29,9 @@ V0_STYLE = "vllm_metrics_v0-style_production-stack-318_excerpt.txt"
 V0_10 = "vllm_metrics_v0.10.0_production-stack-617_excerpt.txt"
 
 # A V1-style scrape written for this project (the shape prometheus_client gives vLLM >= 0.10, with two
-# data-parallel engines), so the figures that matter are checked without ../shared too.
-V1_TWO_ENGINES = """\
-# HELP vllm:num_requests_running Number of requests in model execution batches.
-# TYPE vllm:num_requests_running gauge
-vllm:num_requests_running{engine="0",model_name="meta-llama/Llama-3.1-8B"} 7.0
-vllm:num_requests_running{engine="1",model_name="meta-llama/Llama-3.1-8B"} 5.0
-# HELP vllm:num_requests_waiting Number of requests waiting to be processed.
-# TYPE vllm:num_requests_waiting gauge
-vllm:num_requests_waiting{engine="0",model_name="meta-llama/Llama-3.1-8B"} 3.0
-vllm:num_requests_waiting{engine="1",model_name="meta-llama/Llama-3.1-8B"} 0.0
-# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.
-# TYPE vllm:kv_cache_usage_perc gauge
-vllm:kv_cache_usage_perc{engine="0",model_name="meta-llama/Llama-3.1-8B"} 0.875
-vllm:kv_cache_usage_perc{engine="1",model_name="meta-llama/Llama-3.1-8B"} 0.5
-# HELP vllm:num_preemptions_total Cumulative number of preemption from the engine.
-# TYPE vllm:num_preemptions_total counter
-vllm:num_preemptions_total{engine="0",model_name="meta-llama/Llama-3.1-8B"} 12.0
-vllm:num_preemptions_total{engine="1",model_name="meta-llama/Llama-3.1-8B"} 0.0
-# HELP vllm:prefix_cache_queries_total Prefix cache queries, in terms of number of queried tokens.
-# TYPE vllm:prefix_cache_queries_total counter
-vllm:prefix_cache_queries_total{engine="0",model_name="meta-llama/Llama-3.1-8B"} 4096.0
-# HELP vllm:prefix_cache_hits_total Prefix cache hits, in terms of number of cached tokens.
-# TYPE vllm:prefix_cache_hits_total counter
-vllm:prefix_cache_hits_total{engine="0",model_name="meta-llama/Llama-3.1-8B"} 1024.0
-# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig
-# TYPE vllm:cache_config_info gauge
-vllm:cache_config_info{block_size="16",engine="0",gpu_memory_utilization="0.9",num_gpu_blocks="27153"} 1.0
-# HELP vllm:e2e_request_latency_seconds Histogram of e2e request latency in seconds.
-# TYPE vllm:e2e_request_latency_seconds histogram
-vllm:e2e_request_latency_seconds_bucket{engine="0",le="0.3",model_name="meta-llama/Llama-3.1-8B"} 2.0
-vllm:e2e_request_latency_seconds_bucket{engine="0",le="+Inf",model_name="meta-llama/Llama-3.1-8B"} 9.0
-vllm:e2e_request_latency_seconds_count{engine="0",model_name="meta-llama/Llama-3.1-8B"} 9.0
-vllm:e2e_request_latency_seconds_sum{engine="0",model_name="meta-llama/Llama-3.1-8B"} 31.25
-"""
+# data-parallel engines), so the figures that matter are checked without ../shared too (a fuzz seed as well).
+TEST_DATA = REPO_ROOT / "tests" / "data"
+V1_TWO_ENGINES = (TEST_DATA / "vllm_metrics_v1_two_engines.txt").read_text()
 
 
 def _fixture(name: str) -> str:

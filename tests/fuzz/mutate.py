@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import struct
 from typing import Any
 
@@ -159,3 +160,39 @@ def mutate_toml(data: bytes, rnd: random.Random) -> bytes:
         lines[i] = key + b"= " + hostile
         return b"\n".join(lines)
     return mutate_bytes(data, rnd)
+
+
+# Numbers written over a log's own: what a broken, edited or hostile log could say where a figure stands.
+HOSTILE_NUMBERS = (
+    "0", "-1", "-0.0", "1e999", "inf", "nan", "NaN", "9" * 30, "9" * 5000, "0.0000001", str(2**64),
+    "1,000,000", "3.5.1", "", "1e-300",
+)  # fmt: skip
+_NUMBER = re.compile(rb"\d+(?:[.,]\d+)*")
+
+
+def mutate_log(data: bytes, rnd: random.Random) -> bytes:
+    """A text log (an engine's start-up log): figures replaced by hostile numbers, lines dropped, duplicated,
+    swapped or damaged byte by byte, or the log cut short."""
+    lines = data.split(b"\n")
+    for _ in range(rnd.randint(1, 4)):
+        op = rnd.randrange(6)
+        i = rnd.randrange(len(lines))
+        numbered = [k for k, line in enumerate(lines) if _NUMBER.search(line)]
+        if op <= 1 and numbered:
+            k = rnd.choice(numbered)
+            found = list(_NUMBER.finditer(lines[k]))
+            m = rnd.choice(found)
+            hostile = rnd.choice(HOSTILE_NUMBERS).encode()
+            lines[k] = lines[k][: m.start()] + hostile + lines[k][m.end() :]
+        elif op == 2 and len(lines) > 1:
+            del lines[i]
+        elif op == 3:
+            lines.insert(i, lines[rnd.randrange(len(lines))] * rnd.choice((1, 1, 50)))
+        elif op == 4:
+            j = rnd.randrange(len(lines))
+            lines[i], lines[j] = lines[j], lines[i]
+        else:
+            lines[i] = mutate_bytes(lines[i], rnd)
+    if rnd.random() < 0.1:
+        del lines[rnd.randrange(len(lines)) :]
+    return b"\n".join(lines)

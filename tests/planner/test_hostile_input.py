@@ -135,6 +135,18 @@ def test_explain_of_a_device_is_refused_before_reading():
     assert line == "memsight: /dev/zero: not a regular file (a character device), so not a startup log"
 
 
+def test_an_error_quoting_the_input_is_one_printable_line(tmp_path):
+    """A message that quotes the input (vLLM's own error line from the log) escapes what it quotes: a line
+    separator split the "one line" (found by the fuzz suite's explain surface), and a terminal escape sequence
+    reached the user's terminal as it was."""
+    log = (REPO_ROOT / "tests" / "data" / "vllm_logs" / "kvcached29_v0.9.2_free_memory_error.log").read_text()
+    hostile = log.replace("Free memory on device", "Free \x1b]0;owned\x07memory\x85on\u2028device")
+    (tmp_path / "vllm.log").write_text(hostile)
+    line = one_line_refusal(memsight("explain", str(tmp_path / "vllm.log")))
+    assert "ValueError: Free \\x1b]0;owned\\x07memory\\x85on\\u2028device (59.32/79.15 GiB)" in line
+    assert not any(c in line for c in "\x1b\x07\x85\u2028")
+
+
 def write_safetensors(path, header: dict, data: bytes = b"") -> None:
     raw = json.dumps(header).encode()
     path.write_bytes(struct.pack("<Q", len(raw)) + raw + data)
@@ -245,3 +257,64 @@ def test_a_real_rope_scaling_object_still_plans_with_vllm(tmp_path):
     path.write_text(json.dumps(config))
     proc = memsight("plan", str(path), "--engine", "vllm", "--json")
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+# ------------------------------------------------------------------- engine logs (found by the fuzz suite)
+ENGINE_DATA = REPO_ROOT / "tests" / "data"
+SGLANG_H100 = "sglang_logs/sglangdocs_2025-06-15_r1-distill-qwen7b_h100.log"
+OLLAMA_WINDOWS = "ollama_logs/ollama11292_llama3.1-8b-q4km_windows.log"
+VLLM_H100 = "vllm_logs/llmdplanner_v0.19.0_h100_llama31-8b_tp1.log"
+OPTIONS = {
+    "sglang": {"model": "qwen2.5-7b"},
+    "ollama": {"model": "llama-3.1-8b", "given": {"format": "q4_k_m", "ctx_size": 4096}},
+    "vllm": {"model": "llama-3.1-8b"},
+}
+
+
+def _explain_edited(engine: str, log: str, old: str, new: str):
+    """A real log with one number replaced, read and explained as `memsight explain` does."""
+    from planner.engines import get_engine
+
+    text = (ENGINE_DATA / log).read_text()
+    assert old in text
+    eng = get_engine(engine)
+    return eng.explain(eng.read_log(text.replace(old, new, 1)), OPTIONS[engine])
+
+
+@pytest.mark.parametrize(
+    ("engine", "log", "old", "new"),
+    [
+        ("sglang", SGLANG_H100, "avail mem=78.50", "avail mem=" + "9" * 400),  # raised OverflowError
+        ("ollama", OLLAMA_WINDOWS, "offloaded 33/33", "offloaded " + "9" * 400 + "/33"),  # OverflowError
+    ],
+)
+def test_a_logged_figure_that_is_no_number_is_not_read(engine, log, old, new):
+    """A figure of 400 nines (inf as a float) was read, then rounded to bytes or layers: OverflowError. A
+    figure no engine prints is not read; the rest of the log is explained."""
+    worksheet = _explain_edited(engine, log, old, new)
+    assert worksheet.rows
+
+
+@pytest.mark.parametrize(
+    ("engine", "log", "old", "new", "said"),
+    [
+        ("sglang", SGLANG_H100, "tp_size=1,", "tp_size=inf,",
+         "tp_size='inf' (log) is not a whole number in [0, 2**48]"),  # raised OverflowError
+        ("vllm", VLLM_H100, "tensor_parallel_size=1", "tensor_parallel_size=" + "9" * 400,
+         "tensor_parallel_size='" + "9" * 40 + "' (log) is not a whole number in [1, 65536]"),  # Overflow
+    ],
+)  # fmt: skip
+def test_an_engine_setting_that_is_no_plausible_number_is_refused_naming_it(engine, log, old, new, said):
+    with pytest.raises(PlannerError) as refused:
+        _explain_edited(engine, log, old, new)
+    assert str(refused.value) == said
+
+
+def test_a_long_ollama_line_is_read_in_linear_time(tmp_path):
+    """A 400,000-digit figure in an Ollama slog line: the key=value scan tried a key from every digit
+    (quadratic: hours); read now in a moment (HANG_GUARD_S bounds the CLI, no speed is asserted)."""
+    text = (ENGINE_DATA / OLLAMA_WINDOWS).read_text()
+    hostile = text.replace("layers.model=33", "layers.model=33 " + "9" * 400_000, 1)
+    (tmp_path / "ollama.log").write_text(hostile)
+    done = memsight("explain", str(tmp_path / "ollama.log"), "--model", "llama-3.1-8b", "--format", "q4_k_m")
+    assert done.returncode in (0, 2) and "Traceback" not in done.stderr, done.stderr[-2000:]

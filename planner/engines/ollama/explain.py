@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from planner import limits
+from planner.engines.base import setting_number
 from planner.engines.ollama.cache import (
     LayerCache,
     gpu_layers_from,
@@ -83,10 +85,7 @@ class Settings:
 def _int(value: str | None, what: str) -> int | None:
     if value is None:
         return None
-    try:
-        return int(value)
-    except ValueError:
-        raise PlannerError(f"{what}={value!r} in the log is not a number") from None
+    return int(setting_number(value, what, "the log", 0, limits.MAX_CONFIG_INT))
 
 
 def _pick(log_value: Any, given: Any, default: Any, where: str, name: str) -> tuple[Any, str]:

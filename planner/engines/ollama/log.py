@@ -31,6 +31,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from planner import limits
 from planner.engines.base import ANSI, Figure, LineReader, read_all
 
 STAGES = ("start", "estimate", "runner", "loaded", "ready")
@@ -42,7 +43,9 @@ STAGE_WORDS = {
     "ready": "the runner was ready",
 }
 
-_LOGFMT = re.compile(r'([\w.]+)=("(?:[^"\\]|\\.)*"|\S*)')
+# A key starts where a word starts: without the lookbehind, a long run of word characters with no "=" (a
+# figure of 5,000 digits) was tried from each of its positions: quadratic in the line (250 KiB: minutes).
+_LOGFMT = re.compile(r'(?<![\w.])([\w.]+)=("(?:[^"\\]|\\.)*"|\S*)')
 _SIZE = re.compile(r"^(-?\d+(?:\.\d+)?) ?(GiB|MiB|KiB|B|GB|MB|KB)$")
 _UNIT_BYTES = {"GiB": 2**30, "MiB": 2**20, "KiB": 2**10, "B": 1, "GB": 10**9, "MB": 10**6, "KB": 10**3}
 _OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
@@ -252,6 +255,8 @@ class LogReader(LineReader):
             self._add(name, value, unit, text.strip(), n, device)
 
     def _add(self, name: str, value: float, unit: str, text: str, line: int, rank: str) -> None:
+        if not limits.finite(value):  # inf, nan, 1e999: no figure Ollama prints
+            return
         self._s.figures.setdefault(name, []).append(Figure(name, value, unit, text, line, rank))
 
     def _stage(self, stage: str) -> None:

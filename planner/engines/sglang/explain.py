@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from planner import limits
+from planner.engines.base import setting_number
 from planner.engines.sglang.defaults import Era, capture_batch_sizes, defaults_for, era_of
 from planner.engines.sglang.log import STAGE_WORDS, SGLangLog
 from planner.engines.sglang.pool import SOURCE_POOL, PoolInputs, SGLangPool, cell_bytes, sglang_pool
@@ -125,10 +127,7 @@ def _resolve(log: SGLangLog, options: Mapping[str, Any]) -> _Run:
         text, where = _setting(log, given, key, *log_keys)
         if text is None:
             return None, where
-        try:
-            value = kind(float(text)) if kind is int else kind(text)
-        except ValueError:
-            raise PlannerError(f"{key}={text!r} ({where}) is not a number") from None
+        value = setting_number(text, key, where, 0, limits.MAX_CONFIG_INT, integer=kind is int)
         inputs.append((what or key, f"{value}", where))
         return value, where
 
@@ -447,7 +446,7 @@ def _weights_cause(fig, pool: SGLangPool | None, kt_offload: bool) -> str:  # no
 
 
 def _cell_cause(per_token: float | None, cell: int, logged_gib: float | None, rows: float) -> str:
-    if per_token is None or logged_gib is None or rows <= 0:
+    if not per_token or logged_gib is None or rows <= 0:
         return ""
     # the log prints K and V to 0.01 GiB each: the bytes per token it implies lie in this window
     low = max(logged_gib - 2 * ROUNDING, 0) * GiB / rows

@@ -38,6 +38,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from planner import limits
 from planner.engines.base import ANSI, LineReader, read_all
 
 # Stages a start-up goes through, in order; a log that stops before "pool" died (or was cut) there.
@@ -395,7 +396,7 @@ class LogReader(LineReader):
             s.capture_count, s.capture_count_line = int(bar.group(1)), n
         bs = _BS_LIST.search(msg)
         if bs and not s.capture_bs:
-            values = [int(v) for v in re.findall(r"\d+", bs.group(1))]
+            values = [int(v) for v in re.findall(r"\d{1,9}", bs.group(1))]  # a batch size, not 5,000 digits
             if values and "..." not in bs.group(1):
                 s.capture_bs, s.capture_bs_line = tuple(values), n
         page = _PAGE_CHANGE.search(msg)
@@ -413,9 +414,8 @@ class LogReader(LineReader):
             self._s.stage = stage
 
     def _add(self, name: str, unit: str, text: str, line: int, rank: str) -> None:
-        try:
-            value = float(text)
-        except ValueError:
+        value = limits.logged_number(text)
+        if value is None:  # inf, nan, 1e999: no figure SGLang prints
             return
         self._s.figures.setdefault(name, []).append(Figure(name, value, unit, text, line, rank))
 

@@ -15,7 +15,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from planner.engines.base import Figure
+from planner import limits
+from planner.engines.base import Figure, setting_number
 from planner.engines.vllm.encoder import (
     encoder_profile,
     full_config,
@@ -79,11 +80,13 @@ def _gib(figure: Figure | None) -> float | None:
     return None if figure is None else figure.value
 
 
-def _number(text: str | None) -> float | None:
-    if text is None:
+def _whole(text: str | None, where: str, name: str, hi: int = limits.MAX_CONFIG_INT) -> int | None:
+    """The number in an engine setting ("2", "2,"), a whole number in [1, hi] (setting_number); None when
+    the setting is absent or None."""
+    if text is None or str(text).strip() in ("", "None"):
         return None
     m = re.search(r"-?\d+(?:\.\d+)?", str(text))
-    return float(m.group(0)) if m else None
+    return int(setting_number(m.group(0) if m else str(text), name, where, 1, hi))
 
 
 def _weight_format(
@@ -266,8 +269,8 @@ def _resolve_run(
     max_model_len = _max_model_len(log, setting, spec, inputs)
     tp_text, tp_from = setting("tensor_parallel_size")
     pp_text, pp_from = setting("pipeline_parallel_size")
-    tp = int(_number(tp_text) or 1)
-    pp = int(_number(pp_text) or 1)
+    tp = _whole(tp_text, tp_from, "tensor_parallel_size", limits.MAX_PARALLEL) or 1
+    pp = _whole(pp_text, pp_from, "pipeline_parallel_size", limits.MAX_PARALLEL) or 1
     inputs.append(("tensor/pipeline parallel", f"{tp}/{pp}", f"{tp_from}/{pp_from}"))
     kv_text, kv_from = setting("kv_cache_dtype")
     kv_dtype = (kv_text or "auto").strip()
@@ -279,8 +282,8 @@ def _resolve_run(
         inputs.append(("enforce_eager", str(enforce_eager), eager_from))
     epc_text = setting("enable_prefix_caching")[0]
     prefix_caching = None if epc_text in (None, "None") else epc_text.strip() in ("True", "true", "1")
-    mns = setting("max_num_seqs")[0]
-    mnbt = setting("max_num_batched_tokens")[0]
+    mns = _whole(*setting("max_num_seqs"), "max_num_seqs")
+    mnbt = _whole(*setting("max_num_batched_tokens"), "max_num_batched_tokens")
     quant_text, quant_from = setting("quantization")
     names = f"{model_id} {log.model or ''}"
     fmt, fmt_why = _weight_format(log, names, spec.default_format, quant_text or "", quant_from)
@@ -309,8 +312,8 @@ def _resolve_run(
         kv_dtype="auto" if kv_dtype in ("auto", "None") else kv_dtype,
         enforce_eager=enforce_eager,
         prefix_caching=prefix_caching,
-        max_num_seqs=int(float(mns)) if mns else None,
-        max_num_batched_tokens=int(float(mnbt)) if mnbt else None,
+        max_num_seqs=mns,
+        max_num_batched_tokens=mnbt,
         weight_format=fmt,
         sampler_path=sampler_path,
         **extra,
@@ -463,13 +466,14 @@ def _utilization(log: VLLMLog, setting: _Settings, inputs: list[tuple[str, str, 
     util_text, util_from = setting("gpu_memory_utilization")
     util_fig = log.first("utilization")
     if util_text is not None and util_from == "given":
-        util, util_how = float(util_text), "given"
+        util_text, util_how = util_text, "given"
     elif util_fig is not None:
-        util, util_how = util_fig.value, "log"
+        util_text, util_how = util_fig.text, "log"
     elif util_text is not None:
-        util, util_how = float(util_text), "log"
+        util_how = "log"
     else:
-        util, util_how = 0.9, "default"
+        util_text, util_how = "0.9", "default"
+    util = setting_number(util_text, "gpu_memory_utilization", util_how, 0.01, 1.0, integer=False)
     inputs.append(("gpu_memory_utilization", f"{util:g}", util_how))
     return util
 
@@ -478,11 +482,11 @@ def _max_model_len(log: VLLMLog, setting: _Settings, spec: Any, inputs: list[tup
     mml_fig = log.first("max_model_len")
     mml_text, mml_from = setting("max_seq_len", "max_model_len")
     if mml_text is not None and mml_from == "given":
-        mml, mml_how = int(float(mml_text)), "given"
+        mml, mml_how = setting_number(mml_text, "max_model_len", "given", 1, limits.MAX_POSITIONS), "given"
     elif mml_fig is not None:
-        mml, mml_how = int(mml_fig.value), "log"
+        mml, mml_how = setting_number(mml_fig.text, "max_model_len", "log", 1, limits.MAX_POSITIONS), "log"
     elif mml_text is not None:
-        mml, mml_how = int(float(mml_text)), "log"
+        mml, mml_how = setting_number(mml_text, "max_model_len", "log", 1, limits.MAX_POSITIONS), "log"
     else:
         mml = int(spec.config.get("max_position_embeddings") or 0) or 4096
         mml_how = "default (the config's max_position_embeddings)"

@@ -37,6 +37,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from planner import limits
 from planner.engines.base import ANSI, Figure, LineReader, read_all
 
 GB = 10**9
@@ -505,10 +506,8 @@ class LogReader(LineReader):  # feed_text(chunk) / flush(): whole lines to feed(
             self._s.stage = stage
 
     def _add(self, name: str, unit: str, text: str, line: int, rank: str) -> None:
-        clean = text.replace(",", "")
-        try:
-            value = float(clean)
-        except ValueError:
+        value = limits.logged_number(text)
+        if value is None:  # inf, nan, 1e999: no figure vLLM prints
             return
         self._s.figures.setdefault(name, []).append(Figure(name, value, unit, text, line, rank))
 
