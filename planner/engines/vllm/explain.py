@@ -335,12 +335,13 @@ def _engine_extras(
     settings the log or a flag states, each listed with where it came from."""
     extra: dict[str, Any] = {}
     block_text, block_from = setting("block_size")
-    if block_text is not None:
-        extra["block_size"] = int(float(block_text))
-        inputs.append(("block size", str(extra["block_size"]), block_from))
+    block_size = _whole(block_text, block_from, "block_size")
+    if block_size is not None:
+        extra["block_size"] = block_size
+        inputs.append(("block size", str(block_size), block_from))
     dp_text, dp_from = setting("data_parallel_size")
     ep_text, ep_from = setting("enable_expert_parallel")
-    extra["dp"] = int(_number(dp_text) or 1)
+    extra["dp"] = _whole(dp_text, dp_from, "data_parallel_size", limits.MAX_PARALLEL) or 1
     extra["expert_parallel"] = _true(ep_text)
     if extra["dp"] > 1 or extra["expert_parallel"]:
         inputs.append(
