@@ -639,7 +639,7 @@ def agent_notes(info) -> tuple[str, ...]:
 
 
 def vllm_log_line(log, buckets, plan_pool_bytes: int | None, plan_note: str, nvml_bytes: int | None) -> str:
-    """One line for the vLLM server whose log `memsight run` reads (planner.vllm_log.VLLMLog and
+    """One line for the vLLM server whose log `memsight run` reads (planner.engines.vllm.log.VLLMLog and
     collectors.vllm_log_follow.LogBuckets): its buckets "from vLLM's log", the pool the plan predicts for the
     same model and arguments, and NVML's per-process figure minus vLLM's own total ("outside vLLM's
     accounting"); "" when the child's log is not a vLLM log."""
@@ -700,10 +700,10 @@ def job_total_text(buckets, cut: int = 200) -> str:
 # --- the vLLM process's buckets, from its log, in the bucket table (memsight run -- vllm serve ...) ------
 @dataclass(frozen=True, slots=True)
 class VLLMPlan:
-    """The plan for the vLLM process: planner/vllm_explain.explain() on the log's model and engine arguments
-    (flags and the config file win), or why there is none."""
+    """The plan for the vLLM process: planner/engines/vllm/explain.explain() on the log's model and engine
+    arguments (flags and the config file win), or why there is none."""
 
-    explanation: Any  # planner.vllm_explain.Explanation | None
+    explanation: Any  # planner.engines.vllm.explain.Explanation | None
     error: str
     provenance: str  # "plan follows vLLM's log: model ... (log) · max_model_len 8,192 (log) · ..."
 
@@ -729,9 +729,9 @@ def vllm_plan(
     version: str | None = None,
     gpu: str | None = None,
 ) -> VLLMPlan:
-    """vLLM's own model of its memory (planner.vllm_explain.explain) for what the log says vLLM loaded;
-    version / gpu: `memsight run --vllm-version / --vllm-gpu`, for what the log does not say."""
-    from planner.vllm_explain import explain  # noqa: PLC0415  (stdlib-only planner; only for a vLLM log)
+    """vLLM's own model of its memory (planner.engines.vllm.explain.explain) for what the log says vLLM
+    loaded; version / gpu: `memsight run --vllm-version / --vllm-gpu`, for what the log does not say."""
+    from planner.engines.vllm.explain import explain  # noqa: PLC0415  (stdlib-only; only for a vLLM log)
 
     try:
         ex = explain(log, model=model, version=version, gpu=gpu, total_bytes=total_bytes, given=given)
@@ -914,7 +914,7 @@ def vllm_comparison(
     """The vLLM process's buckets on `pool`: each from this run's agent where it measured it, else from vLLM's
     log (weights, KV pool, activation peak, non-torch + CUDA graphs as non-PyTorch), never both: the log's
     weights and KV are taken out of the agent's untracked tensors, its activation peak out of the allocator
-    gap. Drawn over vLLM's own plan for the same model and arguments (planner/vllm_explain)."""
+    gap. Drawn over vLLM's own plan for the same model and arguments (planner/engines/vllm/explain.py)."""
     agent, missing = measured_segments(state, pool)
     a = {s.key: s.bytes for s in agent}
     has_agent = bool(_buckets_for(state, pool))
