@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import importlib.util
 import pathlib
+import signal
 import subprocess
 import sys
 
 import pytest
+
+# A suite started in the background by a script (`cmd &`, a CI runner without a terminal) inherits SIGINT
+# ignored, and so would every process the tests start: an ignored signal stays ignored across exec, and Python
+# then installs no KeyboardInterrupt. The tests that press Ctrl-C need children that a SIGINT stops, as under
+# a terminal: handled here, SIGINT is reset to its default in each child at exec.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 SHARED = REPO_ROOT.parent / "shared"

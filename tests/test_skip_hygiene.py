@@ -92,3 +92,17 @@ def test_a_reason_that_says_another_test_runs_instead_names_one_that_exists():
             if not named or not set(named) <= defined:
                 wrong.append(f"{where}:{line}: {reason!r}")
     assert not wrong, "skip reasons promising a test that does not exist:\n" + "\n".join(wrong)
+
+
+def test_the_suites_children_can_be_interrupted_even_when_the_suite_ignores_sigint():
+    """Started in the background, the suite inherits SIGINT ignored; the Ctrl-C tests need children that
+    SIGINT stops (tests/conftest.py resets it), as under a terminal."""
+    probe = "import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
+    ignoring = (
+        "import signal, subprocess, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+        "import tests.conftest; "
+        f"sys.exit(subprocess.run([sys.executable, '-c', {probe!r}]).returncode)"
+    )
+    proc = subprocess.run([sys.executable, "-c", ignoring], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout.strip() == "True", proc.stdout + proc.stderr

@@ -436,7 +436,7 @@ class MemsightApp(App[int]):
         self.process_rows = process_rows(state, self.thresholds, own)
         self.process_status = process_status(state)
         self._base_comparisons = bucket_comparisons(
-            self.scoped_state, result.live_plans, result.live_errors, result.sources
+            self.scoped_state, result.live_plans, result.live_errors, result.sources, self._reserve_measured
         )
         child_fields = self._child_fields()
         self.live_view = LiveView(
@@ -640,7 +640,7 @@ class MemsightApp(App[int]):
         result = self._plans(scoped, force=force)
         self.plan_view = result.view
         self._base_comparisons = bucket_comparisons(
-            scoped, result.live_plans, result.live_errors, result.sources
+            scoped, result.live_plans, result.live_errors, result.sources, self._reserve_measured
         )
 
     def _plans(self, state: MonitorState, *, force: bool = False) -> PlanResult:
@@ -763,6 +763,11 @@ class MemsightApp(App[int]):
             bars.append(machine_bar(name, label, plan, context))
             summary = summary or plan_summary(plan)
         return tuple(bars), summary, first_error
+
+    @property
+    def _reserve_measured(self) -> bool:
+        """The Live plans' OS reserve is the measured "other procs / OS" (no --os-reserve-gib / config)."""
+        return self.unified_os_reserve_bytes is None
 
     def _plan(self, machine_name: str, machine: Machine | None, source: PlanSource | None = None) -> Any:
         """make_plan for the current inputs (or an agent's loaded model and cache: `source`) on a preset

@@ -14,6 +14,14 @@ from tests.conftest import REPO_ROOT
 torch = pytest.importorskip("torch")
 
 
+def gpu_check(*args: str, timeout: float) -> subprocess.CompletedProcess:
+    """scripts/gpu_check.py in a child process, its output captured."""
+    return subprocess.run(
+        [sys.executable, "scripts/gpu_check.py", *args], cwd=REPO_ROOT, capture_output=True, text=True,
+        timeout=timeout,
+    )  # fmt: skip
+
+
 def _module():
     spec = importlib.util.spec_from_file_location("gpu_check", REPO_ROOT / "scripts" / "gpu_check.py")
     module = importlib.util.module_from_spec(spec)
@@ -28,13 +36,7 @@ def _module():
     reason="this machine has CUDA: test_the_check_runs_on_the_gpu runs the check instead",
 )
 def test_exits_with_a_clear_message_without_cuda():
-    proc = subprocess.run(
-        [sys.executable, "scripts/gpu_check.py", "--quick"],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = gpu_check("--quick", timeout=120)
     assert proc.returncode == 2
     assert "no CUDA device" in proc.stderr and "torch.cuda.is_available() == False" in proc.stderr
     assert not torch.cuda.is_initialized()
@@ -48,13 +50,7 @@ def test_the_check_runs_on_the_gpu():
     """Where a GPU is, the quick check runs on it: every exact figure equal, and the CUDA context measured
     device-wide (a number, not the CPU run's n/a; NVML's per-process figure may be unknown in a container)."""
     pytest.importorskip("transformers", reason="transformers is not installed: the check builds its model")
-    proc = subprocess.run(
-        [sys.executable, "scripts/gpu_check.py", "--quick"],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = gpu_check("--quick", timeout=600)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "exact figures: all equal" in proc.stdout
     context = _field(r"1\. CUDA context \(NVML per-process used − reserved, 1 tensor\): (.*)", proc.stdout)[0]
@@ -115,13 +111,7 @@ def test_cpu_smoke_run_executes_every_code_path_with_exact_figures(fmt, element)
     pytest.importorskip(
         "transformers", reason="transformers is not installed: the check's model/cache code cannot run"
     )
-    proc = subprocess.run(
-        [sys.executable, "scripts/gpu_check.py", "--device", "cpu", "--dtype", fmt],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = gpu_check("--device", "cpu", "--dtype", fmt, timeout=300)
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr
     # transformers 5.x deprecates past_key_values (removal announced): the check must use the current name

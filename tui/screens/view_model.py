@@ -222,14 +222,20 @@ def comparison_groups(state: MonitorState, pool: PoolCapacity, sources) -> list[
     return [(f"{pool.key}:{pid}", pid) for pid in pids]
 
 
+# the "other procs / OS" row's missing difference, explained (a difference of a figure with itself)
+RESERVE_MEASURED_NOTE = "other procs / OS planned as measured: no diff (--os-reserve-gib X compares)"
+
+
 def bucket_comparisons(
     state: MonitorState,
     plans: Mapping[str, object],
     plan_errors: Mapping[str, str],
     sources: tuple[PlanSource, ...] = (),
+    reserve_measured: bool = False,
 ) -> tuple[BucketComparison, ...]:
     """One comparison per pool (per agent process in it, when several published their own loaded model);
-    `plans[key]` is the plan made for that pool's capacity (and that process's inputs)."""
+    `plans[key]` is the plan made for that pool's capacity (and that process's inputs). `reserve_measured`:
+    the plans' OS reserve of a unified pool or host RAM is the measured "other procs / OS" (the default)."""
     out = []
     by_pid = {s.pid: s for s in sources}
     infos = {v.pid: v.info for v in state.agents}
@@ -264,8 +270,13 @@ def bucket_comparisons(
                         notes.append(check)
                 notes.extend(agent_notes(info))
             title = pool.title if len(groups) == 1 else f"{pool.title} · pid {pid}"
+            as_measured = reserve_measured and pool.unified and planned is not None
+            if as_measured:
+                notes.append(RESERVE_MEASURED_NOTE)
             out.append(
-                BucketComparison(title, pool.capacity_bytes, measured, planned, label, missing, tuple(notes))
+                BucketComparison(
+                    title, pool.capacity_bytes, measured, planned, label, missing, tuple(notes), as_measured
+                )
             )
     return tuple(out)
 

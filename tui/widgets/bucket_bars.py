@@ -34,7 +34,8 @@ def stacked_bar(segments: tuple[Segment, ...], cells: int, scale: int) -> Text:
 
 def comparison_rows(data: BucketComparison) -> list[tuple[str, int | None, int | None, int | None]]:
     """(bucket key, measured, planned, measured − planned). The plan's overhead is compared with the
-    measured allocator gap + non-PyTorch together, since the plan does not split it."""
+    measured allocator gap + non-PyTorch together, since the plan does not split it; "other procs / OS" has no
+    difference when the plan's reserve is that measured figure."""
     rows: list[tuple[str, int | None, int | None, int | None]] = []
     for key in MEASURED_KEYS:
         measured = data.measured_bytes(key)
@@ -51,6 +52,8 @@ def comparison_rows(data: BucketComparison) -> list[tuple[str, int | None, int |
             continue
         planned = data.planned_bytes(key)
         diff = None if measured is None or planned is None else measured - planned
+        if key == "other" and data.other_planned_as_measured:
+            diff = None  # the same figure on both sides: a difference would always read ±0.00
         rows.append((key, measured, planned, diff))
     return rows
 

@@ -85,6 +85,8 @@ class BucketComparison:
     missing: str = ""  # one line on what could not be measured, "" when nothing is missing
     # lines from the agent's info: where each plan input came from, the phase peaks, the weights check
     notes: tuple[str, ...] = ()
+    # the plan's "other procs / OS" is the measured figure itself (no --os-reserve-gib): nothing to compare
+    other_planned_as_measured: bool = False
 
     def measured_bytes(self, key: str) -> int | None:
         return _lookup(self.measured, key)
