@@ -31,7 +31,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from planner.engines.base import ANSI, Figure, LineReader, read_all
+from planner.engines.base import ANSI, Figure, LineReader, plausible, read_all
 
 STAGES = ("start", "estimate", "runner", "loaded", "ready")
 STAGE_WORDS = {
@@ -252,6 +252,8 @@ class LogReader(LineReader):
             self._add(name, value, unit, text.strip(), n, device)
 
     def _add(self, name: str, value: float, unit: str, text: str, line: int, rank: str) -> None:
+        if not plausible(value, unit):
+            return
         self._s.figures.setdefault(name, []).append(Figure(name, value, unit, text, line, rank))
 
     def _stage(self, stage: str) -> None:
