@@ -97,6 +97,9 @@ class Monitor:
         # (vLLM's log is followed by the Live screen itself, tui/app.py)
         self.engine = EngineMetrics(engine_url, timeout_s=vllm_timeout_s, clock=clock) if engine_url else None
         self.engine_follow: EngineLogFollower | None = None  # follow_log(path) sets it
+        # the sampling thread and a caller's sample_once (the last round after a run) may follow at once: one
+        # poll at a time, or their reads of the same file interleave in the one reader
+        self._follow_lock = threading.Lock()
         self.prometheus_address = None
         if prometheus is not None:
             from collectors.exporter import parse_listen_address  # noqa: PLC0415
@@ -322,14 +325,15 @@ class Monitor:
         follower = self.engine_follow
         if follower is None:
             return
-        followed = follower.poll()
-        if followed is None:
-            return
-        self.builder.update_engine_log(followed)
-        if self.recorder is not None:
-            with self._record_lock:
-                self.recorder.engine_log(self._clock(), followed)
-                self._recorded()
+        with self._follow_lock:
+            followed = follower.poll()
+            if followed is None:
+                return
+            self.builder.update_engine_log(followed)
+            if self.recorder is not None:
+                with self._record_lock:
+                    self.recorder.engine_log(self._clock(), followed)
+                    self._recorded()
 
     def sample_os(self) -> None:
         self._read_os()

@@ -62,6 +62,18 @@ def setting_number(text: str, name: str, where: str, lo: float, hi: float, *, in
     return int(value) if integer else value
 
 
+_UNIT_BYTES = {"GiB": GiB, "GB": GiB, "MiB": 2**20, "KiB": 2**10}
+
+
+def plausible(value: float, unit: str) -> bool:
+    """Whether a number read from a log can be a measurement: finite, and as bytes (or as a count) within
+    the int64 range every measured figure keeps to (planner.limits.MAX_MEASURED). A log line damaged into
+    "99999...9 GiB" is then not read, rather than overflowing where it is used."""
+    from planner.limits import finite  # noqa: PLC0415
+
+    return finite(value) and finite(value * _UNIT_BYTES.get(unit, 1))
+
+
 class Engine(ABC):
     """One serving engine. Implementations import their heavy parts inside the methods, so that reading the
     registry costs nothing."""

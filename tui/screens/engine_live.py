@@ -153,6 +153,10 @@ def engine_comparison(
             f"non-PyTorch bar: {name}'s overhead {_g(device.overhead)} + outside {name}'s accounting "
             f"{_g(held - accounted)} GiB ({what} {_g(held)} - {name}'s own {_g(accounted)})"
         )
+        if held < accounted and what.startswith("resident"):
+            notes.append(
+                f"the process holds less than {name} allocated: pages not yet touched are not resident"
+            )
     else:
         notes.append(
             f"the process's own total is not measured here ({what}): nothing outside the log is shown"

@@ -31,8 +31,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from planner import limits
-from planner.engines.base import ANSI, Figure, LineReader, read_all
+from planner.engines.base import ANSI, Figure, LineReader, plausible, read_all
 
 STAGES = ("start", "estimate", "runner", "loaded", "ready")
 STAGE_WORDS = {
@@ -255,7 +254,7 @@ class LogReader(LineReader):
             self._add(name, value, unit, text.strip(), n, device)
 
     def _add(self, name: str, value: float, unit: str, text: str, line: int, rank: str) -> None:
-        if not limits.finite(value):  # inf, nan, 1e999: no figure Ollama prints
+        if not plausible(value, unit):
             return
         self._s.figures.setdefault(name, []).append(Figure(name, value, unit, text, line, rank))
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from planner import limits
-from planner.engines.base import ANSI, LineReader, read_all
+from planner.engines.base import ANSI, Figure, LineReader, plausible, read_all
 
 # Stages a start-up goes through, in order; a log that stops before "pool" died (or was cut) there.
 STAGES = ("start", "config", "weights", "pool", "graphs", "ready")
@@ -60,24 +60,6 @@ _HEADER = re.compile(
     r"(?P<msg>.*)$"
 )
 _NUM = r"(-?\d+(?:\.\d+)?)"
-
-
-@dataclass(frozen=True, slots=True)
-class Figure:
-    """One number SGLang logged, with where it was read."""
-
-    name: str
-    value: float
-    unit: str  # "GiB" (SGLang's "GB"), "tokens", "requests", "" (a count)
-    text: str  # as printed
-    line: int  # 1-based
-    rank: str  # "" or the header's rank tags ("TP0", "DP0 TP0 EP0")
-
-    @property
-    def bytes(self) -> int:
-        if self.unit != "GiB":
-            raise ValueError(f"{self.name} is not a memory figure")
-        return round(self.value * 2**30)
 
 
 @dataclass(frozen=True, slots=True)
@@ -416,6 +398,8 @@ class LogReader(LineReader):
     def _add(self, name: str, unit: str, text: str, line: int, rank: str) -> None:
         value = limits.logged_number(text)
         if value is None:  # inf, nan, 1e999: no figure SGLang prints
+            return
+        if not plausible(value, unit):
             return
         self._s.figures.setdefault(name, []).append(Figure(name, value, unit, text, line, rank))
 
