@@ -181,7 +181,7 @@ def explain(
         Term("weights", pool.weights_bytes, "PREDICTED",
              "; ".join((f"planner.formats.weight_bytes: {fmt or spec.default_format}", *weight_notes))),
         Term("activation peak", pool.activation_bytes, "PREDICTED",
-             "; ".join(("planner.vllm.profile_activation (vLLM's profile run)", *activation_notes))),
+             "; ".join(("planner/engines/vllm/activation.py (vLLM's profile run)", *activation_notes))),
         non_torch,
         graphs,
         Term("KV pool", pool.pool_bytes, "PREDICTED",
