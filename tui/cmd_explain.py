@@ -20,8 +20,12 @@ MAX_LOG_BYTES = 64 * 2**20  # a startup log is a few MB at most; refuse to slurp
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
-    parser.add_argument("log", metavar="LOG", help="a vLLM startup log file, or - for stdin")
-    parser.add_argument("--model", help="model config / catalog name / repo id (default: the one in the log)")
+    parser.add_argument("log", metavar="LOG", help="a vLLM or llama.cpp startup log file, or - for stdin")
+    parser.add_argument(
+        "--model",
+        help="vLLM: model config / catalog name / repo id (default: the log's); llama.cpp: the GGUF file "
+        "(its tensor table replaces the log's description of it)",
+    )
     parser.add_argument("--vllm-version", help="when the log does not say which version wrote it")
     parser.add_argument("--gpu", help="GPU whose recorded mem_get_info total to use when the log has none")
     parser.add_argument(
@@ -96,6 +100,25 @@ def render(sheet) -> str:  # noqa: ANN001  (planner.engines.worksheet.Worksheet,
     return "\n".join(lines)
 
 
+def _options(engine: str, args: argparse.Namespace, given: dict) -> dict:
+    """The flags that engine's explain takes; a flag meant for another engine's log is refused."""
+    if engine == "vllm":
+        return {
+            "given": given,
+            "model": args.model,
+            "version": args.vllm_version,
+            "gpu": args.gpu,
+            "total_bytes": None if args.total_gib is None else round(args.total_gib * GiB),
+        }
+    foreign = [f"--{k.replace('_', '-')}" for k in given] + [
+        flag for flag, value in (("--vllm-version", args.vllm_version), ("--gpu", args.gpu),
+                                 ("--total-gib", args.total_gib)) if value is not None
+    ]  # fmt: skip
+    if foreign:
+        raise PlannerError(f"{', '.join(foreign)} apply to vLLM logs; this is a {engine} log")
+    return {"model": args.model}
+
+
 def main(args: argparse.Namespace, name: str) -> int:
     from planner.engines import recognize  # noqa: PLC0415
     from planner.engines.worksheet import worksheet_json  # noqa: PLC0415
@@ -118,14 +141,7 @@ def main(args: argparse.Namespace, name: str) -> int:
             continue
         if value <= 0 or (key == "gpu_memory_utilization" and value > 1):
             raise PlannerError(f"--{key.replace('_', '-')} out of range: {value}")
-    options = {
-        "given": given,
-        "model": args.model,
-        "version": args.vllm_version,
-        "gpu": args.gpu,
-        "total_bytes": None if args.total_gib is None else round(args.total_gib * GiB),
-    }
-    sheet = engine.explain(log, options)
+    sheet = engine.explain(log, _options(engine.name, args, given))
     out = json.dumps(worksheet_json(sheet), indent=1) if args.json else render(sheet)
     try:
         print(out)

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 # embeds another's lines comes before that one (Ollama's server log carries llama.cpp's), and vLLM comes last
 # because it also claims a log whose only line is a start-up error (to say where it died).
 _PACKAGES: dict[str, str] = {
+    "llamacpp": "planner.engines.llamacpp",
     "vllm": "planner.engines.vllm",
 }
 
@@ -40,8 +41,8 @@ def recognize(text: str) -> Engine:
         engine = get_engine(name)
         if engine.recognizes(text):
             return engine
-    titles = [get_engine(name).title for name in _PACKAGES]
+    titles = ", ".join(get_engine(name).title for name in _PACKAGES)
     raise PlannerError(
-        f"not a {' or '.join(titles)} startup log: no {'/'.join(titles)} log line with a memory figure, "
-        "engine configuration or version"
+        f"not a startup log memsight reads ({titles}): no line of theirs with a memory figure, engine "
+        "configuration or version"
     )

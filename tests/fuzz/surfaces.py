@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from collectors.errors import CollectorError
 from planner.errors import PlannerError
-from tests.conftest import SHARED_CONFIGS, SHARED_FIXTURES
+from tests.conftest import REPO_ROOT, SHARED_CONFIGS, SHARED_FIXTURES
 from tests.fuzz import mutate
 
 HANG_S = 20  # one case running this long is a hang (the slowest real case here takes well under a second)
@@ -164,20 +164,24 @@ def _write(folder: pathlib.Path, name: str, data: bytes) -> pathlib.Path:
     return path
 
 
-def run_plan_config(data: bytes, folder: pathlib.Path) -> str:
-    """`memsight plan CONFIG.json --json`, in process: exit 0 or 2 (one line), nothing else."""
+def _cli_outcome(argv: list[str]) -> str:
+    """A memsight command, in process: exit 0 ("ok") or 2 with one `memsight: ...` line ("refused")."""
     from tui.cli import main
 
-    path = _write(folder, "config.json", data)
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(["plan", str(path), "--json"])
+        code = main(argv)
     if code == 2:
         lines = err.getvalue().strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("memsight: "), err.getvalue()[-500:]
         return "refused"
     assert code == 0, f"exit {code}: {err.getvalue()[-500:]}"
     return "ok"
+
+
+def run_plan_config(data: bytes, folder: pathlib.Path) -> str:
+    """`memsight plan CONFIG.json --json`, in process: exit 0 or 2 (one line), nothing else."""
+    return _cli_outcome(["plan", str(_write(folder, "config.json", data)), "--json"])
 
 
 def run_checkpoint(data: bytes, folder: pathlib.Path, name: str) -> str:
@@ -266,6 +270,16 @@ def run_vllm_metrics(data: bytes, folder: pathlib.Path) -> str:
     return "ok" if snap.available else "refused"
 
 
+@functools.cache
+def llamacpp_log_seeds() -> tuple[bytes, ...]:
+    return tuple(p.read_bytes() for p in sorted((REPO_ROOT / "tests/data/llamacpp_logs").glob("*.log")))
+
+
+def run_explain_log(data: bytes, folder: pathlib.Path) -> str:
+    """`memsight explain LOG --json`, in process, on a damaged llama.cpp log: exit 0 or 2 (one line)."""
+    return _cli_outcome(["explain", str(_write(folder, "server.log", data)), "--json"])
+
+
 # name -> (seeds, mutator, runner)
 Runner = Callable[[bytes, pathlib.Path], str]
 SURFACES: dict[str, tuple[Callable[[], tuple[bytes, ...]], Callable, Runner]] = {
@@ -291,6 +305,7 @@ SURFACES: dict[str, tuple[Callable[[], tuple[bytes, ...]], Callable, Runner]] = 
     "agent ring file": (lambda: (ring_seed(),), mutate.mutate_binary, run_ring),
     "config.toml": (lambda: (TOML_SEED,), mutate.mutate_toml, run_toml),
     "vLLM /metrics": (lambda: text_fixtures("vllm_metrics"), mutate.mutate_bytes, run_vllm_metrics),
+    "llama.cpp log (explain)": (llamacpp_log_seeds, mutate.mutate_lines, run_explain_log),
 }
 
 
