@@ -367,9 +367,30 @@ def explain(log: LlamaCppLog, *, model: str | None = None) -> Explanation:
         f"{shape.kv_layers} layers, K {p.kv_args.type_k}, V {p.kv_args.type_v}), {model_text}; logged KV "
         + (f"{kv_logged[0]:,.2f} MiB" if kv_logged else "not in the log")
     )
+    notes.extend(_logged_extras(log))
     return Explanation(
         name, build, tuple(inputs), terms, tuple(rows), p, line, (*notes, *p.notes[:-1]), log.stage
     )
+
+
+def _logged_extras(log: LlamaCppLog) -> list[str]:
+    """What the log says about memory beyond the rows: the breakdown table (llama.cpp's own account per
+    device, with what it cannot account for), the --fit lines and the host-side buffers."""
+    out = []
+    for r in log.breakdown:
+        head = f"{r['total']} = free {r['free']} + " if "total" in r else ""
+        tail = f" + unaccounted {r['unaccounted']}" if "unaccounted" in r else ""
+        out.append(
+            f"logged memory breakdown, {r['device']} (MiB): {head}self {r['self']} (model {r['model']} + "
+            f"context {r['context']} + compute {r['compute']}){tail}"
+        )
+    out.extend(f"logged --fit: {line}" for line in log.fit)
+    names = ("compute_buffer", "output_buffer")
+    host = [f for name in names for f in log.by_device(name).values() if not _gpu(f)]
+    if host:
+        listed = ", ".join(f"{f.name} {f.rank} {f.text}" for f in host)
+        out.append(f"logged host buffers (MiB, not predicted): {listed}")
+    return out
 
 
 def to_worksheet(ex: Explanation) -> Worksheet:
