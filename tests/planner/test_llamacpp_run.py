@@ -29,7 +29,9 @@ pytestmark = pytest.mark.skipif(
 
 def server_log(gguf: pathlib.Path, *args: str, timeout: float = 60.0) -> str:
     """llama-server's start-up log, up to the model being ready (then the server is stopped)."""
-    cmd = [str(BIN), "-m", str(gguf), "--host", "127.0.0.1", "--port", "0", "-t", "1", "--no-warmup", *args]
+    # -lv 4: this build's llama-server keeps the loader's INFO lines (the buffers) below its default verbosity
+    cmd = [str(BIN), "-m", str(gguf), "--host", "127.0.0.1", "--port", "0", "-t", "1", "--no-warmup",
+           "-lv", "4", *args]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
     deadline = time.monotonic() + timeout
@@ -60,7 +62,7 @@ def server_log(gguf: pathlib.Path, *args: str, timeout: float = 60.0) -> str:
 @pytest.mark.parametrize(
     "args, plan_args",
     [
-        (("-c", "2048"), LlamaCppArgs(n_ctx=2048, n_gpu_layers=0)),
+        (("-c", "2048", "-np", "1"), LlamaCppArgs(n_ctx=2048, n_gpu_layers=0)),
         (("-c", "4096", "-np", "2", "-ctk", "q8_0", "-ctv", "q8_0"),
          LlamaCppArgs(n_ctx=4096, n_gpu_layers=0, n_seq_max=2, type_k="q8_0", type_v="q8_0")),
     ],

@@ -207,7 +207,7 @@ def args_from_log(log: LlamaCppLog, inputs: list[tuple[str, str, str]]) -> Llama
     sequences = "unified" if unified else "per sequence"
     kv_from = "log" if typed else "default (f16; the log names no KV type)"
     inputs.append(("KV types, sequences", f"K {k_type}, V {v_type}, {sequences}", kv_from))
-    where = f"log line {offloaded.line}" if offloaded else "the log says nothing: none"
+    where = f"log line {offloaded.line}" if offloaded else "none (the log names no offloaded layer)"
     inputs.append(("offloaded layers (-ngl)", str(ngl), where))
     inputs.append(
         ("flash attention", "on" if flash else "off", "log" if "flash_attn" in log.context else "default")

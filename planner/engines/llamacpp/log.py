@@ -56,7 +56,7 @@ _INFO = re.compile(
     r"(?:print_info|llm_load_print_meta|llama_model_load_internal):\s+(?P<key>[\w .]+?)\s+=\s+(?P<v>.*)$"
 )
 _BUILD = re.compile(
-    r"(?:^|\s)(?:build|version)(?:_info)?\s*[:=]\s+(?:b?(?P<n>\d+)[ -]\(?(?P<commit>[0-9a-f]{7,})?\)?)"
+    r"(?:^|\s)(?:build|version)(?:_info)?(?:\s*[:=])?\s+(?:b?(?P<n>\d+)[ -]\(?(?P<commit>[0-9a-f]{7,})?\)?)"
 )
 _DEVICE = re.compile(r"Device (?P<i>\d+): (?P<name>[^,]+), compute capability (?P<cc>[\d.]+)")
 _OFFLOADED = re.compile(r"offloaded (?P<n>\d+)/(?P<m>\d+) layers to GPU")
