@@ -12,6 +12,7 @@ import sys
 from planner import limits
 from planner.errors import PlannerError
 from planner.units import GiB
+from tui import explain_engines
 
 GIVEN_FLAGS = (
     "max_model_len", "tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_utilization",
@@ -20,10 +21,12 @@ GIVEN_FLAGS = (
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
-    parser.add_argument("log", metavar="LOG", help="a vLLM or llama.cpp startup log file, or - for stdin")
+    parser.add_argument(
+        "log", metavar="LOG", help="an engine's startup log (vLLM, SGLang, Ollama, llama.cpp), or - for stdin"
+    )
     parser.add_argument(
         "--model",
-        help="vLLM: model config / catalog name / repo id (default: the log's); llama.cpp: the GGUF file "
+        help="model config / catalog name / repo id (default: the log's); for a llama.cpp log, the GGUF file "
         "(its tensor table replaces the log's description of it)",
     )
     parser.add_argument("--vllm-version", help="when the log does not say which version wrote it")
@@ -41,6 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     given.add_argument(
         "--quantization", "-q", help="vLLM's --quantization (awq, gptq, fp8, bitsandbytes, ...)"
     )
+    explain_engines.add_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the same as one JSON object (stable keys)")
 
 
@@ -96,25 +100,6 @@ def render(sheet) -> str:  # noqa: ANN001  (planner.engines.worksheet.Worksheet,
     return "\n".join(lines)
 
 
-def _options(engine: str, args: argparse.Namespace, given: dict) -> dict:
-    """The flags that engine's explain takes; a flag meant for another engine's log is refused."""
-    if engine == "vllm":
-        return {
-            "given": given,
-            "model": args.model,
-            "version": args.vllm_version,
-            "gpu": args.gpu,
-            "total_bytes": None if args.total_gib is None else round(args.total_gib * GiB),
-        }
-    foreign = [f"--{k.replace('_', '-')}" for k in given] + [
-        flag for flag, value in (("--vllm-version", args.vllm_version), ("--gpu", args.gpu),
-                                 ("--total-gib", args.total_gib)) if value is not None
-    ]  # fmt: skip
-    if foreign:
-        raise PlannerError(f"{', '.join(foreign)} apply to vLLM logs; this is a {engine} log")
-    return {"model": args.model}
-
-
 def main(args: argparse.Namespace, name: str) -> int:
     from planner.engines import recognize  # noqa: PLC0415
     from planner.engines.worksheet import worksheet_json  # noqa: PLC0415
@@ -137,7 +122,17 @@ def main(args: argparse.Namespace, name: str) -> int:
             continue
         if value <= 0 or (key == "gpu_memory_utilization" and value > 1):
             raise PlannerError(f"--{key.replace('_', '-')} out of range: {value}")
-    sheet = engine.explain(log, _options(engine.name, args, given))
+    given = explain_engines.given(args, engine.name, given)
+    if engine.name == "llamacpp" and (args.gpu is not None or args.total_gib is not None):
+        raise PlannerError("--gpu and --total-gib are for vLLM and SGLang logs; this is llama.cpp's log")
+    options = {
+        "given": given,
+        "model": args.model,
+        "version": explain_engines.version(args, engine.name),
+        "gpu": args.gpu,
+        "total_bytes": None if args.total_gib is None else round(args.total_gib * GiB),
+    }
+    sheet = engine.explain(log, options)
     out = json.dumps(worksheet_json(sheet), indent=1) if args.json else render(sheet)
     try:
         print(out)

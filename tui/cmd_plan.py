@@ -18,7 +18,7 @@ from planner.budget import Plan, PlanInputs, make_plan, plan_to_json
 from planner.errors import PlannerError
 from planner.machines import CUSTOM_MACHINE, THIS_MACHINE, Machine, get_machine, machine_names, this_machine
 from planner.units import GiB
-from tui import cmd_plan_llamacpp
+from tui import cmd_plan_llamacpp, plan_engines
 from tui.config import ConfigError, PlanDefaults, load_config, merge_plan_args
 from tui.options import (
     DEFAULT_MODEL,
@@ -150,8 +150,9 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     vllm = parser.add_argument_group("vLLM pool (--engine vllm)")
     vllm.add_argument(
         "--engine",
-        **_choice("vllm", "llamacpp", what="--engine"),
-        help="also compute the serving engine's own figures (vllm: its KV pool; llamacpp: its buffers)",
+        **_choice("vllm", *plan_engines.ENGINES, "llamacpp", what="--engine"),
+        help="also compute the serving engine's own figures (vLLM's KV pool, SGLang's, Ollama's; llama.cpp's "
+        "buffers for a GGUF)",
     )
     vllm.add_argument(
         "--gpu-memory-utilization",
@@ -243,6 +244,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         **_choice("torch-sort", "triton", "flashinfer", what="--sampler-path"),
         help="the sampler the profile run uses (default: the version's)",
     )
+    plan_engines.add_arguments(parser)
     cmd_plan_llamacpp.add_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object (bytes as integers)")
 
@@ -356,13 +358,14 @@ def _check_vllm_flags(args: argparse.Namespace) -> None:
             ("--cudagraph-gib", args.cudagraph_gib),
             ("--kv-pool-gib", args.kv_pool_gib),
             ("--vllm-version", args.vllm_version),
-            ("--max-model-len", args.max_model_len),
-            ("--total-gib", args.total_gib),
+            ("--max-model-len", None if args.engine == "sglang" else args.max_model_len),
+            ("--total-gib", None if args.engine in plan_engines.ENGINES else args.total_gib),
         )
         if value is not None
     ]
     if given:
         raise PlannerError(f"{', '.join(given)} only make sense with --engine vllm")
+    plan_engines.check_flags(args)
 
 
 def compute(args: argparse.Namespace, defaults: PlanDefaults | None = None) -> tuple[Plan, Any]:
@@ -386,6 +389,8 @@ def compute(args: argparse.Namespace, defaults: PlanDefaults | None = None) -> t
     pool = None
     if args.engine == "vllm":
         pool = _vllm_pool(args, spec, plan)
+    elif args.engine in plan_engines.ENGINES:
+        pool = plan_engines.engine_plan(args, spec, plan)
     return plan, pool
 
 
@@ -537,6 +542,11 @@ def main(args: argparse.Namespace, name: str) -> int:
     if llama_flags:
         raise PlannerError(f"{', '.join(llama_flags)} only make sense with --engine llamacpp")
     plan, pool = compute(args, defaults)
+    if args.engine in plan_engines.ENGINES:
+        if args.json:
+            out = {**plan_to_json(plan), args.engine: plan_engines.to_json(args.engine, pool)}
+            return _print(json.dumps(out, indent=1))
+        return _print("\n".join([render(plan, None), *plan_engines.render(args.engine, pool)]))
     text = json.dumps(plan_to_json(plan, pool), indent=1) if args.json else render(plan, pool)
     return _print(text)
 
@@ -545,6 +555,7 @@ def _llamacpp(args: argparse.Namespace, defaults: PlanDefaults | None) -> int:
     """llama.cpp's buffers for a GGUF (tui/cmd_plan_llamacpp.py); the four-bucket plan is vLLM's and
     transformers' view and needs a config.json, so it is not printed here."""
     _check_vllm_flags(args)
+    plan_engines.check_flags(args)
     context = build_inputs(args, defaults).context
     p = cmd_plan_llamacpp.predict(args, context)
     if args.json:

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 # embeds another's lines comes before that one (Ollama's server log carries llama.cpp's), and vLLM comes last
 # because it also claims a log whose only line is a start-up error (to say where it died).
 _PACKAGES: dict[str, str] = {
+    "sglang": "planner.engines.sglang",  # SGLang's log carries vLLM's import lines (its custom ops)
+    "ollama": "planner.engines.ollama",  # Ollama's server log carries llama.cpp's lines
     "llamacpp": "planner.engines.llamacpp",
     "vllm": "planner.engines.vllm",
 }

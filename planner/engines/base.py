@@ -13,8 +13,9 @@ Each engine is one package under planner/engines/ and registers in planner/engin
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -71,3 +72,112 @@ class Engine(ABC):
     @abstractmethod
     def predict(self, spec: Any, arguments: Any, plan: Any = None) -> Any:
         """The engine's own memory terms for a model spec and the engine's arguments, before launch."""
+
+    def new_reader(self) -> Any:
+        """An incremental reader of this engine's log: feed_text(chunk) as it streams, result() at any time.
+        Engines whose reader is incremental return it; this default re-reads the text kept so far."""
+        return _WholeTextReader(self)
+
+    def live_buckets(self, log: Any) -> LiveBuckets | None:
+        """What each device holds by the engine's own log (None: this engine gives none)."""
+        return None
+
+    def planned_buckets(self, sheet: Any) -> DeviceBuckets | None:
+        """The buckets the engine's own model predicts for the log's model and arguments (the Live screen's
+        plan row): the worksheet's predicted "weights" and "KV pool" / "KV cache" terms."""
+        terms = {t.name: t for t in sheet.terms if t.how == "PREDICTED"}
+        kv = terms.get("KV pool") or terms.get("KV cache")
+        weights = terms.get("weights")
+        if kv is None and weights is None:
+            return None
+        return DeviceBuckets("planned", weights.bytes if weights else None, kv.bytes if kv else None)
+
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # terminal colour codes a captured log keeps
+
+
+class LineReader:
+    """An engine log reader fed text in chunks of any size (a followed file delivers lines in pieces): each
+    whole line goes to feed(line) when its newline arrives; flush() hands on a last line without one."""
+
+    _partial = ""
+
+    def feed(self, raw: str) -> None:
+        raise NotImplementedError
+
+    def feed_text(self, chunk: str) -> None:
+        data = self._partial + chunk
+        *complete, self._partial = data.split("\n")
+        for line in complete:
+            self.feed(line)
+
+    def flush(self) -> None:
+        if self._partial:
+            line, self._partial = self._partial, ""
+            self.feed(line)
+
+
+def read_all(reader: Any, text: str | Iterable[str]) -> Any:
+    """A whole log (one string, or its lines) through `reader`; its result()."""
+    if isinstance(text, str):
+        reader.feed_text(text)
+        reader.flush()
+    else:
+        for line in text:
+            reader.feed(line)
+    return reader.result()
+
+
+class _WholeTextReader:
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._text: list[str] = []
+
+    def feed_text(self, chunk: str) -> None:
+        self._text.append(chunk)
+
+    def result(self) -> Any:
+        return self._engine.read_log("".join(self._text))
+
+
+# ---- what a followed log says each device holds (the Live screen's buckets, the recording's figures) ----
+@dataclass(frozen=True, slots=True)
+class DeviceBuckets:
+    """One device's share of an engine process, as the engine's log states it (bytes; None: not logged)."""
+
+    device: str  # "GPU" (one rank of the job), "CUDA0", "CPU"
+    weights: int | None = None
+    kv: int | None = None
+    activations: int | None = None  # the activation / compute buffers
+    overhead: int | None = None  # everything else the engine accounts for (CUDA graphs, request tables, ...)
+
+    @property
+    def total(self) -> int | None:
+        parts = [p for p in (self.weights, self.kv, self.activations, self.overhead) if p is not None]
+        return sum(parts) if parts else None
+
+
+@dataclass(frozen=True, slots=True)
+class LiveBuckets:
+    """An engine's own accounting from its log so far: per device, what each bucket came from, and every
+    figure by name for the recording."""
+
+    engine: str
+    stage: str
+    devices: tuple[DeviceBuckets, ...]  # GPU devices first, then the host
+    sources: tuple[str, ...]  # "weights: 'Load weight end' mem usage (line 12)", ...
+    figures: tuple[tuple[str, float], ...]  # (name, value) in bytes for memory figures, else counts
+    ranks: int = 1  # ranks of the job whose figures these are (each rank the same)
+
+    def device(self, name: str) -> DeviceBuckets | None:
+        return next((d for d in self.devices if d.device == name), None)
+
+    @property
+    def gpu(self) -> DeviceBuckets | None:
+        return next((d for d in self.devices if d.device != "CPU"), None)
+
+    @property
+    def accounted(self) -> int | None:
+        """What the engine accounts for in all: every device's total, times the ranks."""
+        totals = [d.total for d in self.devices if d.total is not None]
+        return sum(totals) * self.ranks if totals else None

@@ -22,8 +22,8 @@ MiB = 2**20
 LOGS = REPO_ROOT / "tests" / "data" / "llamacpp_logs"
 SHAPE = TinyShape()
 Q8 = 34  # bytes per 32 values
-EMBD = len(VOCAB) * SHAPE.n_embd // 32 * Q8  # token_embd, q8_0
-OUTPUT = len(VOCAB) * SHAPE.n_embd // 32 * Q8 + SHAPE.n_embd * 4  # output (q8_0) + output_norm (f32)
+EMBD = VOCAB * SHAPE.n_embd // 32 * Q8  # token_embd, q8_0
+OUTPUT = VOCAB * SHAPE.n_embd // 32 * Q8 + SHAPE.n_embd * 4  # output (q8_0) + output_norm (f32)
 LAYER = (
     2 * SHAPE.n_embd * 4  # attn_norm, ffn_norm
     + 2 * SHAPE.n_embd * SHAPE.n_embd // 32 * Q8  # attn_q, attn_output

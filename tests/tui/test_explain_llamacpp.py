@@ -69,7 +69,7 @@ def test_a_log_that_stops_early_is_one_line_and_exit_2(text, message):
 def test_vllm_flags_are_refused_on_a_llama_cpp_log():
     done = memsight("explain", str(LOG), "--gpu", "h100", "--max-model-len", "4096")
     assert done.returncode == 2
-    assert done.stderr == "memsight: --max-model-len, --gpu apply to vLLM logs; this is a llamacpp log\n"
+    assert done.stderr == "memsight: --max-model-len is a vLLM setting; this is llama.cpp's log\n"
 
 
 def test_plan_engine_llamacpp_on_a_real_gguf(tmp_path: pathlib.Path):

@@ -248,7 +248,8 @@ def bucket_comparisons(
                 planned = None
                 label = plan_errors.get(key, "no plan inputs (set a model on the Plan screen, key 2)")
             if source is not None:
-                notes.append(" · ".join(source.provenance))
+                if source.provenance:
+                    notes.append(" · ".join(source.provenance))
                 if source.error:
                     notes.append(source.error)
             if info is not None:
@@ -504,6 +505,11 @@ def plan_sources(state: MonitorState, base: PlanInputs, explicit: frozenset[str]
         info = view.info
         model = _largest_model(info) if info is not None else None
         if model is None:
+            unreadable = [m for m in info.models if m.config_error] if info is not None else []
+            if unreadable and "model" not in explicit:  # said where the plan would be, not planned silently
+                m = unreadable[0]
+                why = f"pid {view.pid}'s loaded {m.cls}: {m.config_error}; give --model to plan it"
+                out.append(PlanSource(view.pid, base, None, "", (), why))
             continue
         notes = []
         fields: dict[str, Any] = {}
@@ -609,12 +615,14 @@ def _exact(n: int) -> str:
 
 
 def agent_notes(info) -> tuple[str, ...]:
-    """Hook status worth a line: failed hooks, untracked caches (named once), autotrack off."""
+    """Status worth a line: the agent's problems (a failed last sample, tracking lost at a fork), failed
+    hooks, untracked caches (named once), autotrack off or failed."""
     if info is None:
         return ()
-    notes = [f"autotrack hook {h}" for h in info.failed_hooks]
+    notes = [f"agent: {p}" for p in info.problems]
+    notes += [f"autotrack hook {h}" for h in info.failed_hooks]
     notes += [f"untracked: {u}" for u in info.untracked]
-    if info.autotrack.startswith("off"):
+    if info.autotrack.startswith(("off", "failed")):
         notes.append(f"autotrack {info.autotrack}")
     return tuple(notes)
 
@@ -835,8 +843,9 @@ def plan_follows(
         what = "loaded model" if source.spec is not None else given
         line = f"following pid {source.pid}'s {what}{more}: " + " · ".join(source.provenance)
         return source, (f"{why_not}; " if why_not else "") + line
-    if why_not:
-        return None, f"{why_not}; the bars plan the inputs below"
+    reasons = ([why_not] if why_not else []) + [s.error for s in sources if s.error]
+    if reasons:
+        return None, "; ".join(reasons) + "; the bars plan the inputs below"
     return None, ""
 
 
