@@ -13,7 +13,9 @@ MiB = 2**20
 GiB = 2**30
 KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
 FLAGS = ("n_gpu_layers", "parallel", "kv_unified", "cache_type_k", "cache_type_v", "ubatch_size",
-         "flash_attn", "no_kv_offload", "swa_full")  # fmt: skip
+         "flash_attn", "no_kv_offload", "swa_full", "batch_size", "gpus", "tensor_split", "split_mode",
+         "main_gpu", "gpu_backend")  # fmt: skip
+GPU_BACKENDS = ("CUDA", "ROCm", "Vulkan", "Metal", "CPU")
 
 
 def count(flag: str, minimum: int = 0) -> Any:
@@ -49,6 +51,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--no-kv-offload", "-nkvo", action="store_true", default=None)
     group.add_argument("--swa-full", action="store_true", default=None)
+    group.add_argument("--batch-size", "-b", type=count("--batch-size", 1), default=None, help="default 2048")
+    group.add_argument(
+        "--gpus", type=count("--gpus", 1), default=None, help="GPUs llama.cpp sees (default 1)"
+    )
+    group.add_argument(
+        "--tensor-split", "-ts", type=_split, default=None, help="proportions per GPU, e.g. 3,1"
+    )
+    group.add_argument(
+        "--split-mode", "-sm", **choice("layer", "row", "none", what="--split-mode"), default=None
+    )
+    group.add_argument("--main-gpu", "-mg", type=count("--main-gpu"), default=None)
+    group.add_argument(
+        "--gpu-backend", **choice(*GPU_BACKENDS, what="--gpu-backend"), default=None,
+        help="the build's GPU backend (default CUDA; CPU: a CPU-only build)",
+    )  # fmt: skip
+
+
+def _split(text: str) -> tuple[float, ...]:
+    """-ts 3,1 (llama.cpp also takes 3/1)."""
+    try:
+        parts = tuple(float(x) for x in text.replace("/", ",").split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--tensor-split: {text!r} is not proportions like 3,1") from None
+    if any(x < 0 or x != x for x in parts):
+        raise argparse.ArgumentTypeError(f"--tensor-split: {text!r} has a negative proportion")
+    return parts
 
 
 def given_flags(args: argparse.Namespace) -> list[str]:
@@ -57,10 +85,14 @@ def given_flags(args: argparse.Namespace) -> list[str]:
 
 def predict(args: argparse.Namespace, context: int) -> Any:
     from planner.engines import get_engine  # noqa: PLC0415
-    from planner.engines.llamacpp.predict import LlamaCppArgs  # noqa: PLC0415
+    from planner.engines.llamacpp.model import GpuSplit  # noqa: PLC0415
+    from planner.engines.llamacpp.predict import DEFAULT_BATCH, LlamaCppArgs  # noqa: PLC0415
 
     if not args.model or not str(args.model).lower().endswith(".gguf"):
         raise PlannerError("--engine llamacpp plans a GGUF file: give MODEL as path/to/model.gguf")
+    n_gpus = args.gpus or (len(args.tensor_split) if args.tensor_split else 1)
+    split = GpuSplit(n_gpus, args.tensor_split or (), args.split_mode or "layer", args.main_gpu or 0)
+    backend = args.gpu_backend or "CUDA"
     arguments = LlamaCppArgs(
         n_ctx=context,
         n_gpu_layers=-1 if args.n_gpu_layers is None else args.n_gpu_layers,
@@ -72,6 +104,10 @@ def predict(args: argparse.Namespace, context: int) -> Any:
         flash_attn=args.flash_attn != "off",
         kv_offload=not args.no_kv_offload,
         swa_full=bool(args.swa_full),
+        n_batch=args.batch_size or DEFAULT_BATCH,
+        gpus=split,
+        gpu_backend=backend,
+        cpu_only=backend == "CPU",
     )
     return get_engine("llamacpp").predict(args.model, arguments)
 
@@ -82,6 +118,9 @@ def _m(n: int) -> str:
 
 def render(model: str, p: Any) -> str:
     kv = p.kv
+    devices = p.per_device()
+    gpu_names = [d[0] for d in devices[:-1]]
+    first = gpu_names[0] if gpu_names else "CPU"
     lines = [
         f"memsight plan: {model} under llama.cpp (the formulas of ggml-org/llama.cpp@0c1e57098)",
         f"  n_ctx {kv.n_ctx:,} ({kv.n_ctx_seq:,} cells per sequence), "
@@ -89,15 +128,28 @@ def render(model: str, p: Any) -> str:
         f"layers on the GPU, K {p.kv_args.type_k}, V {p.kv_args.type_v}",
         "",
         f"  {'buffer':<28}{'MiB':>12}   what llama.cpp logs",
-        f"  {'model, GPU':<28}{_m(p.model.gpu_bytes):>12}   load_tensors: CUDA0 model buffer size",
+        f"  {'model, GPU':<28}{_m(p.model.gpu_bytes):>12}   load_tensors: {first} model buffer size",
         f"  {'model, host':<28}{_m(p.model.cpu_bytes):>12}   load_tensors: CPU_Mapped model buffer size",
         f"  {'KV cache':<28}{_m(kv.bytes):>12}   llama_kv_cache: size = ... "
         f"(K {_m(kv.k_bytes)}, V {_m(kv.v_bytes)})",
-        f"  {'KV buffer, GPU':<28}{_m(p.kv_gpu_bytes):>12}   llama_kv_cache: CUDA0 KV buffer size",
-        f"  {'compute buffer, GPU':<28}{_m(p.compute.bytes):>12}   APPROXIMATE (the graph's largest tensors)",
+        f"  {'KV buffer, GPU':<28}{_m(p.kv_gpu_bytes):>12}   llama_kv_cache: {first} KV buffer size",
+        f"  {'compute buffer, GPU':<28}{_m(p.compute.bytes):>12}   {first} compute buffer size "
+        f"({p.compute.how} from llama.cpp's graph)",
+        f"  {'compute buffer, host':<28}{_m(p.compute.host_bytes):>12}   "
+        + (
+            f"{first.rstrip('0123456789')}_Host compute buffer size"
+            if gpu_names
+            else "CPU compute buffer size"
+        ),
         f"  {'GPU total':<28}{_m(p.gpu_bytes):>12}   ({p.gpu_bytes / GiB:,.2f} GiB)",
         "",
     ]
+    if len(gpu_names) > 1:
+        lines.append(f"  {'per device (MiB)':<20}{'model':>12}{'KV':>12}{'compute':>12}{'total':>12}")
+        for name, model_b, kv_b, compute_b in devices:
+            total = model_b + kv_b + compute_b
+            lines.append(f"  {name:<20}{_m(model_b):>12}{_m(kv_b):>12}{_m(compute_b):>12}{_m(total):>12}")
+        lines.append("")
     lines += [f"  kv: {t}" for t in kv.terms]
     lines += [f"  model: {t}" for t in p.model.terms]
     lines += [f"  compute: {t}" for t in p.compute.terms]
@@ -125,6 +177,11 @@ def to_json(model: str, p: Any) -> dict[str, Any]:
             for c in p.kv.caches
         ],
         "compute_gpu_bytes": p.compute.bytes,
-        "compute_how": "APPROXIMATE",
+        "compute_host_bytes": p.compute.host_bytes,
+        "compute_how": p.compute.how,
         "gpu_bytes": p.gpu_bytes,
+        "devices": [
+            {"device": name, "model_bytes": model_b, "kv_bytes": kv_b, "compute_bytes": compute_b}
+            for name, model_b, kv_b, compute_b in p.per_device()
+        ],
     }

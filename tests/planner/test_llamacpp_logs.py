@@ -23,39 +23,48 @@ TERMS = {
     "model_host": "model buffer, host",
     "kv_total": "KV cache",
     "kv_gpu": "KV buffer, GPU",
-    "compute_gpu": "compute buffer, GPU (APPROXIMATE)",
+    "compute_gpu": "compute buffer, GPU (derived from the graph)",
+    "compute_host": "compute buffer, host (derived from the graph)",
 }
+METAL_MAPPED = "Metal's mapped buffer spans the model file from its first GPU tensor to its last, token_embd included"
 
 
 @dataclass(frozen=True)
 class Case:
     log: str
-    errors: dict[
-        str, float
-    ]  # row -> relative error reached (fraction); rows the log does not show are absent
+    errors: dict[str, float]  # row -> relative error reached (fraction); rows the log does not show are absent
     misses: dict[str, str] = field(default_factory=dict)  # row -> why it is outside 1%
 
 
+# compute_host is -0.05% wherever the log prints 9.01 or 8.01 MiB for a derived 9.006 / 8.006: the log's rounding
 CASES = (
     Case("ci_b3448_v100_pythia28b_q4_0.log",
-         {"model_gpu": 0.0013, "model_host": 0.0, "kv_total": 0.0, "kv_gpu": 0.0, "compute_gpu": -0.1173}),
+         {"model_gpu": 0.0013, "model_host": 0.0, "kv_total": 0.0, "kv_gpu": 0.0, "compute_gpu": 0.0,
+          "compute_host": -0.0005}),
     Case("ci_b3448_v100_pythia28b_q6_k.log",
-         {"model_gpu": -0.0017, "model_host": 0.0, "kv_total": 0.0, "kv_gpu": 0.0, "compute_gpu": -0.1173}),
+         {"model_gpu": -0.0017, "model_host": 0.0, "kv_total": 0.0, "kv_gpu": 0.0, "compute_gpu": 0.0,
+          "compute_host": -0.0005}),
     Case("ci_b3448_v100_pythia28b_q2_k.log",
-         {"model_gpu": 0.0001, "model_host": 0.0, "kv_total": 0.0, "kv_gpu": 0.0, "compute_gpu": -0.1173}),
-    Case("ci_b3448_x86cpu_pythia14b_q4_0.log", {"model_host": 0.0, "kv_total": 0.0}),
+         {"model_gpu": 0.0001, "model_host": 0.0, "kv_total": 0.0, "kv_gpu": 0.0, "compute_gpu": 0.0,
+          "compute_host": -0.0005}),
+    Case("ci_b3448_x86cpu_pythia14b_q4_0.log", {"model_host": 0.0, "kv_total": 0.0, "compute_host": 0.0}),
     Case("ci_b4446_t4vulkan_pythia28b_q8_0.log",
-         {"model_gpu": 0.0004, "model_host": 0.0, "kv_total": 0.0, "kv_gpu": 0.0, "compute_gpu": -0.1173}),
+         {"model_gpu": 0.0004, "model_host": 0.0, "kv_total": 0.0, "kv_gpu": 0.0, "compute_gpu": 0.0,
+          "compute_host": -0.0005}),
     Case("ci_b4801_m4metal_pythia14b_q4_k.log",
-         {"model_gpu": -0.0634, "model_host": -0.0001, "kv_total": 0.0, "kv_gpu": 0.0, "compute_gpu": 0.0782},
-         {"model_gpu": "Metal's mapped buffer spans the whole model file, host tensors included"}),
+         {"model_gpu": -0.0634, "model_host": -0.0001, "kv_total": 0.0, "kv_gpu": 0.0, "compute_gpu": 0.0,
+          "compute_host": -0.0005},
+         {"model_gpu": METAL_MAPPED}),
     Case("ci_b3448_v100_pythia28b_f16_perplexity.log",
-         {"model_gpu": -0.0002, "model_host": 0.0, "kv_total": 0.0, "kv_gpu": 0.0, "compute_gpu": -0.1173}),
+         {"model_gpu": -0.0002, "model_host": 0.0, "kv_total": 0.0, "kv_gpu": 0.0, "compute_gpu": 0.0,
+          "compute_host": -0.0005}),
     Case("ci_b4446_t4vulkan_pythia28b_q4_k.log",
-         {"model_gpu": -0.0013, "model_host": 0.0, "kv_total": 0.0, "kv_gpu": 0.0, "compute_gpu": -0.1173}),
+         {"model_gpu": -0.0013, "model_host": 0.0, "kv_total": 0.0, "kv_gpu": 0.0, "compute_gpu": 0.0,
+          "compute_host": -0.0005}),
     Case("ci_b4801_m4metal_pythia14b_q8_0.log",
-         {"model_gpu": -0.0739, "model_host": 0.0, "kv_total": 0.0, "kv_gpu": 0.0, "compute_gpu": 0.0782},
-         {"model_gpu": "Metal's mapped buffer spans the whole model file, host tensors included"}),
+         {"model_gpu": -0.0739, "model_host": 0.0, "kv_total": 0.0, "kv_gpu": 0.0, "compute_gpu": 0.0,
+          "compute_host": -0.0005},
+         {"model_gpu": METAL_MAPPED}),
     Case("ci_b907_x86cpu_openllama3b_q4_0_ggjt.log", {"kv_total": 0.0}),
 )  # fmt: skip
 
@@ -78,7 +87,7 @@ def test_prediction_against_the_logged_figures(case):
     for key, error in errors.items():
         assert abs(error - case.errors[key]) <= 0.005, (case.log, key, error)
     assert abs(errors["kv_total"]) <= 0.01  # every log here states the architecture
-    for key in ("model_gpu", "model_host"):
+    for key in ("model_gpu", "model_host", "compute_gpu", "compute_host"):
         if key in errors and key not in case.misses:
             assert abs(errors[key]) <= 0.01, (case.log, key, errors[key])
 
@@ -93,15 +102,14 @@ def test_the_set_spans_builds_devices_and_quant_types():
 
 def table() -> str:
     lines = [
-        "| term | logs | median abs. error | worst abs. error | within 3% |",
-        "| --- | --- | --- | --- | --- |",
+        "| term | logs | median abs. error | worst abs. error | within 1% | within 3% |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for key, label in TERMS.items():
         errs = [abs(e) for c in CASES for k, e in errors_of(c).items() if k == key]
-        within = sum(e <= 0.03 for e in errs)
         lines.append(
             f"| {label} | {len(errs)} | {statistics.median(errs):.1%} | {max(errs):.1%} | "
-            f"{within} of {len(errs)} |"
+            f"{sum(e <= 0.01 for e in errs)} of {len(errs)} | {sum(e <= 0.03 for e in errs)} of {len(errs)} |"
         )
     return "\n".join(lines)
 

@@ -43,7 +43,9 @@ def test_json_has_the_shared_keys_and_exact_figures():
     assert list(out) == ["worksheet", "model", "llamacpp_build", "stage", "inputs", "terms", "rows", "notes"]
     assert out["rows"]["kv_total"]["logged"] == 640.0 and out["rows"]["kv_total"]["predicted"] == 640.0
     assert out["rows"]["kv_cells"]["logged"] == 2048 and out["rows"]["model_host"]["logged"] == 130.49
-    assert {t["name"]: t["how"] for t in out["terms"]}["compute buffer, GPU"] == "APPROXIMATE"
+    assert {t["name"]: t["how"] for t in out["terms"]}["compute buffer, GPU"] == "DERIVED"
+    compute = out["rows"]["compute_gpu"]  # derived from the graph; the log rounds to 2 decimals
+    assert compute["logged"] == 162.0 and abs(compute["predicted"] - 162.0) <= 0.005
 
 
 @pytest.mark.parametrize(

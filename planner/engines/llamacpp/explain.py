@@ -14,17 +14,27 @@ from dataclasses import dataclass
 from typing import Any
 
 from planner.engines.base import Figure
-from planner.engines.llamacpp.compute import ComputeShape
-from planner.engines.llamacpp.kv import KVShape, row_bytes, swa_layer_count
+from planner.engines.llamacpp.graph import GraphShape
+from planner.engines.llamacpp.kv import KVShape, row_bytes, swa_layer_count, swa_layer_ids
 from planner.engines.llamacpp.log import STAGE_WORDS, LlamaCppLog
-from planner.engines.llamacpp.model import ModelBuffers, split_tensors
+from planner.engines.llamacpp.model import GpuSplit, ModelBuffers, split_tensors
 from planner.engines.llamacpp.predict import LlamaCppArgs, LlamaCppPlan, plan
 from planner.engines.worksheet import Row, Term, Worksheet
 from planner.errors import PlannerError
 from planner.units import GiB
 
 MiB = 2**20
-ROW_KEYS = ("model_gpu", "model_host", "kv_cells", "kv_total", "kv_k", "kv_v", "kv_gpu", "compute_gpu")
+ROW_KEYS = (
+    "model_gpu",
+    "model_host",
+    "kv_cells",
+    "kv_total",
+    "kv_k",
+    "kv_v",
+    "kv_gpu",
+    "compute_gpu",
+    "compute_host",
+)
 ROW_LABELS = {
     "model_gpu": "model buffer, GPU (MiB)",
     "model_host": "model buffer, host (MiB)",
@@ -34,7 +44,10 @@ ROW_LABELS = {
     "kv_v": "V (MiB)",
     "kv_gpu": "KV buffer, GPU (MiB)",
     "compute_gpu": "compute buffer, GPU (MiB)",
+    "compute_host": "compute buffer, host (MiB)",
 }
+# with several GPUs, one row per device and buffer: "model_CUDA1", "kv_CUDA1", "compute_CUDA1"
+PER_DEVICE = {"model": "model buffer", "kv": "KV buffer", "compute": "compute buffer"}
 # llama-quant.cpp llama_ftype_get_default_type and the output rule (lines 490-510 in b0c1e570): the type of
 # token_embd (untied) and of output / a tied token_embd, by the file type print_info names.
 FILE_TYPES: dict[str, tuple[str, str]] = {
@@ -111,10 +124,43 @@ def kv_shape(log: LlamaCppLog, inputs: list[tuple[str, str, str]]) -> KVShape:
             f"hybrid: every {k}th layer is attention ({arch}.full_attention_interval): {kv_layers} KV layers"
         )
     if n_swa and (log.info.get("is_swa_any", "1") != "0"):
-        pattern = log.metadata.get(f"{arch}.attention.sliding_window_pattern")
-        swa, why = swa_layer_count(arch, kv_layers, int(pattern) if pattern and pattern.isdigit() else None)
+        swa, why = swa_layer_count(arch, kv_layers, _swa_pattern(log, arch))
     inputs.append(("architecture", f"{arch}, {n_layer} layers, K/V {k_gqa}/{v_gqa} per token", "log"))
     return KVShape(arch, n_layer, k_gqa, v_gqa, kv_layers, swa, n_swa, why)
+
+
+def _swa_pattern(log: LlamaCppLog, arch: str) -> int | None:
+    pattern = log.metadata.get(f"{arch}.attention.sliding_window_pattern")
+    return int(pattern) if pattern and pattern.isdigit() else None
+
+
+def graph_shape(log: LlamaCppLog, kv: KVShape) -> GraphShape:
+    """The compute graph's shapes from print_info; Q/K/V biases and Q/K norms by architecture (qwen2 has the
+    biases, qwen3 the norms: src/models/qwen2.cpp, qwen3.cpp)."""
+    n_head = _need(log, "n_head")
+    n_head_kv = _int(log, "n_head_kv") or n_head
+    head = _need(log, "n_embd") // n_head
+    head_k = _int(log, "n_embd_head_k") or kv.n_embd_k_gqa // n_head_kv or head
+    head_v = _int(log, "n_embd_head_v") or kv.n_embd_v_gqa // n_head_kv or head
+    n_ff = _int(log, "n_ff") or 0
+    experts_used, ff_exp = _int(log, "n_expert_used") or 0, _int(log, "n_ff_exp")
+    if experts_used and ff_exp:
+        n_ff = ff_exp * experts_used
+    swa = swa_layer_ids(kv.arch, kv.n_layer, _swa_pattern(log, kv.arch)) if kv.swa_layers else frozenset()
+    return GraphShape(
+        kv.arch,
+        kv.n_layer,
+        _need(log, "n_embd"),
+        n_head,
+        n_head_kv,
+        head_k,
+        head_v,
+        n_ff,
+        _need(log, "n_vocab"),
+        swa,
+        qkv_bias=kv.arch == "qwen2",
+        qk_norm=kv.arch in ("qwen3", "qwen3moe"),
+    )
 
 
 def _file_bytes(log: LlamaCppLog) -> tuple[int, str] | None:
@@ -130,7 +176,9 @@ def _file_bytes(log: LlamaCppLog) -> tuple[int, str] | None:
     return round(float(m.group(1)) * scale), text
 
 
-def model_from_log(log: LlamaCppLog, n_gpu_layers: int, inputs: list[tuple[str, str, str]]) -> ModelBuffers:
+def model_from_log(
+    log: LlamaCppLog, n_gpu_layers: int, inputs: list[tuple[str, str, str]], split: GpuSplit | None = None
+) -> ModelBuffers:
     """The GGUF's tensors as the log describes them: its printed tensor bytes less the input embedding
     llama.cpp keeps in host memory (n_vocab x n_embd in the file type's token_embd type) and the output layer,
     the rest spread evenly over the repeating layers (only -ngl below n_layer + 1 depends on that)."""
@@ -164,10 +212,13 @@ def model_from_log(log: LlamaCppLog, n_gpu_layers: int, inputs: list[tuple[str, 
     tensors += [(f"blk.{i}.all", per_layer) for i in range(n_layer)]
     inputs.append(("GGUF", f"{ftype}, {text}", "log (print_info)"))
     inputs.append(
-        ("token_embd / output", f"{out_type if tied else embd_type} / {'tied' if tied else out_type}",
-         "llama-quant.cpp's rule for the file type"),
-    )  # fmt: skip
-    return split_tensors(tensors, n_layer, n_gpu_layers)
+        (
+            "token_embd / output",
+            f"{out_type if tied else embd_type} / {'tied' if tied else out_type}",
+            "llama-quant.cpp's rule for the file type",
+        ),
+    )
+    return split_tensors(tensors, n_layer, n_gpu_layers, split or GpuSplit())
 
 
 def _whole(text: str | None, what: str, default: int | None = None, minimum: int = 1) -> int:
@@ -214,19 +265,50 @@ def args_from_log(log: LlamaCppLog, inputs: list[tuple[str, str, str]]) -> Llama
     )
     kv_figs = log.figures.get("kv_buffer", ())
     kv_offload = not (kv_figs and all(not _gpu(f) for f in kv_figs))
+    n_batch = _whole(log.context.get("n_batch"), "n_batch", max(ubatch, n_ctx))
+    # llama_context: n_outputs_max (2026 builds) bounds the output rows reserved; before it, every token
+    n_outputs = _whole(log.context.get("n_outputs_max"), "n_outputs_max", ubatch)
+    inputs.append(
+        (
+            "output rows reserved",
+            str(min(n_outputs, ubatch)),
+            "log (n_outputs_max)"
+            if "n_outputs_max" in log.context
+            else "every token (builds before n_outputs_max)",
+        )
+    )
+    gpus = gpu_devices(log)
+    backend = re.sub(r"\d+$", "", gpus[0]) if gpus else "CUDA"
+    inputs.append(("devices", ", ".join(gpus) or "CPU only", "log (the buffers' devices)"))
     return LlamaCppArgs(
-        n_ctx=n_ctx, n_gpu_layers=ngl, n_seq_max=seqs, kv_unified=unified, type_k=k_type, type_v=v_type,
-        n_ubatch=ubatch, flash_attn=flash, kv_offload=kv_offload,
-    )  # fmt: skip
+        n_ctx=n_ctx,
+        n_gpu_layers=ngl,
+        n_seq_max=seqs,
+        kv_unified=unified,
+        type_k=k_type,
+        type_v=v_type,
+        n_ubatch=ubatch,
+        flash_attn=flash,
+        kv_offload=kv_offload,
+        n_batch=n_batch,
+        n_outputs=n_outputs,
+        build=log.build,
+        gpus=GpuSplit(max(len(gpus), 1)),
+        gpu_backend=backend,
+        cpu_only=not gpus,
+    )
 
 
-def compute_shape(log: LlamaCppLog) -> ComputeShape:
-    n_ff = _int(log, "n_ff") or 0
-    experts_used = _int(log, "n_expert_used") or 0
-    ff_exp = _int(log, "n_ff_exp")
-    if experts_used and ff_exp:
-        n_ff = ff_exp * experts_used
-    return ComputeShape(_need(log, "n_vocab"), _need(log, "n_embd"), _need(log, "n_head"), n_ff)
+def gpu_devices(log: LlamaCppLog) -> list[str]:
+    """The GPU backends the log's buffers name, in order ("CUDA0", "CUDA1"; "Metal" for Metal_Mapped)."""
+    seen: list[str] = []
+    for name in ("model_buffer", "kv_buffer", "compute_buffer"):
+        for fig in log.figures.get(name, ()):
+            if _gpu(fig):
+                device = "Metal" if fig.rank.startswith("Metal") else fig.rank
+                if device not in seen:
+                    seen.append(device)
+    return sorted(seen, key=lambda d: (re.sub(r"\d+$", "", d), int(re.sub(r"^\D+", "", d) or 0)))
 
 
 def _gpu(fig: Figure) -> bool:
@@ -266,21 +348,32 @@ def logged(log: LlamaCppLog, caches: int) -> dict[str, tuple[float, int] | None]
         kv_figs = [f for f in log.figures.get("kv_buffer", ()) if start < f.line <= chosen[-1].line]
         if kv_figs:
             out["kv_gpu"] = (sum(f.value for f in kv_figs if _gpu(f)), kv_figs[0].line)
-    compute = [f for f in log.by_device("compute_buffer").values() if _gpu(f)]
-    if compute:
-        out["compute_gpu"] = (sum(f.value for f in compute), compute[0].line)
+    compute = log.by_device("compute_buffer")
+    for key, figs in (("compute_gpu", [f for f in compute.values() if _gpu(f)]),
+                      ("compute_host", [f for f in compute.values() if not _gpu(f)])):  # fmt: skip
+        if figs:
+            out[key] = (sum(f.value for f in figs), figs[0].line)
+    gpus = gpu_devices(log)
+    if len(gpus) > 1:
+        for short, name in (("model", "model_buffer"), ("kv", "kv_buffer"), ("compute", "compute_buffer")):
+            figs = log.by_device(name)
+            for device in gpus:
+                fig = figs.get(device)
+                out[f"{short}_{device}"] = (fig.value, fig.line) if fig else None
     return out
 
 
 def _cause(key: str, rel: float | None, p: LlamaCppPlan, from_gguf: bool, log: LlamaCppLog) -> str:
     if rel is None:
         return "not predicted" if key.startswith("model") else ""
-    if abs(rel) <= 0.01 and key != "compute_gpu":
+    if abs(rel) <= 0.01:
         return "within 1%"
     if key == "model_gpu" and any(f.rank.startswith("Metal") for f in log.figures.get("model_buffer", ())):
         return (
-            "Metal maps the model file's whole range into its buffer (unified memory), so the Metal_Mapped "
-            "buffer counts the host-side tensors too (observed in the logs, not derived from the source)"
+            "Metal maps the model file into its buffer (llama-model.cpp:1854-1868 buffer_from_host_ptr): the "
+            "Metal_Mapped buffer spans the file from its first GPU tensor to its last "
+            "(llama-model-loader.cpp:1449-1464 get_mapping_range), so host tensors stored between them "
+            "(token_embd here) are counted too; the log does not print the file's tensor order"
         )
     if key.startswith("model"):
         if from_gguf:
@@ -293,10 +386,12 @@ def _cause(key: str, rel: float | None, p: LlamaCppPlan, from_gguf: bool, log: L
         )
     if key.startswith("kv"):
         return "the cells, KV layers or widths differ from llama.cpp's (a build with other padding or layers)"
-    if key == "compute_gpu":
+    if key.startswith("compute"):
+        if p.compute.how != "DERIVED":
+            return p.compute.terms[0]
         return (
-            f"APPROXIMATE: the largest graph tensor ({p.compute.largest}) + residual; ggml-alloc's peak "
-            "differs"
+            "DERIVED from llama.cpp's graph: a build whose graph differs from the one replayed "
+            f"({p.compute.terms[0].split(':')[0]}), or a backend's own additions (see the compute term)"
         )
     return ""
 
@@ -310,16 +405,21 @@ def _predict(
     if model is not None:
         from planner.engines.llamacpp.plan import gguf_tensors  # noqa: PLC0415
 
-        buffers = split_tensors(gguf_tensors(model), shape.n_layer, args.n_gpu_layers)
+        buffers = split_tensors(gguf_tensors(model), shape.n_layer, args.n_gpu_layers, args.gpus)
         inputs.append(("GGUF", model, "--model (its tensor table)"))
     else:
         try:
-            buffers = model_from_log(log, args.n_gpu_layers, inputs)
+            buffers = model_from_log(log, args.n_gpu_layers, inputs, args.gpus)
         except PlannerError as exc:  # the KV can still be explained; the model rows say why not
             notes.append(f"model buffers not predicted: {exc}")
             buffers = None
-    weights = buffers or split_tensors([], shape.n_layer, args.n_gpu_layers)
-    return shape, buffers, plan(shape, compute_shape(log), weights, args)
+    weights = buffers or split_tensors([], shape.n_layer, args.n_gpu_layers, args.gpus)
+    if args.gpus.n_gpus > 1:
+        notes.append(
+            f"{args.gpus.n_gpus} GPUs: the layers split as llama.cpp does without -ts (equal free memory "
+            "assumed; the log does not print -ts)"
+        )
+    return shape, buffers, plan(shape, graph_shape(log, shape), weights, args)
 
 
 def explain(log: LlamaCppLog, *, model: str | None = None) -> Explanation:
@@ -335,14 +435,22 @@ def explain(log: LlamaCppLog, *, model: str | None = None) -> Explanation:
         "model_host": buffers.cpu_bytes / MiB if buffers else None,
         "kv_cells": float(p.kv.caches[0].cells) if p.kv.caches else None, "kv_total": p.kv.bytes / MiB,
         "kv_k": p.kv.k_bytes / MiB, "kv_v": p.kv.v_bytes / MiB, "kv_gpu": p.kv_gpu_bytes / MiB,
-        "compute_gpu": p.compute.bytes / MiB,
+        "compute_gpu": p.compute.bytes / MiB, "compute_host": p.compute.host_bytes / MiB,
     }  # fmt: skip
+    for device, model_b, kv_b, compute_b in p.per_device()[:-1]:
+        predicted.update(
+            {
+                f"model_{device}": model_b / MiB if buffers else None,
+                f"kv_{device}": kv_b / MiB,
+                f"compute_{device}": compute_b / MiB,
+            }
+        )
     seen = logged(log, len(p.kv.caches))
     rows = []
-    for key in ROW_KEYS:
-        fig, value = seen[key], predicted[key]
+    for key in seen:
+        fig, value = seen[key], predicted.get(key)
         rel = None if fig is None or not fig[0] or value is None else value / fig[0] - 1
-        how = "APPROXIMATE" if key == "compute_gpu" else ("PREDICTED" if value is not None else "-")
+        how = p.compute.how if key.startswith("compute") else ("PREDICTED" if value is not None else "-")
         cause = _cause(key, rel, p, model is not None, log) if fig is not None else ""
         rows.append(
             Row(key, None if fig is None else fig[0], None if fig is None else fig[1], value, how, cause)
@@ -354,7 +462,8 @@ def explain(log: LlamaCppLog, *, model: str | None = None) -> Explanation:
         Term("model buffer, host", weights.cpu_bytes, model_how, "token_embd and the layers -ngl leaves"),
         Term("KV cache", p.kv.bytes, "PREDICTED", "; ".join(p.kv.terms)),
         Term("KV buffer, GPU", p.kv_gpu_bytes, "PREDICTED", p.notes[-1]),
-        Term("compute buffer, GPU", p.compute.bytes, "APPROXIMATE", "; ".join(p.compute.terms)),
+        Term("compute buffer, GPU", p.compute.bytes, p.compute.how, "; ".join(p.compute.terms)),
+        Term("compute buffer, host", p.compute.host_bytes, p.compute.how, "the CPU side of the same graph"),
     )
     model_text = (
         f"model {buffers.gpu_bytes / MiB:,.2f} MiB on the GPU + {buffers.cpu_bytes / MiB:,.2f} MiB host"
@@ -393,6 +502,15 @@ def _logged_extras(log: LlamaCppLog) -> list[str]:
     return out
 
 
+def _labels(rows: tuple[Row, ...]) -> dict[str, str]:
+    labels = dict(ROW_LABELS)
+    for r in rows:
+        short, _, device = r.key.partition("_")
+        if short in PER_DEVICE and r.key not in labels:
+            labels[r.key] = f"{PER_DEVICE[short]}, {device} (MiB)"
+    return labels
+
+
 def to_worksheet(ex: Explanation) -> Worksheet:
     return Worksheet(
         engine="llamacpp",
@@ -404,7 +522,7 @@ def to_worksheet(ex: Explanation) -> Worksheet:
         inputs=ex.inputs,
         terms=ex.terms,
         rows=ex.rows,
-        labels=ROW_LABELS,
+        labels=_labels(ex.rows),
         notes=ex.notes,
         counts=frozenset({"kv_cells"}),
     )

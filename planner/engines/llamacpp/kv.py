@@ -115,12 +115,18 @@ class KVPlan:
         return sum(c.v_bytes for c in self.caches)
 
 
-def swa_layer_count(arch: str, n_layer: int, pattern: int | None = None) -> tuple[int, str]:
-    """(SWA layers, why): llama.cpp's set_swa_pattern (llama-hparams.cpp:8-22, dense_first false)."""
+def swa_layer_ids(arch: str, n_layer: int, pattern: int | None = None) -> frozenset[int]:
+    """The sliding-window layers: llama.cpp's set_swa_pattern (llama-hparams.cpp:8-22, dense_first false)."""
     n = pattern if pattern is not None else SWA_PATTERNS.get(arch)
     if n is None:
         raise PlannerError(f"the sliding-window layer pattern of {arch!r} is not known to memsight")
-    count = sum(1 for il in range(n_layer) if n == 0 or il % n < n - 1)
+    return frozenset(il for il in range(n_layer) if n == 0 or il % n < n - 1)
+
+
+def swa_layer_count(arch: str, n_layer: int, pattern: int | None = None) -> tuple[int, str]:
+    """(SWA layers, why)."""
+    count = len(swa_layer_ids(arch, n_layer, pattern))
+    n = pattern if pattern is not None else SWA_PATTERNS.get(arch)
     return count, f"SWA pattern {n} of {arch} (src/models/{arch}.cpp load_swa_pattern): {count} of {n_layer}"
 
 

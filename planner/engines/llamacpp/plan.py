@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from planner.engines.llamacpp.compute import ComputeShape
-from planner.engines.llamacpp.kv import SWA_PATTERNS, KVShape, swa_layer_count
+from planner.engines.llamacpp.graph import GraphShape
+from planner.engines.llamacpp.kv import SWA_PATTERNS, KVShape, swa_layer_count, swa_layer_ids
 from planner.engines.llamacpp.model import split_tensors
 from planner.engines.llamacpp.predict import LlamaCppArgs, LlamaCppPlan, plan
 from planner.errors import PlannerError
@@ -35,8 +35,10 @@ def _key(meta: Mapping[str, Any], arch: str, key: str, default: Any = None) -> A
     return value
 
 
-def shapes(meta: Mapping[str, Any], tensors: list[tuple[str, int]], shape_of: Mapping[str, tuple[int, ...]]):
-    """(KVShape, ComputeShape) from the GGUF's metadata, as llama.cpp's hparams read them."""
+def shapes(
+    meta: Mapping[str, Any], tensors: list[tuple[str, int]], shape_of: Mapping[str, tuple[int, ...]]
+) -> tuple[KVShape, GraphShape]:
+    """(KVShape, GraphShape) from the GGUF's metadata, as llama.cpp's hparams read them."""
     arch = str(meta.get("general.architecture", ""))
     if not arch:
         raise PlannerError("the GGUF names no general.architecture")
@@ -53,9 +55,11 @@ def shapes(meta: Mapping[str, Any], tensors: list[tuple[str, int]], shape_of: Ma
     if interval:
         kv_layers = sum(1 for il in range(n_layer - nextn) if (il + 1) % int(interval) == 0)
         why = f"hybrid: every {interval}th layer is attention: {kv_layers} KV layers"
+    swa_ids: frozenset[int] = frozenset()
     if n_swa and arch in SWA_PATTERNS:
         pattern = meta.get(f"{arch}.attention.sliding_window_pattern")
         swa, why = swa_layer_count(arch, kv_layers, int(pattern) if isinstance(pattern, int) else None)
+        swa_ids = swa_layer_ids(arch, n_layer, int(pattern) if isinstance(pattern, int) else None)
     embd = shape_of.get("token_embd.weight")
     if embd is None:
         raise PlannerError("the GGUF has no token_embd.weight")
@@ -66,15 +70,31 @@ def shapes(meta: Mapping[str, Any], tensors: list[tuple[str, int]], shape_of: Ma
             meta[f"{arch}.expert_used_count"]
         )
     kv = KVShape(arch, n_layer, head_kv * k_len, head_kv * v_len, kv_layers, swa, n_swa, why)
-    return kv, ComputeShape(n_vocab, n_embd, n_head, n_ff)
+    names = {name for name, _ in tensors}
+    graph = GraphShape(
+        arch,
+        n_layer,
+        n_embd,
+        n_head,
+        head_kv,
+        k_len,
+        v_len,
+        n_ff,
+        n_vocab,
+        swa_ids,
+        qkv_bias="blk.0.attn_q.bias" in names,
+        qk_norm="blk.0.attn_q_norm.weight" in names,
+    )
+    return kv, graph
 
 
 def predict(path: str, args: LlamaCppArgs) -> LlamaCppPlan:
     info = _checkpoint(path)
     tensors = [(t.name, t.nbytes) for t in info.tensors]
     shape_of = {t.name: t.shape for t in info.tensors}
-    kv, compute = shapes(info.metadata, tensors, shape_of)
-    buffers = split_tensors(tensors, kv.n_layer, args.n_gpu_layers)
+    kv, graph = shapes(info.metadata, tensors, shape_of)
+    matrices = [(t.name, t.nbytes, len(t.shape) >= 2) for t in info.tensors]
+    buffers = split_tensors(matrices, kv.n_layer, args.n_gpu_layers, args.gpus)
     return plan(
-        kv, compute, buffers, args, notes=(f"GGUF {path}: {len(tensors)} tensors, {info.tensor_bytes:,} B",)
+        kv, graph, buffers, args, notes=(f"GGUF {path}: {len(tensors)} tensors, {info.tensor_bytes:,} B",)
     )
