@@ -23,7 +23,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run": ("tui.cmd_run", "run a command with the in-process agent injected, and watch it"),
     "replay": ("tui.cmd_replay", "open a recording made with `memsight run --headless --record FILE`"),
     "demo": ("tui.cmd_watch", "the live view fed by a bundled real recording"),
-    "explain": ("tui.cmd_explain", "a vLLM startup log: each logged memory figure next to the prediction"),
+    "explain": (
+        "tui.cmd_explain",
+        "a vLLM or llama.cpp startup log: each logged memory figure next to the prediction",
+    ),
     "lab": ("tui.cmd_lab", "predict, then measure: the edge search and the lesson's Break It experiments"),
 }
 

@@ -28,9 +28,13 @@ KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2",
 
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     parser.add_argument(
-        "log", metavar="LOG", help="an engine's startup log (vLLM, SGLang, Ollama), or - for stdin"
+        "log", metavar="LOG", help="an engine's startup log (vLLM, SGLang, Ollama, llama.cpp), or - for stdin"
     )
-    parser.add_argument("--model", help="model config / catalog name / repo id (default: the one in the log)")
+    parser.add_argument(
+        "--model",
+        help="model config / catalog name / repo id (default: the log's); for a llama.cpp log, the GGUF file "
+        "(its tensor table replaces the log's description of it)",
+    )
     parser.add_argument("--vllm-version", help="when the log does not say which version wrote it")
     parser.add_argument("--gpu", help="GPU whose recorded mem_get_info total to use when the log has none")
     parser.add_argument(
@@ -149,6 +153,8 @@ def main(args: argparse.Namespace, name: str) -> int:
         if value <= 0 or (key == "gpu_memory_utilization" and value > 1):
             raise PlannerError(f"--{key.replace('_', '-')} out of range: {value}")
     given = explain_engines.given(args, engine.name, given)
+    if engine.name == "llamacpp" and (args.gpu is not None or args.total_gib is not None):
+        raise PlannerError("--gpu and --total-gib are for vLLM and SGLang logs; this is llama.cpp's log")
     options = {
         "given": given,
         "model": args.model,

@@ -18,7 +18,7 @@ from planner.budget import Plan, PlanInputs, make_plan, plan_to_json
 from planner.errors import PlannerError
 from planner.machines import CUSTOM_MACHINE, THIS_MACHINE, Machine, get_machine, machine_names, this_machine
 from planner.units import GiB
-from tui import plan_engines
+from tui import cmd_plan_llamacpp, plan_engines
 from tui.config import ConfigError, PlanDefaults, load_config, merge_plan_args
 from tui.options import (
     DEFAULT_MODEL,
@@ -150,8 +150,9 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     vllm = parser.add_argument_group("vLLM pool (--engine vllm)")
     vllm.add_argument(
         "--engine",
-        **_choice("vllm", *plan_engines.ENGINES, what="--engine"),
-        help="also compute the serving engine's own figures (vLLM's KV pool, SGLang's, Ollama's)",
+        **_choice("vllm", *plan_engines.ENGINES, "llamacpp", what="--engine"),
+        help="also compute the serving engine's own figures (vLLM's KV pool, SGLang's, Ollama's; llama.cpp's "
+        "buffers for a GGUF)",
     )
     vllm.add_argument(
         "--gpu-memory-utilization",
@@ -244,6 +245,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         help="the sampler the profile run uses (default: the version's)",
     )
     plan_engines.add_arguments(parser)
+    cmd_plan_llamacpp.add_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object (bytes as integers)")
 
 
@@ -534,6 +536,11 @@ def main(args: argparse.Namespace, name: str) -> int:
     except ConfigError as exc:
         print(f"memsight: {exc}", file=sys.stderr)
         return 2
+    if args.engine == "llamacpp":
+        return _llamacpp(args, defaults)
+    llama_flags = cmd_plan_llamacpp.given_flags(args)
+    if llama_flags:
+        raise PlannerError(f"{', '.join(llama_flags)} only make sense with --engine llamacpp")
     plan, pool = compute(args, defaults)
     if args.engine in plan_engines.ENGINES:
         if args.json:
@@ -542,6 +549,18 @@ def main(args: argparse.Namespace, name: str) -> int:
         return _print("\n".join([render(plan, None), *plan_engines.render(args.engine, pool)]))
     text = json.dumps(plan_to_json(plan, pool), indent=1) if args.json else render(plan, pool)
     return _print(text)
+
+
+def _llamacpp(args: argparse.Namespace, defaults: PlanDefaults | None) -> int:
+    """llama.cpp's buffers for a GGUF (tui/cmd_plan_llamacpp.py); the four-bucket plan is vLLM's and
+    transformers' view and needs a config.json, so it is not printed here."""
+    _check_vllm_flags(args)
+    plan_engines.check_flags(args)
+    context = build_inputs(args, defaults).context
+    p = cmd_plan_llamacpp.predict(args, context)
+    if args.json:
+        return _print(json.dumps(cmd_plan_llamacpp.to_json(args.model, p), indent=1))
+    return _print(cmd_plan_llamacpp.render(args.model, p))
 
 
 def _print(text: str) -> int:

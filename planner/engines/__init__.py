@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 # because it also claims a log whose only line is a start-up error (to say where it died).
 _PACKAGES: dict[str, str] = {
     "sglang": "planner.engines.sglang",  # SGLang's log carries vLLM's import lines (its custom ops)
-    "ollama": "planner.engines.ollama",
+    "ollama": "planner.engines.ollama",  # Ollama's server log carries llama.cpp's lines
+    "llamacpp": "planner.engines.llamacpp",
     "vllm": "planner.engines.vllm",
 }
 
@@ -42,8 +43,8 @@ def recognize(text: str) -> Engine:
         engine = get_engine(name)
         if engine.recognizes(text):
             return engine
-    titles = [get_engine(name).title for name in _PACKAGES]
+    titles = ", ".join(get_engine(name).title for name in _PACKAGES)
     raise PlannerError(
-        f"not a {' or '.join(titles)} startup log: no {'/'.join(titles)} log line with a memory figure, "
-        "engine configuration or version"
+        f"not a startup log memsight reads ({titles}): no line of theirs with a memory figure, engine "
+        "configuration or version"
     )

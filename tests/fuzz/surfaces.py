@@ -561,6 +561,11 @@ def run_ollama_log(data: bytes, folder: pathlib.Path) -> str:
     )
 
 
+@surface("llama.cpp log (explain)", log_seeds("llamacpp_logs"), mutate.mutate_log)
+def run_llamacpp_log(data: bytes, folder: pathlib.Path) -> str:
+    return run_engine_log(data, "llamacpp", {})
+
+
 @functools.cache
 def engine_metrics_seeds() -> Seeds:
     paths = sorted(p for p in (TEST_DATA / "engine_metrics").iterdir() if p.suffix in (".txt", ".json"))

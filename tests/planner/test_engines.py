@@ -19,7 +19,7 @@ VLLM_LOG = REPO_ROOT / "tests" / "data" / "vllm_logs" / "myoceane_v0.19.0_gpt-os
 
 
 def test_every_registered_engine_implements_the_interface_under_its_name():
-    assert "vllm" in engine_names()
+    assert engine_names() == ("sglang", "ollama", "llamacpp", "vllm")
     for name in engine_names():
         engine = get_engine(name)
         assert isinstance(engine, Engine)
@@ -27,13 +27,15 @@ def test_every_registered_engine_implements_the_interface_under_its_name():
 
 
 def test_unknown_engine_is_one_clear_error():
-    with pytest.raises(PlannerError, match="unknown engine 'tensorrt'; known: sglang, ollama, vllm"):
+    known = "sglang, ollama, llamacpp, vllm"
+    with pytest.raises(PlannerError, match=f"unknown engine 'tensorrt'; known: {known}"):
         get_engine("tensorrt")
 
 
 def test_a_vllm_log_is_recognized_as_vllm_and_text_of_no_engine_is_refused():
     assert recognize(VLLM_LOG.read_text(encoding="utf-8")).name == "vllm"
-    with pytest.raises(PlannerError, match="^not a SGLang or Ollama or vLLM startup log"):
+    engines = r"\(SGLang, Ollama, llama.cpp, vLLM\)"
+    with pytest.raises(PlannerError, match=r"^not a startup log memsight reads " + engines):
         recognize("hello\nworld\n")
 
 

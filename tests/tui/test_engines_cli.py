@@ -57,7 +57,8 @@ def test_partial_unknown_and_misdirected_are_one_line_exit_2():
     )
     for args, stdin, start in (
         (("explain", "-"), partial, "memsight: the log stops after the runner started"),
-        (("explain", "-"), "hello\n", "memsight: not a SGLang or Ollama or vLLM startup log"),
+        (("explain", "-"), "hello\n",
+         "memsight: not a startup log memsight reads (SGLang, Ollama, llama.cpp, vLLM)"),
         (("explain", str(SGLANG), "--ctx-size", "8"), None, "memsight: --ctx-size is an Ollama setting"),
         (("explain", str(OLLAMA), "--max-num-seqs", "8"), None, "memsight: --max-num-seqs is a vLLM setting"),
     ):

@@ -176,7 +176,7 @@ async def test_the_vllm_plan_follows_the_logs_model_and_args_and_flags_win(tmp_p
     assert pool.max_model_len == 131_072  # the log's
     head = f"KV pool {pool.pool_bytes / GIB:,.2f} GiB = {pool.kv_cache_tokens:,} tokens"
     assert c.plan_label.startswith(head)
-    assert ("PREDICTED by vLLM 0.19.0 V1's model (planner/vllm_explain): openai/gpt-oss-20b, mxfp4, "
+    assert ("PREDICTED by vLLM 0.19.0 V1's model (planner/engines/vllm): openai/gpt-oss-20b, mxfp4, "
             "max_model_len 131,072, TP/PP 1/1, util 0.65") in c.plan_label  # fmt: skip
     provenance = next(n for n in c.notes if n.startswith("plan follows vLLM's log: "))
     assert "model openai/gpt-oss-20b (what vLLM loaded, log)" in provenance
@@ -190,7 +190,7 @@ async def test_the_vllm_plan_follows_the_logs_model_and_args_and_flags_win(tmp_p
     c = _vllm_comparison(app)
     given = explain(log, model="llama-3.1-8b", total_bytes=total, given={"max_model_len": "8192"}).pool
     assert c.planned_bytes("kv") == given.pool_bytes and given.max_model_len == 8192
-    assert "V1's model (planner/vllm_explain): llama-3.1-8b, bf16, max_model_len 8,192," in c.plan_label
+    assert "V1's model (planner/engines/vllm): llama-3.1-8b, bf16, max_model_len 8,192," in c.plan_label
     provenance = next(n for n in c.notes if n.startswith("plan follows vLLM's log: "))
     assert "model llama-3.1-8b (given: flag or config file, wins over the log)" in provenance
     assert "max_model_len 8192 (given: flag or config file)" in provenance
@@ -250,7 +250,7 @@ async def test_what_the_log_does_not_say_comes_from_memsight_run_flags(tmp_path)
     log = parse_log((LOGS / name).read_text(encoding="utf-8"))
     pool = explain(log, model=config, version="0.6.5", total_bytes=app.state.nvml.devices[0].total).pool
     assert c.planned_bytes("kv") == pool.pool_bytes and c.planned_bytes("weights") == pool.weights_bytes
-    assert "vLLM 0.6.5 V0's model (planner/vllm_explain): Meta-Llama-3-8B.json, bf16, " in c.plan_label
+    assert "vLLM 0.6.5 V0's model (planner/engines/vllm): Meta-Llama-3-8B.json, bf16, " in c.plan_label
     provenance = next(n for n in c.notes if n.startswith("plan follows vLLM's log: "))
     assert "vLLM version 0.6.5 (given: flag)" in provenance
     # without the flag, the screen names memsight run's flag (not `memsight explain`'s)

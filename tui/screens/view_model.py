@@ -768,7 +768,7 @@ def vllm_plan_label(ex) -> str:
     return (
         f"KV pool {p.pool_bytes / GIB:,.2f} GiB = {p.kv_cache_tokens:,} tokens, max concurrency "
         f"{p.max_concurrency:.2f}x PREDICTED by vLLM {ex.version} {ex.engine}'s model "
-        f"(planner/vllm_explain): {model}, {inputs.get('weights format', '?')}, max_model_len "
+        f"(planner/engines/vllm): {model}, {inputs.get('weights format', '?')}, max_model_len "
         f"{p.max_model_len:,}, TP/PP {inputs.get('tensor/pipeline parallel', '1/1')}, util "
         f"{inputs.get('gpu_memory_utilization', '?')}"
     )

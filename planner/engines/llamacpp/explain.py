@@ -1,0 +1,540 @@
+"""A llama.cpp start-up log beside the prediction for the same GGUF and arguments, on the shared worksheet.
+
+What the prediction takes from the log is what the log says of the GGUF and the arguments, never a memory
+figure llama.cpp measured: the architecture (print_info: n_layer, n_head, n_head_kv, n_embd_k_gqa, n_swa,
+n_vocab, n_ff), the GGUF's file type and size, the context arguments (n_ctx, n_seq_max, n_ubatch, flash_attn,
+kv_unified), the KV types it names (K (q8_0)) and "offloaded N/M layers" (-ngl). With `--model FILE.gguf` the
+weights come from the GGUF's own tensor table instead of its printed size.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from planner.engines.base import Figure
+from planner.engines.llamacpp.graph import GraphShape
+from planner.engines.llamacpp.kv import KVShape, row_bytes, swa_layer_count, swa_layer_ids
+from planner.engines.llamacpp.log import STAGE_WORDS, LlamaCppLog
+from planner.engines.llamacpp.model import GpuSplit, ModelBuffers, split_tensors
+from planner.engines.llamacpp.predict import LlamaCppArgs, LlamaCppPlan, plan
+from planner.engines.worksheet import Row, Term, Worksheet
+from planner.errors import PlannerError
+from planner.units import GiB
+
+MiB = 2**20
+ROW_KEYS = (
+    "model_gpu",
+    "model_host",
+    "kv_cells",
+    "kv_total",
+    "kv_k",
+    "kv_v",
+    "kv_gpu",
+    "compute_gpu",
+    "compute_host",
+)
+ROW_LABELS = {
+    "model_gpu": "model buffer, GPU (MiB)",
+    "model_host": "model buffer, host (MiB)",
+    "kv_cells": "KV cells",
+    "kv_total": "KV cache (MiB)",
+    "kv_k": "K (MiB)",
+    "kv_v": "V (MiB)",
+    "kv_gpu": "KV buffer, GPU (MiB)",
+    "compute_gpu": "compute buffer, GPU (MiB)",
+    "compute_host": "compute buffer, host (MiB)",
+}
+# with several GPUs, one row per device and buffer: "model_CUDA1", "kv_CUDA1", "compute_CUDA1"
+PER_DEVICE = {"model": "model buffer", "kv": "KV buffer", "compute": "compute buffer"}
+# llama-quant.cpp llama_ftype_get_default_type and the output rule (lines 490-510 in b0c1e570): the type of
+# token_embd (untied) and of output / a tied token_embd, by the file type print_info names.
+FILE_TYPES: dict[str, tuple[str, str]] = {
+    "F32": ("f32", "f32"), "F16": ("f16", "f16"), "BF16": ("bf16", "bf16"), "Q8_0": ("q8_0", "q8_0"),
+    "Q4_0": ("q4_0", "q6_k"), "Q4_1": ("q4_1", "q6_k"), "Q5_0": ("q5_0", "q6_k"), "Q5_1": ("q5_1", "q6_k"),
+    "Q2_K - Medium": ("q2_k", "q6_k"), "Q2_K - Small": ("q2_k", "q6_k"),
+    "Q3_K - Small": ("q3_k", "q6_k"), "Q3_K - Medium": ("q3_k", "q6_k"), "Q3_K - Large": ("q3_k", "q6_k"),
+    "Q4_K - Small": ("q4_k", "q6_k"), "Q4_K - Medium": ("q4_k", "q6_k"),
+    "Q5_K - Small": ("q5_k", "q6_k"), "Q5_K - Medium": ("q5_k", "q6_k"), "Q6_K": ("q6_k", "q6_k"),
+    "MXFP4 MoE": ("q8_0", "q8_0"),
+}  # fmt: skip
+# architectures whose GGUFs have no output.weight (the output reuses token_embd: TENSOR_DUPLICATED)
+TIED_ARCHS = frozenset({"gemma", "gemma2", "gemma3", "gemma3n"})
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    model: str
+    build: str
+    inputs: tuple[tuple[str, str, str], ...]
+    terms: tuple[Term, ...]
+    rows: tuple[Row, ...]
+    plan: LlamaCppPlan
+    line: str
+    notes: tuple[str, ...]
+    stage: str
+
+
+MAX_DIMENSION = 2**31  # a model dimension past this is a damaged log, not a model
+
+
+def _int(log: LlamaCppLog, key: str, default: int | None = None) -> int | None:
+    """A dimension print_info printed (its leading digits); out of range is one line, not a crash."""
+    text = log.info.get(key)
+    if text is None:
+        return default
+    m = re.match(r"\d+", text)
+    if m is None:
+        return default
+    value = int(m.group(0)[:12])
+    if value >= MAX_DIMENSION:
+        raise PlannerError(f"the log's {key} = {m.group(0)[:20]} is not a model dimension")
+    return value
+
+
+def _need(log: LlamaCppLog, key: str) -> int:
+    value = _int(log, key)
+    if not value:
+        raise PlannerError(
+            f"the log does not print the model's {key} (print_info / llm_load_print_meta), or prints 0: the "
+            "KV cache cannot be predicted without the architecture"
+        )
+    return value
+
+
+def kv_shape(log: LlamaCppLog, inputs: list[tuple[str, str, str]]) -> KVShape:
+    arch = log.info.get("arch") or log.metadata.get("general.architecture", "?")
+    n_layer = _need(log, "n_layer")
+    head_kv = _int(log, "n_head_kv")
+    # the GGML era printed neither n_embd_k_gqa nor the head width: n_embd / n_head
+    head = (_int(log, "n_embd") or 0) // (_int(log, "n_head") or 1)
+    k_gqa = _int(log, "n_embd_k_gqa") or (head_kv or 0) * (_int(log, "n_embd_head_k") or head)
+    v_gqa = _int(log, "n_embd_v_gqa") or (head_kv or 0) * (_int(log, "n_embd_head_v") or head)
+    if not k_gqa or not v_gqa:
+        raise PlannerError("the log prints neither n_embd_k_gqa nor n_head_kv x n_embd_head_k: no KV widths")
+    n_swa = _int(log, "n_swa", 0) or 0
+    interval = log.metadata.get(f"{arch}.full_attention_interval")
+    nextn = _whole(log.metadata.get(f"{arch}.nextn_predict_layers"), "nextn_predict_layers", 0, minimum=0)
+    kv_layers, swa, why = n_layer - nextn, 0, f"all {n_layer - nextn} layers have a KV cache"
+    if interval:
+        k = _whole(interval, "full_attention_interval")
+        kv_layers = sum(1 for il in range(n_layer - nextn) if (il + 1) % k == 0)
+        why = (
+            f"hybrid: every {k}th layer is attention ({arch}.full_attention_interval): {kv_layers} KV layers"
+        )
+    if n_swa and (log.info.get("is_swa_any", "1") != "0"):
+        swa, why = swa_layer_count(arch, kv_layers, _swa_pattern(log, arch))
+    inputs.append(("architecture", f"{arch}, {n_layer} layers, K/V {k_gqa}/{v_gqa} per token", "log"))
+    return KVShape(arch, n_layer, k_gqa, v_gqa, kv_layers, swa, n_swa, why)
+
+
+def _swa_pattern(log: LlamaCppLog, arch: str) -> int | None:
+    pattern = log.metadata.get(f"{arch}.attention.sliding_window_pattern")
+    return int(pattern) if pattern and pattern.isdigit() else None
+
+
+def graph_shape(log: LlamaCppLog, kv: KVShape) -> GraphShape:
+    """The compute graph's shapes from print_info; Q/K/V biases and Q/K norms by architecture (qwen2 has the
+    biases, qwen3 the norms: src/models/qwen2.cpp, qwen3.cpp)."""
+    n_head = _need(log, "n_head")
+    n_head_kv = _int(log, "n_head_kv") or n_head
+    head = _need(log, "n_embd") // n_head
+    head_k = _int(log, "n_embd_head_k") or kv.n_embd_k_gqa // n_head_kv or head
+    head_v = _int(log, "n_embd_head_v") or kv.n_embd_v_gqa // n_head_kv or head
+    n_ff = _int(log, "n_ff") or 0
+    experts_used, ff_exp = _int(log, "n_expert_used") or 0, _int(log, "n_ff_exp")
+    if experts_used and ff_exp:
+        n_ff = ff_exp * experts_used
+    swa = swa_layer_ids(kv.arch, kv.n_layer, _swa_pattern(log, kv.arch)) if kv.swa_layers else frozenset()
+    return GraphShape(
+        kv.arch,
+        kv.n_layer,
+        _need(log, "n_embd"),
+        n_head,
+        n_head_kv,
+        head_k,
+        head_v,
+        n_ff,
+        _need(log, "n_vocab"),
+        swa,
+        qkv_bias=kv.arch == "qwen2",
+        qk_norm=kv.arch in ("qwen3", "qwen3moe"),
+    )
+
+
+def _file_bytes(log: LlamaCppLog) -> tuple[int, str] | None:
+    """The GGUF's tensor bytes as print_info prints them ("file size" is the sum of ggml_nbytes over the
+    tensors, llama-model-loader.cpp:592,1806-1809; "model size" in builds before ~b4400)."""
+    text = log.info.get("file size") or log.info.get("model size")
+    if not text:
+        return None
+    m = re.match(r"([\d.]+) (GiB|MiB)", text)
+    if not m:
+        return None
+    scale = GiB if m.group(2) == "GiB" else MiB
+    return round(float(m.group(1)) * scale), text
+
+
+def model_from_log(
+    log: LlamaCppLog, n_gpu_layers: int, inputs: list[tuple[str, str, str]], split: GpuSplit | None = None
+) -> ModelBuffers:
+    """The GGUF's tensors as the log describes them: its printed tensor bytes less the input embedding
+    llama.cpp keeps in host memory (n_vocab x n_embd in the file type's token_embd type) and the output layer,
+    the rest spread evenly over the repeating layers (only -ngl below n_layer + 1 depends on that)."""
+    size = _file_bytes(log)
+    if size is None:
+        raise PlannerError(
+            "the log does not print the GGUF's size (print_info: file size): give --model FILE.gguf"
+        )
+    total, text = size
+    arch = log.info.get("arch", "?")
+    n_layer, n_vocab, n_embd = _need(log, "n_layer"), _need(log, "n_vocab"), _need(log, "n_embd")
+    ftype = (log.info.get("file type") or log.info.get("model ftype") or "").strip()
+    ftype = re.sub(r"\s*\(guessed\)$", "", ftype)
+    matrix_types = sorted(set(log.tensor_types) - {"f32"})
+    if ftype in FILE_TYPES:
+        embd_type, out_type = FILE_TYPES[ftype]
+    elif len(matrix_types) == 1:  # a GGUF without general.file_type ("all F32 (guessed)"): one matrix type
+        embd_type = out_type = matrix_types[0]
+        ftype = f"{ftype}; the loader lists one matrix type, {embd_type}"
+    else:
+        raise PlannerError(f"the file type {ftype!r} is not one memsight knows the embedding type of")
+    tied = arch in TIED_ARCHS
+    embd = row_bytes(out_type if tied else embd_type, n_embd) * n_vocab
+    output = 0 if tied else row_bytes(out_type, n_embd) * n_vocab
+    if total < embd + output:
+        raise PlannerError(
+            f"the GGUF's printed size ({text}) is smaller than its embedding and output tensors"
+        )
+    per_layer = (total - embd - output) // n_layer
+    tensors = [("token_embd.weight", embd)] + ([("output.weight", output)] if output else [])
+    tensors += [(f"blk.{i}.all", per_layer) for i in range(n_layer)]
+    inputs.append(("GGUF", f"{ftype}, {text}", "log (print_info)"))
+    inputs.append(
+        (
+            "token_embd / output",
+            f"{out_type if tied else embd_type} / {'tied' if tied else out_type}",
+            "llama-quant.cpp's rule for the file type",
+        ),
+    )
+    return split_tensors(tensors, n_layer, n_gpu_layers, split or GpuSplit())
+
+
+def _whole(text: str | None, what: str, default: int | None = None, minimum: int = 1) -> int:
+    """A whole number the log printed (n_ctx, n_seq_max, n_ubatch), or one line saying it is not one."""
+    if text is None and default is not None:
+        return default
+    value = str(text).strip()
+    if text is None or not value.isdigit() or not minimum <= int(value) < 2**40:
+        raise PlannerError(f"the log's {what} is not a whole number from {minimum}: {value[:40]!r}")
+    return int(value)
+
+
+def _flag(text: str | None, default: bool) -> bool:
+    if text is None:
+        return default
+    return text.strip().lower() in ("1", "true", "on", "enabled", "auto")
+
+
+def args_from_log(log: LlamaCppLog, inputs: list[tuple[str, str, str]]) -> LlamaCppArgs:
+    n_ctx_text = log.context.get("n_ctx") or log.info.get("n_ctx")
+    if n_ctx_text is None:
+        raise PlannerError(
+            "the log does not print n_ctx (llama_context: n_ctx = ...): the KV cells are unknown"
+        )
+    n_ctx = _whole(n_ctx_text, "n_ctx")
+    seqs = _whole(log.context.get("n_seq_max"), "n_seq_max", 1)
+    first = log.kv_caches[0] if log.kv_caches else None
+    unified = _flag(log.context.get("kv_unified"), default=first is None or first.streams is None)
+    k_type = (first.k_type if first else None) or log.context.get("type_k") or "f16"
+    v_type = (first.v_type if first else None) or log.context.get("type_v") or "f16"
+    offloaded = log.first("offloaded")
+    ngl = int(offloaded.value) if offloaded is not None else 0
+    flash = _flag(log.context.get("flash_attn"), default=False)
+    ubatch = _whole(log.context.get("n_ubatch"), "n_ubatch", 512)
+    typed = first is not None and first.k_type is not None or "type_k" in log.context
+    inputs.append(("context (n_ctx, -np, -ub)", f"{n_ctx}, {seqs}, {ubatch}", "log"))
+    sequences = "unified" if unified else "per sequence"
+    kv_from = "log" if typed else "default (f16; the log names no KV type)"
+    inputs.append(("KV types, sequences", f"K {k_type}, V {v_type}, {sequences}", kv_from))
+    where = f"log line {offloaded.line}" if offloaded else "none (the log names no offloaded layer)"
+    inputs.append(("offloaded layers (-ngl)", str(ngl), where))
+    inputs.append(
+        ("flash attention", "on" if flash else "off", "log" if "flash_attn" in log.context else "default")
+    )
+    kv_figs = log.figures.get("kv_buffer", ())
+    kv_offload = not (kv_figs and all(not _gpu(f) for f in kv_figs))
+    n_batch = _whole(log.context.get("n_batch"), "n_batch", max(ubatch, n_ctx))
+    # llama_context: n_outputs_max (2026 builds) bounds the output rows reserved; before it, every token
+    n_outputs = _whole(log.context.get("n_outputs_max"), "n_outputs_max", ubatch)
+    inputs.append(
+        (
+            "output rows reserved",
+            str(min(n_outputs, ubatch)),
+            "log (n_outputs_max)"
+            if "n_outputs_max" in log.context
+            else "every token (builds before n_outputs_max)",
+        )
+    )
+    gpus = gpu_devices(log)
+    backend = re.sub(r"\d+$", "", gpus[0]) if gpus else "CUDA"
+    inputs.append(("devices", ", ".join(gpus) or "CPU only", "log (the buffers' devices)"))
+    return LlamaCppArgs(
+        n_ctx=n_ctx,
+        n_gpu_layers=ngl,
+        n_seq_max=seqs,
+        kv_unified=unified,
+        type_k=k_type,
+        type_v=v_type,
+        n_ubatch=ubatch,
+        flash_attn=flash,
+        kv_offload=kv_offload,
+        n_batch=n_batch,
+        n_outputs=n_outputs,
+        build=log.build,
+        gpus=GpuSplit(max(len(gpus), 1)),
+        gpu_backend=backend,
+        cpu_only=not gpus,
+    )
+
+
+def gpu_devices(log: LlamaCppLog) -> list[str]:
+    """The GPU backends the log's buffers name, in order ("CUDA0", "CUDA1"; "Metal" for Metal_Mapped)."""
+    seen: list[str] = []
+    for name in ("model_buffer", "kv_buffer", "compute_buffer"):
+        for fig in log.figures.get(name, ()):
+            if _gpu(fig):
+                device = "Metal" if fig.rank.startswith("Metal") else fig.rank
+                if device not in seen:
+                    seen.append(device)
+    return sorted(seen, key=lambda d: (re.sub(r"\d+$", "", d), int(re.sub(r"^\D+", "", d) or 0)))
+
+
+def _gpu(fig: Figure) -> bool:
+    """A device buffer (CUDA0, ROCm0, Vulkan0, Metal, Metal_Mapped), not host memory (CPU, CPU_Mapped,
+    CPU_REPACK, CUDA_Host / Vulkan_Host: pinned host memory)."""
+    rank = fig.rank.upper()
+    return not (rank.startswith("CPU") or rank.endswith("_HOST") or rank == "HOST")
+
+
+def _kv_lines(log: LlamaCppLog, caches: int) -> tuple[Any, ...]:
+    """The KV cache lines of the last load (a --fit dry run can print a set before the real one)."""
+    if caches and len(log.kv_caches) >= caches:
+        return log.kv_caches[-caches:]
+    return log.kv_caches
+
+
+def logged(log: LlamaCppLog, caches: int) -> dict[str, tuple[float, int] | None]:
+    """The logged figure of each row (MiB, or cells) and its line."""
+    out: dict[str, tuple[float, int] | None] = {k: None for k in ROW_KEYS}
+    model = log.by_device("model_buffer")
+    for key, devices in (("model_gpu", [f for f in model.values() if _gpu(f)]),
+                         ("model_host", [f for f in model.values() if not _gpu(f)])):  # fmt: skip
+        if devices:
+            out[key] = (sum(f.value for f in devices), devices[0].line)
+    chosen = _kv_lines(log, caches)
+    if chosen:
+        line = chosen[0].line
+        cells = chosen[0].cells if chosen[0].cells is not None else log.context.get("kv_size")
+        if cells is not None:
+            out["kv_cells"] = (float(cells), line)
+        out["kv_total"] = (sum(c.total_mib for c in chosen), line)
+        if all(c.k_mib is not None and c.v_mib is not None for c in chosen):
+            out["kv_k"] = (sum(c.k_mib or 0.0 for c in chosen), line)
+            out["kv_v"] = (sum(c.v_mib or 0.0 for c in chosen), line)
+        skipped = len(log.kv_caches) - len(chosen)
+        start = log.kv_caches[skipped - 1].line if skipped else 0
+        kv_figs = [f for f in log.figures.get("kv_buffer", ()) if start < f.line <= chosen[-1].line]
+        if kv_figs:
+            out["kv_gpu"] = (sum(f.value for f in kv_figs if _gpu(f)), kv_figs[0].line)
+    compute = log.by_device("compute_buffer")
+    for key, figs in (("compute_gpu", [f for f in compute.values() if _gpu(f)]),
+                      ("compute_host", [f for f in compute.values() if not _gpu(f)])):  # fmt: skip
+        if figs:
+            out[key] = (sum(f.value for f in figs), figs[0].line)
+    gpus = gpu_devices(log)
+    if len(gpus) > 1:
+        for short, name in (("model", "model_buffer"), ("kv", "kv_buffer"), ("compute", "compute_buffer")):
+            figs = log.by_device(name)
+            for device in gpus:
+                fig = figs.get(device)
+                out[f"{short}_{device}"] = (fig.value, fig.line) if fig else None
+    return out
+
+
+def _cause(key: str, rel: float | None, p: LlamaCppPlan, from_gguf: bool, log: LlamaCppLog) -> str:
+    if rel is None:
+        return "not predicted" if key.startswith("model") else ""
+    if abs(rel) <= 0.01:
+        return "within 1%"
+    if key == "model_gpu" and any(f.rank.startswith("Metal") for f in log.figures.get("model_buffer", ())):
+        return (
+            "Metal maps the model file into its buffer (llama-model.cpp:1854-1868 buffer_from_host_ptr): the "
+            "Metal_Mapped buffer spans the file from its first GPU tensor to its last "
+            "(llama-model-loader.cpp:1449-1464 get_mapping_range), so host tensors stored between them "
+            "(token_embd here) are counted too; the log does not print the file's tensor order"
+        )
+    if key.startswith("model"):
+        if from_gguf:
+            return (
+                "the GGUF's tensors split by -ngl differ from llama.cpp's buffers (repacked or extra buffers)"
+            )
+        return (
+            "from the GGUF's printed size (2 decimals) and llama-quant's type rule for token_embd/output; "
+            "repeating layers taken as equal in size"
+        )
+    if key.startswith("kv"):
+        return "the cells, KV layers or widths differ from llama.cpp's (a build with other padding or layers)"
+    if key.startswith("compute"):
+        if p.compute.how != "DERIVED":
+            return p.compute.terms[0]
+        return (
+            "DERIVED from llama.cpp's graph: a build whose graph differs from the one replayed "
+            f"({p.compute.terms[0].split(':')[0]}), or a backend's own additions (see the compute term)"
+        )
+    return ""
+
+
+def _predict(
+    log: LlamaCppLog, model: str | None, inputs: list, notes: list
+) -> tuple[Any, ModelBuffers | None, Any]:
+    shape = kv_shape(log, inputs)
+    args = args_from_log(log, inputs)
+    buffers: ModelBuffers | None
+    if model is not None:
+        from planner.engines.llamacpp.plan import gguf_tensors  # noqa: PLC0415
+
+        buffers = split_tensors(gguf_tensors(model), shape.n_layer, args.n_gpu_layers, args.gpus)
+        inputs.append(("GGUF", model, "--model (its tensor table)"))
+    else:
+        try:
+            buffers = model_from_log(log, args.n_gpu_layers, inputs, args.gpus)
+        except PlannerError as exc:  # the KV can still be explained; the model rows say why not
+            notes.append(f"model buffers not predicted: {exc}")
+            buffers = None
+    weights = buffers or split_tensors([], shape.n_layer, args.n_gpu_layers, args.gpus)
+    if args.gpus.n_gpus > 1:
+        notes.append(
+            f"{args.gpus.n_gpus} GPUs: the layers split as llama.cpp does without -ts (equal free memory "
+            "assumed; the log does not print -ts)"
+        )
+    return shape, buffers, plan(shape, graph_shape(log, shape), weights, args)
+
+
+def explain(log: LlamaCppLog, *, model: str | None = None) -> Explanation:
+    inputs: list[tuple[str, str, str]] = []
+    notes: list[str] = []
+    name = log.metadata.get("general.name", "").strip() or log.info.get("general.name", "?")
+    inputs.append(("model", name, "log (general.name)"))
+    build = (f"b{log.build}" + (f" ({log.commit})" if log.commit else "")) if log.build else "not in the log"
+    inputs.append(("llama.cpp build", build, "log" if log.build else "-"))
+    shape, buffers, p = _predict(log, model, inputs, notes)
+    predicted = {
+        "model_gpu": buffers.gpu_bytes / MiB if buffers else None,
+        "model_host": buffers.cpu_bytes / MiB if buffers else None,
+        "kv_cells": float(p.kv.caches[0].cells) if p.kv.caches else None, "kv_total": p.kv.bytes / MiB,
+        "kv_k": p.kv.k_bytes / MiB, "kv_v": p.kv.v_bytes / MiB, "kv_gpu": p.kv_gpu_bytes / MiB,
+        "compute_gpu": p.compute.bytes / MiB, "compute_host": p.compute.host_bytes / MiB,
+    }  # fmt: skip
+    for device, model_b, kv_b, compute_b in p.per_device()[:-1]:
+        predicted.update(
+            {
+                f"model_{device}": model_b / MiB if buffers else None,
+                f"kv_{device}": kv_b / MiB,
+                f"compute_{device}": compute_b / MiB,
+            }
+        )
+    seen = logged(log, len(p.kv.caches))
+    rows = []
+    for key in seen:
+        fig, value = seen[key], predicted.get(key)
+        rel = None if fig is None or not fig[0] or value is None else value / fig[0] - 1
+        how = p.compute.how if key.startswith("compute") else ("PREDICTED" if value is not None else "-")
+        cause = _cause(key, rel, p, model is not None, log) if fig is not None else ""
+        rows.append(
+            Row(key, None if fig is None else fig[0], None if fig is None else fig[1], value, how, cause)
+        )
+    weights = p.model
+    model_how = "PREDICTED" if buffers else "not predicted"
+    terms = (
+        Term("model buffer, GPU", weights.gpu_bytes, model_how, "; ".join(weights.terms)),
+        Term("model buffer, host", weights.cpu_bytes, model_how, "token_embd and the layers -ngl leaves"),
+        Term("KV cache", p.kv.bytes, "PREDICTED", "; ".join(p.kv.terms)),
+        Term("KV buffer, GPU", p.kv_gpu_bytes, "PREDICTED", p.notes[-1]),
+        Term("compute buffer, GPU", p.compute.bytes, p.compute.how, "; ".join(p.compute.terms)),
+        Term("compute buffer, host", p.compute.host_bytes, p.compute.how, "the CPU side of the same graph"),
+    )
+    model_text = (
+        f"model {buffers.gpu_bytes / MiB:,.2f} MiB on the GPU + {buffers.cpu_bytes / MiB:,.2f} MiB host"
+        if buffers
+        else "model buffers not predicted"
+    )
+    kv_logged = seen["kv_total"]
+    line = (
+        f"llama.cpp: predicted KV {p.kv.bytes / MiB:,.2f} MiB ({predicted['kv_cells']:,.0f} cells x "
+        f"{shape.kv_layers} layers, K {p.kv_args.type_k}, V {p.kv_args.type_v}), {model_text}; logged KV "
+        + (f"{kv_logged[0]:,.2f} MiB" if kv_logged else "not in the log")
+    )
+    notes.extend(_logged_extras(log))
+    return Explanation(
+        name, build, tuple(inputs), terms, tuple(rows), p, line, (*notes, *p.notes[:-1]), log.stage
+    )
+
+
+def _logged_extras(log: LlamaCppLog) -> list[str]:
+    """What the log says about memory beyond the rows: the breakdown table (llama.cpp's own account per
+    device, with what it cannot account for), the --fit lines and the host-side buffers."""
+    out = []
+    for r in log.breakdown:
+        head = f"{r['total']} = free {r['free']} + " if "total" in r else ""
+        tail = f" + unaccounted {r['unaccounted']}" if "unaccounted" in r else ""
+        out.append(
+            f"logged memory breakdown, {r['device']} (MiB): {head}self {r['self']} (model {r['model']} + "
+            f"context {r['context']} + compute {r['compute']}){tail}"
+        )
+    out.extend(f"logged --fit: {line}" for line in log.fit)
+    names = ("compute_buffer", "output_buffer")
+    host = [f for name in names for f in log.by_device(name).values() if not _gpu(f)]
+    if host:
+        listed = ", ".join(f"{f.name} {f.rank} {f.text}" for f in host)
+        out.append(f"logged host buffers (MiB, not predicted): {listed}")
+    return out
+
+
+def _labels(rows: tuple[Row, ...]) -> dict[str, str]:
+    labels = dict(ROW_LABELS)
+    for r in rows:
+        short, _, device = r.key.partition("_")
+        if short in PER_DEVICE and r.key not in labels:
+            labels[r.key] = f"{PER_DEVICE[short]}, {device} (MiB)"
+    return labels
+
+
+def to_worksheet(ex: Explanation) -> Worksheet:
+    return Worksheet(
+        engine="llamacpp",
+        line=ex.line,
+        title=f"llama.cpp {ex.build}" if ex.build.startswith("b") else "llama.cpp (build not in the log)",
+        model=ex.model,
+        identity=(("llamacpp_build", ex.build),),
+        stage=ex.stage,
+        inputs=ex.inputs,
+        terms=ex.terms,
+        rows=ex.rows,
+        labels=_labels(ex.rows),
+        notes=ex.notes,
+        counts=frozenset({"kv_cells"}),
+    )
+
+
+def stage_problem(log: LlamaCppLog) -> str | None:
+    """One line naming what was recognized when the log cannot be explained, else None."""
+    if log.kv_caches:
+        return None
+    where = STAGE_WORDS[log.stage]
+    if log.error:
+        return f"llama.cpp died {where} (line {log.error_line}): {log.error}"
+    return (
+        f"a llama.cpp log that stops {where}: no KV cache line to explain (the log was cut, or it died there)"
+    )

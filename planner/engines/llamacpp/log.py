@@ -1,0 +1,398 @@
+"""Read a llama.cpp start-up log (llama-server, llama-cli, and programs built on libllama): the build, the
+model's architecture and tensor types as the loader prints them, and every memory figure llama.cpp logs.
+
+Pure text parsing, stdlib only. The wordings come from llama.cpp's sources across builds:
+- model: `llama_model_loader: - kv N: KEY TYPE = VALUE`, `llama_model_loader: - type q4_K: N tensors`,
+  `print_info: n_layer = 32` (`llm_load_print_meta:` before ~b4400), `file type = Q4_K - Medium`,
+  `file size = 4.58 GiB (4.89 BPW)` (`model size =` before);
+- weights: `load_tensors: offloaded 33/33 layers to GPU`, `load_tensors: CUDA0 model buffer size = X MiB`
+  (`llm_load_tensors: CUDA0 buffer size = X MiB` before ~b4400), `CPU_Mapped` / `CPU_REPACK` / `CPU` buffers;
+- context: `llama_context: n_ctx = 8192` (`llama_new_context_with_model:` before ~b4800), n_ctx_seq /
+  n_ctx_per_seq, n_seq_max, n_batch, n_ubatch, flash_attn, kv_unified;
+- KV: `llama_kv_cache: CUDA0 KV buffer size = X MiB` (`llama_kv_cache_unified:` b5500 - b6600,
+  `llama_kv_cache_init:` before), `llama_kv_cache: size = X MiB (N cells, L layers, a/b seqs), K (f16): X MiB,
+  V (f16): X MiB` (`..., 1 seqs)` without streams in b5500 - b6400), `KV self size = X MiB, K (f16): X MiB,
+  V (f16): X MiB` (before ~b5500), `llama_kv_cache_iswa: creating SWA KV cache, size = N cells`;
+- compute: `llama_context: CUDA0 compute buffer size = X MiB` (`sched_reserve:` in recent builds,
+  `llama_new_context_with_model:` before), `CUDA_Host compute buffer size`, `CPU output buffer size`;
+- the memory breakdown table (`memory breakdown [MiB] | total free self model context compute unaccounted`)
+  and the `--fit` lines (`llama_params_fit:` / `common_params_fit_impl: projected to use X MiB ...`).
+Every figure keeps its line number; a device-specific figure keeps its device in `rank`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from planner.engines.base import Figure
+
+STAGES = ("start", "model", "weights", "context", "ready")
+STAGE_WORDS = {
+    "start": "before it printed the model's metadata",
+    "model": "after reading the model's metadata, before the weights were loaded",
+    "weights": "after loading the weights, before the KV cache was allocated",
+    "context": "after allocating the KV cache, before the compute buffers were reserved",
+    "ready": "the context was ready",
+}
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\^\[\[[0-9;]*m")
+# What people's tools put before llama.cpp's own text: docker compose ("llama-1  | "), timestamps
+# ("2026-05-14 22:14:14.195 | ", "0.00.612.795 I ", "[41000] "), LLamaSharp ("[llama Debug]: ").
+_PREFIX = re.compile(
+    r"^(?:[\w.-]+\s+\|\s+)?(?:\[\d+\]\s+)?(?:\d{4}-\d\d-\d\d[ T][\d:.]+\s*\|?\s*)?"
+    r"(?:\d+\.\d\d\.\d{3}\.\d{3}\s+[IWEDT]\s+)?(?:\[llama \w+\]:\s*)?"
+)
+_NUM = r"(-?[\d.]+)"
+_FUNC = r"(?P<func>[a-z_]+):\s+"
+
+_KV_META = re.compile(
+    r"llama_model_loader: - kv\s+\d+:\s+(?P<key>[\w.]+)\s+(?P<type>[\w\[\],]+)\s+=\s+(?P<v>.*)$"
+)
+_TYPE_COUNT = re.compile(r"llama_model_loader: - type\s+(?P<type>\w+):\s+(?P<n>\d+) tensors")
+_LOADED = re.compile(r"llama_model_loader: loaded meta data with \d+ key-value pairs and (?P<n>\d+) tensors")
+_INFO = re.compile(
+    r"(?:print_info|llm_load_print_meta|llama_model_load_internal):\s+(?P<key>[\w .]+?)\s+=\s+(?P<v>.*)$"
+)
+_BUILD = re.compile(
+    r"(?:^|\s)(?:build|version)(?:_info)?(?:\s*[:=])?\s+(?:b?(?P<n>\d+)[ -]\(?(?P<commit>[0-9a-f]{7,})?\)?)"
+)
+_DEVICE = re.compile(r"Device (?P<i>\d+): (?P<name>[^,]+), compute capability (?P<cc>[\d.]+)")
+_OFFLOADED = re.compile(r"offloaded (?P<n>\d+)/(?P<m>\d+) layers to GPU")
+_MODEL_BUF = re.compile(
+    rf"(?:load_tensors|llm_load_tensors):\s+(?P<dev>[\w\[\]:./-]+) (?:model )?buffer size =\s*{_NUM} MiB"
+)
+_KV_BUF = re.compile(rf"llama_kv_cache\w*:\s+(?P<dev>[\w\[\]:./-]+) KV buffer size =\s*{_NUM} MiB")
+_KV_SIZE = re.compile(
+    rf"llama_kv_cache\w*: size =\s*{_NUM} MiB \(\s*(?P<cells>\d+) cells,\s*(?P<layers>\d+) layers,\s*"
+    rf"(?P<seqs>\d+)(?:/(?P<streams>\d+))? seqs\), K \((?P<kt>\w+)\):\s*{_NUM} MiB, "
+    rf"V \((?P<vt>\w+)\):\s*{_NUM} MiB"
+)
+_KV_SELF = re.compile(
+    rf"KV self size\s*=\s*{_NUM} MiB, K \((?P<kt>\w+)\):\s*{_NUM} MiB, V \((?P<vt>\w+)\):\s*{_NUM} MiB"
+)
+# the GGML (pre-GGUF) era, before ~b1000: one total, "MB" meaning MiB
+_KV_SELF_OLD = re.compile(rf"kv self size\s*=\s*{_NUM} MB$")
+_KV_INIT = re.compile(
+    r"llama_kv_cache_init: kv_size = (?P<cells>\d+), offload = \d, type_k = '(?P<kt>\w+)', "
+    r"type_v = '(?P<vt>\w+)', n_layer = (?P<layers>\d+)"
+)
+_GENERATE = re.compile(r"^generate: n_ctx = (?P<n>\d+), n_batch = (?P<b>\d+)")
+_ISWA = re.compile(
+    r"llama_kv_cache_iswa: creating\s+(?P<which>non-SWA|SWA) KV cache, size = (?P<cells>\d+) cells"
+)
+_COMPUTE = re.compile(rf"{_FUNC}(?P<dev>[\w\[\]:./-]+) compute buffer size =\s*{_NUM} MiB")
+_OUTPUT = re.compile(rf"{_FUNC}(?P<dev>[\w\[\]:./-]+)\s+output buffer size =\s*{_NUM} MiB")
+_CTX_PARAM = re.compile(
+    r"(?:llama_context|llama_new_context_with_model|llama_init_from_model):\s+(?P<key>n_ctx|n_ctx_seq|"
+    r"n_ctx_per_seq|n_seq_max|n_batch|n_ubatch|flash_attn|kv_unified|causal_attn)\s+=\s+(?P<v>\S+)"
+)
+_BREAKDOWN = re.compile(
+    r"\|\s+-\s+(?P<dev>[^|(]+?)(?:\s+\([^)]*\))?\s+\|\s+(?:(?P<total>\d+)\s+=\s+(?P<free>\d+)\s+\+\s+)?"
+    r"\(?(?P<self>\d+)\s+=\s+(?P<model>\d+)\s+\+\s+(?P<context>\d+)\s+\+\s+(?P<compute>\d+)\)?"
+    r"(?:\s+\+\s+(?P<unaccounted>-?\d+))?"
+)
+_FIT = re.compile(r"(?:llama_params_fit\w*|common_params_fit\w*|common_fit_params):\s+(?P<msg>.*)$")
+_READY = re.compile(
+    r"main: model loaded|server is listening on|main: server is listening|llama_perf_context_print|"
+    r"== Running in interactive mode|sampler seed:|generate: n_ctx|all slots are idle"
+)
+_ERROR = re.compile(
+    r"(?P<msg>(?:failed to allocate|cudaMalloc failed|out of memory|failed to load model|"
+    r"failed to initialize the context|error loading model|unable to load model|"
+    r"GGML_ASSERT|terminate called)\b.*)$",
+    re.IGNORECASE,
+)
+# lines only llama.cpp writes: enough to say that a log is llama.cpp's
+_MARKERS = re.compile(
+    r"llama_model_loader:|llm_load_print_meta:|print_info: (?:arch|n_layer|file type)|load_tensors:|"
+    r"llm_load_tensors:|llama_kv_cache|llama_context:|llama_new_context_with_model:|ggml_cuda_init:|"
+    r"llama_model_load_internal:|llama\.cpp: loading model from"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class KVCacheLine:
+    """One `size = ...` line: one KV cache (the SWA and non-SWA caches of an iSWA model are two)."""
+
+    total_mib: float
+    cells: int | None  # None in the old `KV self size` wording
+    layers: int | None
+    seqs: int | None
+    streams: int | None  # None before the a/b form (one stream)
+    k_type: str | None  # None: the line does not name the types
+    k_mib: float | None  # None: the line gives only the total
+    v_type: str | None
+    v_mib: float | None
+    line: int
+    swa: bool | None  # True/False after an iSWA "creating ... KV cache" line, else None
+
+
+@dataclass(frozen=True, slots=True)
+class LlamaCppLog:
+    """What a llama.cpp start-up log says. `figures` maps a stable name to every occurrence, first first."""
+
+    is_llamacpp: bool
+    build: int | None
+    commit: str | None
+    metadata: Mapping[str, str]  # the GGUF key/values as the loader printed them
+    info: Mapping[str, str]  # print_info / llm_load_print_meta: n_layer, n_head_kv, file type, ...
+    tensor_types: Mapping[str, int]  # ggml type -> tensors of it
+    tensor_count: int | None
+    context: Mapping[str, str]  # n_ctx, n_seq_max, n_ubatch, flash_attn, kv_unified, ...
+    figures: Mapping[str, tuple[Figure, ...]]
+    kv_caches: tuple[KVCacheLine, ...]
+    breakdown: tuple[Mapping[str, int | str], ...]  # the memory breakdown rows (MiB), last table only
+    fit: tuple[str, ...]  # the --fit lines, as printed
+    devices: tuple[str, ...]  # "NVIDIA GeForce RTX 4090 (cc 8.9)"
+    stage: str
+    error: str | None
+    error_line: int | None
+    lines: int
+
+    def first(self, name: str) -> Figure | None:
+        found = self.figures.get(name)
+        return found[0] if found else None
+
+    def by_device(self, name: str) -> dict[str, Figure]:
+        """The last figure of `name` per device (a log can hold a --fit dry run before the real load)."""
+        out: dict[str, Figure] = {}
+        for fig in self.figures.get(name, ()):
+            out[fig.rank] = fig
+        return out
+
+    @property
+    def finished(self) -> bool:
+        return STAGES.index(self.stage) >= STAGES.index("context")
+
+    def arch(self, key: str) -> str | None:
+        return self.info.get(key)
+
+
+@dataclass
+class _State:
+    build: int | None = None
+    commit: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+    info: dict[str, str] = field(default_factory=dict)
+    tensor_types: dict[str, int] = field(default_factory=dict)
+    tensor_count: int | None = None
+    context: dict[str, str] = field(default_factory=dict)
+    figures: dict[str, list[Figure]] = field(default_factory=dict)
+    kv_caches: list[KVCacheLine] = field(default_factory=list)
+    breakdown: list[dict[str, int | str]] = field(default_factory=list)
+    breakdown_open: bool = False
+    fit: list[str] = field(default_factory=list)
+    devices: list[str] = field(default_factory=list)
+    swa_next: bool | None = None
+    stage: str = "start"
+    markers: int = 0
+    error: str | None = None
+    error_line: int | None = None
+    lines: int = 0
+
+
+def strip_line(raw: str) -> str:
+    """One raw line without ANSI colours and the prefixes tools put before llama.cpp's text."""
+    line = _ANSI.sub("", raw).rstrip("\r\n")
+    return _PREFIX.sub("", line, count=1).strip()
+
+
+def _stage(s: _State, stage: str) -> None:
+    if STAGES.index(stage) > STAGES.index(s.stage):
+        s.stage = stage
+
+
+def _add(s: _State, name: str, value: str, unit: str, line: int, rank: str = "") -> None:
+    try:
+        number = float(value)
+    except ValueError:
+        return
+    s.figures.setdefault(name, []).append(Figure(name, number, unit, value, line, rank.strip()))
+
+
+def _read_model(s: _State, text: str, n: int) -> bool:
+    m = _KV_META.search(text)
+    if m:
+        s.metadata[m.group("key")] = m.group("v").strip()
+        _stage(s, "model")
+        return True
+    m = _TYPE_COUNT.search(text)
+    if m:
+        s.tensor_types[m.group("type").lower()] = int(m.group("n"))
+        return True
+    m = _LOADED.search(text)
+    if m:
+        s.tensor_count = int(m.group("n"))
+        _stage(s, "model")
+        return True
+    m = _INFO.search(text)
+    if m:
+        s.info[m.group("key").strip()] = m.group("v").strip()
+        _stage(s, "model")
+        return True
+    return False
+
+
+def _read_buffers(s: _State, text: str, n: int) -> bool:
+    m = _OFFLOADED.search(text)
+    if m:
+        _add(s, "offloaded", m.group("n"), "layers", n)
+        _add(s, "offloadable", m.group("m"), "layers", n)
+        return True
+    m = _MODEL_BUF.search(text)
+    if m:
+        _add(s, "model_buffer", m.group(2), "MiB", n, m.group("dev"))
+        _stage(s, "weights")
+        return True
+    m = _KV_BUF.search(text)
+    if m:
+        _add(s, "kv_buffer", m.group(2), "MiB", n, m.group("dev"))
+        _stage(s, "context")
+        return True
+    m = _ISWA.search(text)
+    if m:
+        s.swa_next = m.group("which") == "SWA"
+        return True
+    m = _KV_SIZE.search(text)
+    if m:
+        total, cells, layers, seqs = m.group(1), m.group("cells"), m.group("layers"), m.group("seqs")
+        streams = m.group("streams")
+        s.kv_caches.append(
+            KVCacheLine(float(total), int(cells), int(layers), int(seqs), int(streams) if streams else None,
+                        m.group("kt"), float(m.group(7)), m.group("vt"), float(m.group(9)), n, s.swa_next)
+        )  # fmt: skip
+        _stage(s, "context")
+        return True
+    m = _KV_SELF.search(text)
+    if m:
+        s.kv_caches.append(
+            KVCacheLine(float(m.group(1)), None, None, None, None, m.group("kt"), float(m.group(3)),
+                        m.group("vt"), float(m.group(5)), n, None)
+        )  # fmt: skip
+        _stage(s, "context")
+        return True
+    m = _KV_SELF_OLD.search(text)
+    if m:
+        s.kv_caches.append(
+            KVCacheLine(float(m.group(1)), None, None, None, None, None, None, None, None, n, None)
+        )
+        _stage(s, "context")
+        return True
+    m = _KV_INIT.search(text)
+    if m:
+        s.context.update(kv_size=m.group("cells"), type_k=m.group("kt"), type_v=m.group("vt"))
+        return True
+    m = _COMPUTE.search(text)
+    if m:
+        _add(s, "compute_buffer", m.group(3), "MiB", n, m.group("dev"))
+        _stage(s, "ready")
+        return True
+    m = _OUTPUT.search(text)
+    if m:
+        _add(s, "output_buffer", m.group(3), "MiB", n, m.group("dev"))
+        return True
+    return False
+
+
+def _read_breakdown(s: _State, text: str) -> bool:
+    if "memory breakdown [MiB]" in text:
+        s.breakdown = []  # a later table (at exit) replaces the projected one
+        s.breakdown_open = True
+        return True
+    if not s.breakdown_open:
+        return False
+    m = _BREAKDOWN.search(text)
+    if m is None:
+        s.breakdown_open = False
+        return False
+    row: dict[str, int | str] = {"device": m.group("dev").strip()}
+    for key in ("total", "free", "self", "model", "context", "compute", "unaccounted"):
+        if m.group(key) is not None:
+            row[key] = int(m.group(key))
+    s.breakdown.append(row)
+    return True
+
+
+class LogReader:
+    """Incremental: feed() lines as they arrive, result() at any moment (the Live screen follows a child)."""
+
+    def __init__(self) -> None:
+        self._s = _State()
+
+    def feed(self, raw: str) -> None:
+        s = self._s
+        s.lines += 1
+        n = s.lines
+        text = strip_line(raw)
+        if not text:
+            return
+        if _MARKERS.search(text):
+            s.markers += 1
+        if _read_breakdown(s, text) or _read_model(s, text, n) or _read_buffers(s, text, n):
+            return
+        m = _CTX_PARAM.search(text)
+        if m:
+            s.context[m.group("key")] = m.group("v")
+            return
+        m = _GENERATE.search(text)
+        if m:
+            s.context.setdefault("n_ctx", m.group("n"))
+            _stage(s, "ready")
+            return
+        m = _FIT.search(text)
+        if m:
+            s.fit.append(m.group("msg").strip())
+            return
+        m = _DEVICE.search(text)
+        if m:
+            s.devices.append(f"{m.group('name').strip()} (cc {m.group('cc')})")
+            return
+        m = _BUILD.search(text)
+        if m and s.build is None and ("llama" in raw or "build" in text):
+            s.build = int(m.group("n"))
+            s.commit = m.group("commit")
+            return
+        if _READY.search(text) and s.figures.get("kv_buffer"):
+            _stage(s, "ready")
+            return
+        m = _ERROR.search(text)
+        if m and s.error is None:
+            s.error, s.error_line = m.group("msg").strip()[:300], n
+
+    def feed_text(self, text: str) -> None:
+        for line in text.splitlines():
+            self.feed(line)
+
+    def result(self) -> LlamaCppLog:
+        s = self._s
+        return LlamaCppLog(
+            is_llamacpp=s.markers >= 2,
+            build=s.build,
+            commit=s.commit,
+            metadata=dict(s.metadata),
+            info=dict(s.info),
+            tensor_types=dict(s.tensor_types),
+            tensor_count=s.tensor_count,
+            context=dict(s.context),
+            figures={k: tuple(v) for k, v in s.figures.items()},
+            kv_caches=tuple(s.kv_caches),
+            breakdown=tuple(dict(r) for r in s.breakdown),
+            fit=tuple(s.fit),
+            devices=tuple(s.devices),
+            stage=s.stage,
+            error=s.error,
+            error_line=s.error_line,
+            lines=s.lines,
+        )
+
+
+def parse_log(text: str | Iterable[str]) -> LlamaCppLog:
+    reader = LogReader()
+    if isinstance(text, str):
+        reader.feed_text(text)
+    else:
+        for line in text:
+            reader.feed(line)
+    return reader.result()
