@@ -165,6 +165,32 @@ def oom_kills(history: Sequence[MonitorState], o: AlertOptions) -> list[Alert]:
     return []
 
 
+def driver_oom(history: Sequence[MonitorState], o: AlertOptions) -> list[Alert]:
+    """The NVIDIA driver's out-of-memory lines (NV_ERR_NO_MEMORY) rising in the kernel log: on a GB10 they
+    come while MemAvailable still looks healthy, so the headroom rule alone would say nothing."""
+    logs = [s.pool.kernel_log for s in history if s.pool is not None and s.pool.kernel_log is not None]
+    logs = [log for log in logs if log.readable]
+    # since_start is 0 in the first state a monitor builds; a replay builds its first state after a step,
+    # so a lone state is compared with that 0
+    baseline = logs[0].since_start if len(logs) >= 2 else 0
+    if not logs or logs[-1].since_start <= baseline:
+        return []
+    now = history[-1]
+    new = logs[-1].since_start - baseline
+    headroom_text = "unknown" if now.headroom_bytes is None else _gib(now.headroom_bytes)
+    last = logs[-1].last_lines[-1] if logs[-1].last_lines else ""
+    return [
+        Alert(
+            now.t,
+            "driver_oom",
+            "warning",
+            f"the NVIDIA driver could not get memory {new} time(s) (kernel log, NV_ERR_NO_MEMORY) while "
+            f"headroom reads {headroom_text} ({now.headroom_source}); last: {last[:120]}",
+            value=float(new),
+        )
+    ]
+
+
 def fragmentation(state: MonitorState, o: AlertOptions) -> list[Alert]:
     out = []
     for b in state.buckets:
@@ -200,6 +226,7 @@ def evaluate(history: Sequence[MonitorState], options: AlertOptions | None = Non
             *process_growth(history, o),
             *allocator_failures(history, o),
             *oom_kills(history, o),
+            *driver_oom(history, o),
             *fragmentation(now, o),
         ]
     )

@@ -32,6 +32,7 @@ from collectors.alerts import AlertOptions
 from collectors.errors import CollectorError
 from collectors.nvml_collector import NVMLCollector
 from collectors.os_collector import OSCollector
+from collectors.pool import PoolSampler
 from collectors.recorder import Recorder
 from collectors.snapshots import MonitorState
 from collectors.state import StateBuilder
@@ -66,6 +67,7 @@ class Monitor:
         vllm_timeout_s: float = 0.8,
         prometheus: str | None = None,
         alert_options: AlertOptions | None = None,
+        pool_sampler: PoolSampler | None = None,
     ) -> None:
         if not hz > 0:
             raise CollectorError(f"monitor rate must be > 0 Hz, got {hz}")
@@ -75,6 +77,8 @@ class Monitor:
         self.nvml_hz = min(nvml_hz, hz)
         self.proc_root = proc_root
         self.os_collector = os_collector if os_collector is not None else OSCollector(proc_root)
+        # the pool's decomposition beyond meminfo: the experiment's mapped files, /dev/shm, the kernel log
+        self.pool = pool_sampler if pool_sampler is not None else PoolSampler(self.os_collector.proc_root)
         self._nvml_given = nvml
         self.nvml: NVMLCollector | None = nvml
         self.agent_dir = agent_dir or fmt.default_agent_dir()
@@ -153,6 +157,7 @@ class Monitor:
         close_os = getattr(self.os_collector, "close", None)
         if close_os is not None:
             close_os()  # its kept-open /proc files (a later start() reopens them)
+        self.pool.close()  # the kernel log's fd (a later poll reopens it)
         # files of agents killed before their atexit ran (os._exit in fork children, SIGKILL): garbage now
         sweep_dead_files(self.agent_dir)
         if self.recorder is not None:
@@ -252,6 +257,10 @@ class Monitor:
             self._read_os()
         except Exception as exc:
             self._failed("os", exc)
+        try:
+            self._read_pool()
+        except Exception as exc:
+            self._failed("pool", exc)
         self.builder.build(self._clock())
 
     def _tick_nvml(self) -> None:
@@ -269,6 +278,7 @@ class Monitor:
         self._read_nvml()
         self._read_agents(self._clock())
         self._read_os()
+        self._read_pool()
         self.builder.build(self._clock())
 
     def sample_vllm(self) -> None:
@@ -298,6 +308,20 @@ class Monitor:
         if self.recorder is not None:
             with self._record_lock:
                 self.recorder.os(snap)
+                self._recorded()
+
+    def _read_pool(self) -> None:
+        """Every PoolSampler.interval_s: the experiment's mapped files, /dev/shm, the kernel log.
+        The experiment's processes: the agents' and NVML's compute processes (a desktop's Xorg is not one)."""
+        if not self.pool.due():
+            return
+        pids = {key[0] for key in self._readers}
+        pids |= {p.pid for d in self.builder.nvml.devices for p in d.processes if p.kind == "compute"}
+        detail = self.pool.sample(pids)
+        self.builder.update_pool(detail)
+        if self.recorder is not None:
+            with self._record_lock:
+                self.recorder.pool(detail)
                 self._recorded()
 
     def sample_nvml(self) -> None:

@@ -12,6 +12,8 @@ One JSON object per line, `"k"` saying which kind:
   vllm        {"k":"vllm","t","url","status","available","num_gpu_blocks","block_size",
                "gpu_memory_utilization","samples","models":[{...VLLMModelStats...}]}   (--vllm-url only)
   alert       {"k":"alert","t","kind","severity","message","pid","device","value"}  (raised during the run)
+  pool        {"k":"pool","t","files":[[pid,bytes],...],"files_source","dev_shm_used","kernel_log":{...}}
+               (every few seconds: what the pool's decomposition reads beyond meminfo, collectors/pool.py)
   summary     {"k":"summary","t",...collectors.summary.summary_to_json...}         (last line, at the end)
   scope       {"k":"scope","t","own":[pid,...]}   (`memsight run`: the command's own agents, each time the set
                grows; a replay sums those alone in its chart and summary, as the run did)
@@ -44,6 +46,7 @@ from collectors.snapshots import (
     GpuProcess,
     NVMLSnapshot,
     OSSnapshot,
+    PoolDetail,
     ProcessInfo,
     VLLMModelStats,
     VLLMSnapshot,
@@ -217,6 +220,11 @@ class Recorder:
         self._last_vllm = text
         self._write({"k": "vllm", "t": snap.t, **body})
 
+    def pool(self, detail: PoolDetail) -> None:
+        from collectors.pool import pool_detail_to_json  # noqa: PLC0415  (pool imports the snapshots only)
+
+        self._write({"k": "pool", **pool_detail_to_json(detail)})
+
     def alert(self, alert: Alert) -> None:
         self._write({"k": "alert", **alert_to_json(alert)})
 
@@ -343,6 +351,7 @@ _OS_FIELDS = {
     "t": "time", "mem_total": "num", "mem_available": "num", "cached": "num?", "shmem": "num?",
     "swap_total": "num", "swap_free": "num", "psi_some_avg10": "num?", "psi_full_avg10": "num?",
     "oom_kill": "num?", "skipped": "int?", "source": "str?", "procs": "list-",
+    "mem_free": "num?", "buffers": "num?", "anon_pages": "num?", "sreclaimable": "num?", "kernel": "num?",
 }  # fmt: skip
 _PROC_ROW = ("int", "int", "str", "num", "num?", "any", "str")  # pid, start, name, rss, growth, is_new, user
 _PROC_FIELDS = {"pid": "int", "start": "int", "cmdline": "str?"}
@@ -458,6 +467,11 @@ def check_event(e: dict) -> None:
         _check_list(models, _VLLM_MODEL_FIELDS, VLLMModelStats, "vllm model: ")
         for m in models:
             _check_strings(m.get("prefix_cache_metrics"), "vllm model: prefix_cache_metrics")
+    elif k == "pool":
+        from collectors.pool import check_pool_event  # noqa: PLC0415
+
+        _check_fields(e, {"t": "time"}, "pool event: ")
+        check_pool_event(e)
     elif k == "agent_meta":
         _check_fields(e, _AGENT_META_FIELDS, "agent_meta event: ")
     elif k == "scope":
@@ -507,6 +521,11 @@ def os_snapshot_from(event: dict, cmdlines: dict[tuple[int, int], str]) -> OSSna
         processes=tuple(procs),
         skipped_processes=event.get("skipped", 0),
         source=event.get("source", "proc"),  # recordings made before psutil fallback: all /proc
+        mem_free=event.get("mem_free"),  # these five: null in recordings made before they were sampled
+        buffers=event.get("buffers"),
+        anon_pages=event.get("anon_pages"),
+        sreclaimable=event.get("sreclaimable"),
+        kernel=event.get("kernel"),
     )
 
 

@@ -18,6 +18,7 @@ import time
 from collectors.agent_info import parse_info
 from collectors.alerts import AlertOptions
 from collectors.errors import CollectorError
+from collectors.pool import pool_detail_from
 from collectors.recorder import (
     Recording,
     nvml_snapshot_from,
@@ -148,6 +149,8 @@ class ReplayMonitor:
             b.update_nvml(nvml_snapshot_from(e))
         elif k == "vllm":
             b.update_vllm(vllm_snapshot_from(e))
+        elif k == "pool":
+            b.update_pool(pool_detail_from(e))
         elif k == "agent_meta":
             b.agent_track(e["pid"], e["start"], e.get("cmdline", ""), e.get("path", ""), e.get("hz", 0.0))
             return False

@@ -20,6 +20,7 @@ from collectors.agent_info import AgentInfo
 from collectors.alerts import AlertOptions, evaluate
 from collectors.nvml_collector import gpu_bytes_by_pid, gpu_held_bytes
 from collectors.os_collector import with_gpu_bytes
+from collectors.pool import pool_parts
 from collectors.ring import Ring, to_float, to_int
 from collectors.snapshots import (
     OS_FIELDS,
@@ -29,6 +30,7 @@ from collectors.snapshots import (
     MonitorState,
     NVMLSnapshot,
     OSSnapshot,
+    PoolDetail,
     VLLMSnapshot,
 )
 from collectors.summary import SummaryAccumulator
@@ -74,6 +76,7 @@ class StateBuilder:
         self.os: OSSnapshot | None = None
         self.nvml: NVMLSnapshot = NO_NVML
         self.vllm: VLLMSnapshot | None = None
+        self.pool: PoolDetail | None = None  # the latest detail of the pool's decomposition
         self.agents: dict[tuple[int, int], AgentTrack] = {}
         self.os_ring = Ring("os", OS_FIELDS)
         self.headroom_ring = Ring("headroom", ("headroom",))
@@ -137,6 +140,10 @@ class StateBuilder:
         with self._lock:
             self.vllm = snap
             self.status["vllm"] = snap.status
+
+    def update_pool(self, detail: PoolDetail) -> None:
+        with self._lock:
+            self.pool = detail
 
     def update_nvml(self, snap: NVMLSnapshot) -> None:
         with self._lock:
@@ -338,6 +345,7 @@ class StateBuilder:
                 restarts=MappingProxyType(dict(self.restarts)),
                 replay=self.replay,
                 input_warnings=MappingProxyType(dict(self.input_warnings)),
+                pool=pool_parts(os_snap, nvml, self.pool, views, unified),
             )
             self.recent.append(state)
             while self.recent and t - self.recent[0].t > self.alert_window_s:
