@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from collectors.runway import headroom_runway
 from collectors.snapshots import Alert, MonitorState
 
 GiB = 2**30
@@ -23,6 +24,10 @@ class AlertOptions:
     growth_window_s: float = 30.0  # ... within this window
     fragmentation_fraction: float = 0.30  # reserved − allocated over this share of reserved ...
     fragmentation_min_bytes: int = 1 * GiB  # ... and over this many bytes
+    # time until headroom reaches the critical line, from its trend over growth_window_s (headroom_runway)
+    runway_warning_s: float = 15 * 60.0  # warn when it is gone sooner than this ...
+    runway_critical_s: float = 2 * 60.0  # ... critical sooner than this
+    runway_min_bytes: int = 256 * 2**20  # a fall smaller than this over the window is no trend
 
 
 def _gib(n: float) -> str:
@@ -227,6 +232,7 @@ def evaluate(history: Sequence[MonitorState], options: AlertOptions | None = Non
             *allocator_failures(history, o),
             *oom_kills(history, o),
             *driver_oom(history, o),
+            *headroom_runway(history, o),
             *fragmentation(now, o),
         ]
     )
