@@ -215,3 +215,33 @@ def test_pool_sampler_is_bounded_by_its_interval():
     assert sampler.due() and sampler.sample([]) is not first
     time.sleep(0)  # the sampler never sleeps: due() is the only gate
 
+
+@needs_shared
+def test_the_decomposition_is_on_metrics(two_engines, tmp_path):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from collectors.exporter import render_metrics
+
+    a, b = two_engines
+    log = tmp_path / "kmsg"
+    log.write_text(_as_kmsg(DMESG.read_text().splitlines()[:1], 1))
+    nvml = NVMLCollector(_gb10_backend({a.pid: 61383 * MiB, b.pid: 50408 * MiB}))
+    monitor = Monitor(nvml=nvml, agent_dir=str(tmp_path / "a"), pool_sampler=PoolSampler(kernel_log=str(log)))
+    state = monitor.sample_once()
+    monitor.stop()
+    served = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(render_metrics(state))
+        for s in family.samples
+    }
+    parts = state.pool
+    for part, value in (
+        ("gpu", parts.gpu_held),
+        ("experiment_files", parts.experiment_files),
+        ("reclaimable_cache", parts.reclaimable_cache),
+        ("unitemized", parts.unitemized),
+        ("free", parts.free),
+    ):
+        assert served[("memsight_pool_part_bytes", (("part", part),))] == value
+    assert served[("memsight_kernel_log_readable", ())] == 1
+    assert served[("memsight_driver_oom_lines_total", ())] == 0  # the one line was there before the start
