@@ -29,6 +29,7 @@ from tui import options
 from tui.screens.help import HelpScreen
 from tui.screens.live import LiveScreen, LiveView
 from tui.screens.plan import FIELDS, PlanChoices, PlanScreen, PlanView
+from tui.screens.pool_view import pool_data
 from tui.screens.processes import ProcessesScreen
 from tui.screens.roofline import RooflineScreen
 from tui.screens.view_model import (
@@ -445,6 +446,7 @@ class MemsightApp(App[int]):
             processes=self.process_rows,
             alerts=alert_rows(state, self.origin_t),
             vllm=vllm_line(state),
+            pool=pool_data(state),
             **child_fields,
         )
         self._push_to_screen()

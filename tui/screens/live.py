@@ -13,11 +13,20 @@ from textual.widgets import Header, Static
 from tui.widgets.agents_table import AgentsTable
 from tui.widgets.alert_log import AlertLog
 from tui.widgets.bucket_bars import BucketBars
-from tui.widgets.data import AgentRow, AlertRow, BucketComparison, ChartSeries, HeadroomData, ProcessRow
+from tui.widgets.data import (
+    AgentRow,
+    AlertRow,
+    BucketComparison,
+    ChartSeries,
+    HeadroomData,
+    PoolData,
+    ProcessRow,
+)
 from tui.widgets.footer import MemsightFooter
 from tui.widgets.gap_chart import GapChart
 from tui.widgets.headroom import HeadroomGauge
 from tui.widgets.log_tail import LogPanel
+from tui.widgets.pool_parts import PoolParts
 from tui.widgets.process_summary import ProcessSummary
 
 WIDE_COLUMNS = 140  # at least this many columns: two columns side by side; fewer: one scrolling column
@@ -46,6 +55,7 @@ class LiveView:
     log_lines: tuple[str, ...] = ()  # its last lines
     ended: str = ""  # "ended at HH:MM:SS" once the command exited: its figures are kept, greyed
     summary: tuple[str, ...] = ()  # the end-of-run summary (collectors/summary.py), shown once it ended
+    pool: PoolData | None = None  # where the pool is (tui/screens/pool_view.py); None: no OS sample yet
 
 
 class LiveScreen(Screen):
@@ -69,6 +79,7 @@ class LiveScreen(Screen):
             with Vertical(id="live-left", classes="column"):
                 yield Container(id="pools")
                 yield HeadroomGauge(id="headroom")
+                yield PoolParts(id="pool-parts")
                 yield Static(AGENTS_TITLE, id="agents-title", classes="section-title")
                 yield Static("", id="agents-missing", classes="missing")
                 yield AgentsTable(id="agents")
@@ -113,6 +124,7 @@ class LiveScreen(Screen):
         alerts = len(view.alerts) if view is not None else 0
         sections = (
             ("#headroom", "headroom"),
+            ("#pool-parts", "pool"),
             ("#agents", "agents"),
             ("#agents-missing", "agents"),
             ("#gap-chart", "chart"),
@@ -193,6 +205,7 @@ class LiveScreen(Screen):
             log.update_lines(view.log_title, view.log_lines)
         self._show_pools(view.comparisons)
         self.query_one(HeadroomGauge).update_data(view.headroom)
+        self.query_one(PoolParts).update_data(view.pool)
         self.query_one(GapChart).update_data(view.chart)
         self.query_one(AgentsTable).update_rows(view.agents)
         missing = "" if view.agents else "no memsight agent found (start one with `memsight run -- CMD`)"
