@@ -68,6 +68,7 @@ class Monitor:
         prometheus: str | None = None,
         alert_options: AlertOptions | None = None,
         pool_sampler: PoolSampler | None = None,
+        recorder: Recorder | None = None,
     ) -> None:
         if not hz > 0:
             raise CollectorError(f"monitor rate must be > 0 Hz, got {hz}")
@@ -96,7 +97,10 @@ class Monitor:
 
             self.prometheus_address = parse_listen_address(prometheus)
         self.exporter = None
-        self.recorder = Recorder(record_to, hz=hz) if record_to is not None else None
+        # `recorder`: one the caller built with the Recorder's interface (collectors/flight.py's)
+        if recorder is not None and record_to is not None:
+            raise CollectorError("a Monitor records to one place: record_to or recorder, not both")
+        self.recorder = Recorder(record_to, hz=hz) if record_to is not None else recorder
         self._record_lock = threading.Lock()
         if self.recorder is not None:
             self.builder.on_alert = self._record_alert
