@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from collectors import agent_format as fmt
 from collectors.agent import sweep_dead_files
@@ -32,6 +32,7 @@ from collectors.alerts import AlertOptions
 from collectors.errors import CollectorError
 from collectors.nvml_collector import NVMLCollector
 from collectors.os_collector import OSCollector
+from collectors.peers import PeerWatcher
 from collectors.pool import PoolSampler
 from collectors.recorder import Recorder
 from collectors.snapshots import MonitorState
@@ -69,6 +70,7 @@ class Monitor:
         alert_options: AlertOptions | None = None,
         pool_sampler: PoolSampler | None = None,
         recorder: Recorder | None = None,
+        peers: Sequence[str] = (),
     ) -> None:
         if not hz > 0:
             raise CollectorError(f"monitor rate must be > 0 Hz, got {hz}")
@@ -91,6 +93,10 @@ class Monitor:
         # bad input (an ftp:// URL, "host:port:x") fails here, before any thread starts
         self.vllm = VLLMMetrics(vllm_url, timeout_s=vllm_timeout_s, clock=clock) if vllm_url else None
         self.vllm_hz = min(vllm_hz, VLLM_MAX_HZ)
+        # --peer: other machines' exporters, each on its own thread (a bad URL fails here, before any starts)
+        self.peers = [PeerWatcher(url) for url in peers]
+        if self.peers:
+            self.builder.peers = lambda: tuple(w.latest for w in self.peers)
         self.prometheus_address = None
         if prometheus is not None:
             from collectors.exporter import parse_listen_address  # noqa: PLC0415
@@ -126,6 +132,8 @@ class Monitor:
             self.exporter = PrometheusExporter(self.state, *self.prometheus_address).start()
         if self.nvml is None:
             self.nvml = NVMLCollector()  # pynvml import and init happen here, not at construction
+        for peer in self.peers:
+            peer.start()
         self._stop.clear()
         self._sample_local()  # a first state before the UI asks (the vLLM thread scrapes at once itself)
         # overran local ticks are counted as "os": its samples are the ones skipped (agent records wait in
@@ -148,6 +156,8 @@ class Monitor:
 
     def stop(self) -> None:
         self._stop.set()
+        for peer in self.peers:
+            peer.stop()
         for thread in self._threads:
             thread.join(timeout=5.0)
         self._threads = []

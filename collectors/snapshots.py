@@ -382,6 +382,28 @@ class VLLMSnapshot:
         return self.num_gpu_blocks * self.block_size
 
 
+# --------------------------------------------------------------------------------------------- peers
+@dataclass(frozen=True, slots=True)
+class PeerSnapshot:
+    """Another machine's memsight, as its exporter served it (collectors/peers.py). After a failed fetch the
+    figures are the last good ones (ok_t says when), and status says why the latest fetch failed."""
+
+    url: str
+    status: str  # "ok" | "not reached yet" | "down: connection refused: ..." | "down: timed out ..."
+    t: float  # when the latest fetch was made
+    ok_t: float | None = None  # when the figures below were fetched (None: never)
+    took_s: float | None = None  # how long the latest good fetch took
+    peer_t: float | None = None  # the peer's own state time (memsight_state_timestamp_seconds)
+    headroom_bytes: int | None = None
+    headroom_source: str = ""
+    total_bytes: int | None = None
+    unified: bool = False
+    buckets: tuple[tuple[str, int | None], ...] = ()  # (weights|kv|activations|overhead, summed over agents)
+    agents: int = 0
+    warnings: int = 0  # alerts in the peer's recent list
+    criticals: int = 0
+
+
 # --------------------------------------------------------------------------------------------- state
 @dataclass(frozen=True, slots=True)
 class MonitorState:
@@ -417,3 +439,4 @@ class MonitorState:
     summary: RunSummary | None = None
     # where the pool is (collectors/pool.py): unified memory or a discrete GPU's host; None: no OS sample
     pool: PoolParts | None = None
+    peers: tuple[PeerSnapshot, ...] = ()  # other machines' memsight (--peer), latest fetch of each

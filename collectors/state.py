@@ -30,6 +30,7 @@ from collectors.snapshots import (
     MonitorState,
     NVMLSnapshot,
     OSSnapshot,
+    PeerSnapshot,
     PoolDetail,
     VLLMSnapshot,
 )
@@ -104,6 +105,8 @@ class StateBuilder:
         self.on_scope: Callable[[float, frozenset[int]], None] | None = None
         self._own: frozenset[int] | None = None
         self.on_alert: Callable[[Alert], None] | None = None  # called (under the lock) for each new alert
+        # --peer: the latest snapshot of each peer (collectors/peers.py), read at each build; never blocks
+        self.peers: Callable[[], tuple[PeerSnapshot, ...]] | None = None
         self.state: MonitorState = self._empty()
 
     def _empty(self) -> MonitorState:
@@ -346,6 +349,7 @@ class StateBuilder:
                 replay=self.replay,
                 input_warnings=MappingProxyType(dict(self.input_warnings)),
                 pool=pool_parts(os_snap, nvml, self.pool, views, unified),
+                peers=self.peers() if self.peers is not None else (),
             )
             self.recent.append(state)
             while self.recent and t - self.recent[0].t > self.alert_window_s:

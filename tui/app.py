@@ -28,6 +28,7 @@ from planner.machines import MACHINES, Machine
 from tui import options
 from tui.screens.help import HelpScreen
 from tui.screens.live import LiveScreen, LiveView
+from tui.screens.peer_view import peer_lines
 from tui.screens.plan import FIELDS, PlanChoices, PlanScreen, PlanView
 from tui.screens.pool_view import pool_data
 from tui.screens.processes import ProcessesScreen
@@ -447,6 +448,7 @@ class MemsightApp(App[int]):
             alerts=alert_rows(state, self.origin_t),
             vllm=vllm_line(state),
             pool=pool_data(state),
+            peers=peer_lines(state),
             **child_fields,
         )
         self._push_to_screen()

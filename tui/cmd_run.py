@@ -102,7 +102,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
 
 
 def add_export_arguments(parser: argparse.ArgumentParser) -> None:
-    """--prometheus and --vllm-url (shared by `memsight run` and `memsight watch`)."""
+    """--prometheus, --vllm-url and --peer (shared by `memsight run` and `memsight watch`)."""
     parser.add_argument(
         "--prometheus",
         metavar="[HOST:]PORT",
@@ -114,6 +114,14 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="URL",
         help="scrape a vLLM server's Prometheus /metrics (e.g. http://localhost:8000) once a second: "
         "KV cache usage, running/waiting requests, preemptions, prefix cache hits",
+    )
+    parser.add_argument(
+        "--peer",
+        metavar="URL",
+        action="append",
+        default=[],
+        help="another machine's memsight exporter (its --prometheus HOST:PORT), shown beside this one: "
+        "headroom and buckets, fetched every 2 s off the screen's thread (2 s timeout); repeatable",
     )
 
 
@@ -329,6 +337,7 @@ def _run(args: argparse.Namespace, cmd: list[str], headless: bool, record: str |
         agent_dir=agent_dir,
         record_to=record,
         recorder=flight,
+        peers=args.peer,
         discover_interval_s=0.5,
         keep_dead_s=math.inf,  # agents stay after they exit: the Live screen keeps their last figures
 

@@ -220,6 +220,7 @@ def app_arguments(args: argparse.Namespace, name: str) -> tuple[Any, dict[str, A
         "alert_options": config.thresholds,
         "vllm_url": args.vllm_url,
         "prometheus": args.prometheus,
+        "peers": args.peer,
     }
     if args.record:
         kwargs["record_to"] = args.record

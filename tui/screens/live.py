@@ -56,6 +56,7 @@ class LiveView:
     ended: str = ""  # "ended at HH:MM:SS" once the command exited: its figures are kept, greyed
     summary: tuple[str, ...] = ()  # the end-of-run summary (collectors/summary.py), shown once it ended
     pool: PoolData | None = None  # where the pool is (tui/screens/pool_view.py); None: no OS sample yet
+    peers: tuple[str, ...] = ()  # one line per --peer (tui/screens/peer_view.py)
 
 
 class LiveScreen(Screen):
@@ -75,6 +76,7 @@ class LiveScreen(Screen):
         yield Static("", id="live-summary", classes="run-summary")
         yield Static("", id="live-vllm", classes="status-line")
         yield Static("", id="live-vllm_log", classes="status-line")
+        yield Static("", id="live-peers", classes="status-line")
         with VerticalScroll(id="live-body"):
             with Vertical(id="live-left", classes="column"):
                 yield Container(id="pools")
@@ -95,7 +97,9 @@ class LiveScreen(Screen):
 
     def on_mount(self) -> None:
         self.query_one("#live-source").display = bool(getattr(self.app, "source_detail", ""))
-        for selector in ("#live-banner", "#live-summary", "#live-vllm", "#live-vllm_log", "#child-log"):
+        for selector in (
+            "#live-banner", "#live-summary", "#live-vllm", "#live-vllm_log", "#live-peers", "#child-log"
+        ):
             self.query_one(selector).display = False
         self._apply_size(self.app.size.width, self.app.size.height)
         self.watch(self.query_one("#live-body"), "scroll_y", self._scrolled, init=False)
@@ -192,6 +196,10 @@ class LiveScreen(Screen):
                 line = self.query_one(selector, Static)
                 line.update(text)
                 line.display = bool(text)
+        if previous is None or previous.peers != view.peers:
+            peers = self.query_one("#live-peers", Static)
+            peers.update("\n".join(view.peers))
+            peers.display = bool(view.peers)
         if previous is None or previous.summary != view.summary:
             summary = self.query_one("#live-summary", Static)
             summary.update("\n".join(view.summary))
