@@ -103,7 +103,7 @@ def _minutes(seconds: float) -> str:
 
 
 def headroom_runway(history: Sequence[MonitorState], o: AlertOptions) -> list[Alert]:
-    """"at +1.2 GiB/min from pid 4242 python train.py, headroom is gone in about 6 min" (see the module)."""
+    """ "at +1.2 GiB/min from pid 4242 python train.py, headroom is gone in about 6 min" (see the module)."""
     now = history[-1]
     if now.headroom_bytes is None:
         return []
