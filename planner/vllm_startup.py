@@ -76,7 +76,8 @@ class Admission:
         return self.free - self.requested
 
 
-def _reads_mem_available(ver: tuple[int, int, int], device: DeviceMemory) -> bool:
+def reads_mem_available(ver: tuple[int, int, int], device: DeviceMemory) -> bool:
+    """Whether this version compares MemAvailable (else cudaMemGetInfo's free) on this device."""
     if ver >= (0, 20, 0):
         return device.integrated
     if ver >= (0, 11, 1):
@@ -131,7 +132,7 @@ def admission(
             f"vLLM {version} {engine.upper()}: no start-up free-memory check",
             True,
         )
-    uses_available = _reads_mem_available(ver, device)
+    uses_available = reads_mem_available(ver, device)
     if uses_available:
         reads, free = "MemAvailable", device.mem_available
     elif device.integrated:

@@ -33,6 +33,7 @@ from tui.screens.plan import FIELDS, PlanChoices, PlanScreen, PlanView
 from tui.screens.pool_view import pool_data
 from tui.screens.processes import ProcessesScreen
 from tui.screens.roofline import RooflineScreen
+from tui.screens.startup_view import StartupWatch
 from tui.screens.view_model import (
     PlanSource,
     VLLMPlan,
@@ -253,6 +254,7 @@ class MemsightApp(App[int]):
         self._vllm_plan: tuple[tuple, VLLMPlan] | None = None  # (inputs key, vLLM's plan for them)
         self._base_comparisons: tuple = ()  # the bucket comparisons before the vLLM process's is put in
         self._vllm_parts_memo: tuple | None = None  # (log, state, plan inputs, _vllm_parts of them)
+        self._startup_watch = StartupWatch()  # the vLLM start's stages and host samples
         self._child_key: tuple | None = None
         self.replay_note = ""  # what the last replay key did ("at the peak reserved (t+85.0s)")
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -501,6 +503,7 @@ class MemsightApp(App[int]):
             "ended": ended,
             "summary": summary,
             "vllm_log": self._vllm_log_text(),
+            "startup": self._startup_text(),
         }
 
     def _vllm_parts(self):
@@ -554,6 +557,17 @@ class MemsightApp(App[int]):
         log, buckets, plan, nvml_bytes, _, _ = parts
         pool_bytes = plan.explanation.pool.pool_bytes if plan.explanation is not None else None
         return vllm_log_line(log, buckets, pool_bytes, plan.error[:100], nvml_bytes)
+
+    def _startup_text(self) -> str:
+        """Will the vLLM server memsight run started pass its start-up check; once started, what its profile
+        run cost on the host (tui/screens/startup_view.py)."""
+        parts = self._vllm_parts()
+        state = self.state
+        if parts is None or state is None:
+            return ""
+        log, pids = parts[0], parts[5]
+        self._startup_watch.observe(log, state, pids, time.time())
+        return self._startup_watch.line(log, state, pids, self.vllm_hints)
 
     def _live_comparisons(self, ended: str) -> tuple:
         """The bucket comparisons, the vLLM process's (from its log) in place of its pool's, "ended" titles

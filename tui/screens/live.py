@@ -50,6 +50,7 @@ class LiveView:
     alerts: tuple[AlertRow, ...]
     vllm: str = ""  # one line about the scraped vLLM server ("" when no --vllm-url)
     vllm_log: str = ""  # vLLM's own numbers read from the `memsight run` child's log ("" when not vLLM)
+    startup: str = ""  # will vLLM start / what its profile run cost (tui/screens/startup_view.py)
     banner: str = ""  # "CMD exited with status N — q to quit" (memsight run)
     log_title: str = ""  # where the child's output goes ("" when it is not logged: no panel)
     log_lines: tuple[str, ...] = ()  # its last lines
@@ -76,6 +77,7 @@ class LiveScreen(Screen):
         yield Static("", id="live-summary", classes="run-summary")
         yield Static("", id="live-vllm", classes="status-line")
         yield Static("", id="live-vllm_log", classes="status-line")
+        yield Static("", id="live-startup", classes="status-line")
         yield Static("", id="live-peers", classes="status-line")
         with VerticalScroll(id="live-body"):
             with Vertical(id="live-left", classes="column"):
@@ -98,7 +100,8 @@ class LiveScreen(Screen):
     def on_mount(self) -> None:
         self.query_one("#live-source").display = bool(getattr(self.app, "source_detail", ""))
         for selector in (
-            "#live-banner", "#live-summary", "#live-vllm", "#live-vllm_log", "#live-peers", "#child-log"
+            "#live-banner", "#live-summary", "#live-vllm", "#live-vllm_log", "#live-startup", "#live-peers",
+            "#child-log",
         ):
             self.query_one(selector).display = False
         self._apply_size(self.app.size.width, self.app.size.height)
@@ -191,6 +194,7 @@ class LiveScreen(Screen):
             ("#live-banner", view.banner),
             ("#live-vllm", view.vllm),
             ("#live-vllm_log", view.vllm_log),
+            ("#live-startup", view.startup),
         ):
             if previous is None or getattr(previous, selector[6:]) != text:
                 line = self.query_one(selector, Static)
