@@ -21,6 +21,7 @@ from collectors.nvidia_smi import SmiBackend, SmiProcess, parse
 from collectors.nvml_collector import NVMLCollector
 from collectors.os_collector import OSCollector
 from collectors.pool import SMAPS_SOURCE, PoolSampler, file_resident, pool_parts
+from collectors.recorder import Recorder
 from collectors.replay import ReplayMonitor
 from collectors.snapshots import NVMLSnapshot
 from tests.conftest import SHARED_FIXTURES, needs_shared
@@ -245,3 +246,37 @@ def test_the_decomposition_is_on_metrics(two_engines, tmp_path):
         assert served[("memsight_pool_part_bytes", (("part", part),))] == value
     assert served[("memsight_kernel_log_readable", ())] == 1
     assert served[("memsight_driver_oom_lines_total", ())] == 0  # the one line was there before the start
+
+
+def test_a_checkpoint_read_in_halves_shows_in_the_recorded_pool(tmp_path):
+    """A process maps a 64 MiB checkpoint and reads its first half, waits, then its second half: the pool's
+    "experiment's files" part, sampled as a live run samples it and recorded, grows with each half."""
+    shard = tmp_path / "model.safetensors"
+    shard.write_bytes(os.urandom(64 * MiB))
+    code = (
+        "import mmap,sys\n"
+        f"f=open({str(shard)!r},'rb'); m=mmap.mmap(f.fileno(),0,prot=mmap.PROT_READ); n=len(m)\n"
+        "for lo,hi in ((0,n//2),(n//2,n)):\n"
+        "    s=sum(m[i] for i in range(lo,hi,4096)); print('read',hi,flush=True); sys.stdin.readline()\n"
+    )
+    reader = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    record = tmp_path / "run.jsonl"
+    sampler = PoolSampler(kernel_log=None, interval_s=0.0)
+    recorder = Recorder(record)
+    try:
+        files = []
+        for _ in range(2):
+            assert reader.stdout.readline().startswith(b"read")
+            detail = sampler.sample([reader.pid])  # the experiment's pids, as the Monitor passes them
+            recorder.pool(detail)
+            files.append(dict(detail.files)[reader.pid])
+            reader.stdin.write(b"\n")
+            reader.stdin.flush()
+    finally:
+        reader.kill()
+        reader.wait()
+        recorder.close()
+    half, whole = files
+    assert 32 * MiB <= half < 48 * MiB and whole - half >= 31 * MiB  # each half of the pages, and libraries
+    recorded = [e for e in ReplayMonitor(record).recording.events if e["k"] == "pool"]
+    assert [dict(map(tuple, e["files"]))[reader.pid] for e in recorded] == files
