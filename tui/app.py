@@ -414,8 +414,9 @@ class MemsightApp(App[int]):
             self._push_to_screen()
         if state is self.state:
             if child_changed and self.live_view is not None:
-                # the Plan screen follows vLLM's log as it streams, like the Live screen's vLLM row
-                self.plan_view = self._plans(self.scoped_state or state).view
+                # the Plan screen follows vLLM's log as it streams, like the Live screen's vLLM row; the
+                # Live screen's plans say when the command ended without a model
+                self._replan(self.scoped_state or state)
                 fields = self._child_fields()
                 self.live_view = replace(
                     self.live_view, comparisons=self._live_comparisons(fields.get("ended", "")), **fields
@@ -594,28 +595,23 @@ class MemsightApp(App[int]):
         return dict(self._field_values)
 
     def on_plan_screen_inputs_edited(self, message: PlanScreen.InputsEdited) -> None:
-        if message.values == self._field_values:
-            return
         # an edited field is the user's choice: it wins over what the plan follows (vLLM's log, an agent's
         # loaded model), as a flag does; the fields not edited keep the inputs given at startup
         changed = frozenset(k for k, v in message.values.items() if v != self._field_values.get(k))
-        self._field_values = dict(message.values)
+        if not changed:
+            return
+        self._field_values = {**self._field_values, **message.values}
         self._edited |= changed
         self.plan_explicit |= changed
-        values = {**fields_from_inputs(self.plan_inputs), **{k: message.values[k] for k in self._edited}}
+        values = {**fields_from_inputs(self.plan_inputs), **{k: self._field_values[k] for k in self._edited}}
         try:
             self.plan_inputs = inputs_from_fields(self.plan_inputs, values)
             self.plan_error = ""
         except ValueError as exc:  # our own parse errors and PlannerError (a ValueError) alike
             self.plan_error = str(exc)
         if self.state is not None:
-            scoped = self.scoped_state or self.state
-            result = self._plans(scoped, force=True)
-            self.plan_view = result.view
+            self._replan(self.scoped_state or self.state, force=True)
             if self.live_view is not None:
-                self._base_comparisons = bucket_comparisons(
-                    scoped, result.live_plans, result.live_errors, result.sources
-                )
                 self.live_view = replace(
                     self.live_view,
                     comparisons=self._live_comparisons(self.live_view.ended),
@@ -623,6 +619,15 @@ class MemsightApp(App[int]):
             self._push_to_screen()
 
     # --- planning ---------------------------------------------------------------------------------
+    def _replan(self, scoped: MonitorState, *, force: bool = False) -> None:
+        """The plans again for the same state (inputs edited, the command's log or status changed): the Plan
+        screen's view and the Live screen's comparisons before the vLLM process's is put in."""
+        result = self._plans(scoped, force=force)
+        self.plan_view = result.view
+        self._base_comparisons = bucket_comparisons(
+            scoped, result.live_plans, result.live_errors, result.sources
+        )
+
     def _plans(self, state: MonitorState, *, force: bool = False) -> PlanResult:
         """Plans for each live pool and each machine of the figure. Each plan is memoized on its exact
         (inputs, machine), so a tick costs nothing unless the inputs or a capacity changed; "this" machine's
@@ -640,32 +645,65 @@ class MemsightApp(App[int]):
         vllm_label = ""
         if follow is not None and vllm is not None and follow.pid == self.child.pid:
             vllm_label = "vLLM's own model, on the device it runs on: " + vllm_plan_label(vllm[0].explanation)
+        waiting = self._waiting_for_model(follow)
+        if waiting and not follow_line:
+            follow_line = f"{waiting.split(':')[0]}: the bars plan the inputs below"
         shown = (follow.pid, follow.inputs, follow.spec_key) if follow is not None else None
         reserve = self.unified_os_reserve_bytes
         key = (self.plan_inputs, self.plan_error, live_pools, this, reserve, followed, groups, shown,
-               follow_line, vllm_label, self._edited)  # fmt: skip
+               follow_line, vllm_label, self._edited, waiting)  # fmt: skip
         if not force and key == self._plan_key and self._plan_result is not None:
             return self._plan_result
         self._plan_key = key
-        if follow is not None and not self.plan_error:
-            # the fields show what is planned; a field the user is editing keeps the text typed
-            shown_values = fields_from_inputs(follow.inputs)
+        if not self.plan_error:
+            # the fields show what is planned (what is followed, else the inputs as given); a field the
+            # user edited keeps the text typed ("32k")
+            shown_values = fields_from_inputs(follow.inputs if follow is not None else self.plan_inputs)
             self._field_values = {**shown_values, **{k: self._field_values[k] for k in self._edited}}
         values = tuple((name, self._field_values.get(name, "")) for name in FIELDS)
-        # the fields the Plan screen sets from what it follows: the user's own edits stay as typed
-        followed = tuple(n for n in FIELDS if n not in self._edited) if follow is not None else ()
-        live_plans: dict[str, Any] = {}
-        live_errors: dict[str, str] = {}
+        # the fields the Plan screen sets to what is planned: the user's own edits stay as typed
+        followed = tuple(n for n in FIELDS if n not in self._edited)
         if self.plan_error:
-            for pool in live_pools:
-                live_errors[pool.key] = self.plan_error
+            live_errors = {pool.key: self.plan_error for pool in live_pools}
             view = PlanView(values, (), "", self.plan_error, follow_line, vllm_label, followed)
-            result = PlanResult(live_plans, live_errors, view)
+            result = PlanResult({}, live_errors, view)
             self._plan_result = result
             return result
+        live_plans, live_errors = self._live_plans(state, live_pools, this, sources, waiting)
+        bars, summary, first_error = self._figure_bars(state, this, follow)
+        chunk = follow.inputs.prefill_chunk if follow is not None else None
+        chunk = None if chunk == default_plan_inputs().prefill_chunk else chunk
+        view = PlanView(values, bars, summary, first_error, follow_line, vllm_label, followed, chunk)
+        result = PlanResult(live_plans, live_errors, view, sources)
+        self._plan_result = result
+        return result
+
+    def _waiting_for_model(self, follow: PlanSource | None) -> str:
+        """Under `memsight run` with no --model, before the command loaded a model memsight can plan (or
+        vLLM's log named one): why the Live screen shows no plan yet ("" when it has one to show). The
+        default model's verdict would otherwise stand there for seconds, "does NOT fit" on a small box."""
+        if self.child is None or "model" in self.plan_explicit or follow is not None:
+            return ""
+        if self.child_status is None:
+            return (
+                f"waiting for pid {self.child.pid} to load a model: the plan follows what it loads "
+                "(transformers, tracked automatically; vLLM's log); --model M plans one now"
+            )
+        return (
+            f"pid {self.child.pid} loaded no model memsight could plan (transformers' models are tracked "
+            "automatically; agent.track_model for your own): --model M compares with a plan"
+        )
+
+    def _live_plans(self, state, live_pools, this, sources, waiting: str) -> tuple[dict, dict]:
+        """(pool key -> Plan, pool key -> why there is none) for each comparison the Live screen draws."""
+        live_plans: dict[str, Any] = {}
+        live_errors: dict[str, str] = {}
         by_pid = {s.pid: s for s in sources}
         for pool in live_pools:
             for key, pid in comparison_groups(state, pool, sources):
+                if waiting:
+                    live_errors[key] = waiting
+                    continue
                 if pool.capacity_bytes is None:
                     live_errors[key] = f"{pool.title}: capacity unknown, nothing to plan against"
                     continue
@@ -682,6 +720,11 @@ class MemsightApp(App[int]):
                     live_errors[key] = plan
                 else:
                     live_plans[key] = plan
+        return live_plans, live_errors
+
+    def _figure_bars(self, state, this, follow) -> tuple[tuple[MachineBar, ...], str, str]:
+        """The Plan screen's capacity figure: (one bar per machine, the plan's one-line summary, the first
+        planner error)."""
         bars: list[MachineBar] = []
         first_error = ""
         summary = ""
@@ -704,12 +747,7 @@ class MemsightApp(App[int]):
                 continue
             bars.append(machine_bar(name, label, plan, context))
             summary = summary or plan_summary(plan)
-        chunk = follow.inputs.prefill_chunk if follow is not None else None
-        chunk = None if chunk == default_plan_inputs().prefill_chunk else chunk
-        view = PlanView(values, tuple(bars), summary, first_error, follow_line, vllm_label, followed, chunk)
-        result = PlanResult(live_plans, live_errors, view, sources)
-        self._plan_result = result
-        return result
+        return tuple(bars), summary, first_error
 
     def _plan(self, machine_name: str, machine: Machine | None, source: PlanSource | None = None) -> Any:
         """make_plan for the current inputs (or an agent's loaded model and cache: `source`) on a preset

@@ -22,10 +22,12 @@ from textual.widgets import Static
 
 from collectors.snapshots import VLLMModelStats, VLLMSnapshot
 from tests.conftest import REPO_ROOT
-from tests.tui.fixed_states import FixedMonitor, gb10_state
+from tests.tui.fixed_states import FixedMonitor, bare_state, gb10_state
+from tests.tui.test_app import text_of
 from tui import cli, cmd_replay, cmd_run
 from tui.app import MemsightApp
 from tui.screens.view_model import vllm_line
+from tui.widgets.bucket_bars import BucketBars
 from tui.widgets.gap_chart import GapChart
 from tui.widgets.log_tail import LogPanel, LogTail
 
@@ -302,3 +304,44 @@ async def test_without_allocator_counters_the_chart_draws_the_headroom_over_time
         await pilot.pause()
         chart = app.screen.query_one(GapChart)
         assert chart.display and not chart.has_class("-empty") and chart.region.height > 16
+
+
+async def test_before_the_command_loads_a_model_the_live_screen_waits_instead_of_the_default_verdict():
+    """Issue 21, item 4: under `memsight run` with no --model, the default Llama 3.1 8B plan used to stand on
+    the Live screen ("does NOT fit" in red on a small machine) until the program loaded its model. Now the
+    row says what it waits for, and, once the command ended without a model, how to get a plan."""
+    proc = subprocess.Popen([PY, "-c", "import time; time.sleep(60)"])
+    child = cmd_run.RunChild(proc, "python gen.py", None)
+    app = MemsightApp(FixedMonitor(bare_state()), source_label="t", child=child)
+    try:
+        async with app.run_test(size=(160, 48)) as pilot:
+            await pilot.pause()
+            (running,) = app.live_view.comparisons
+            bars = text_of(app.screen.query_one(BucketBars))
+            follows = app.plan_view.follows
+            proc.kill()
+            proc.wait(timeout=20)
+            app.refresh_data()
+            await pilot.pause()
+            (ended,) = app.live_view.comparisons
+            await pilot.press("q")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert running.planned is None and "NOT fit" not in running.plan_label
+    assert running.plan_label == (
+        f"waiting for pid {proc.pid} to load a model: the plan follows what it loads (transformers, tracked "
+        "automatically; vLLM's log); --model M plans one now"
+    )
+    assert "no plan: waiting for pid" in bars
+    assert follows == f"waiting for pid {proc.pid} to load a model: the bars plan the inputs below"
+    assert ended.planned is None
+    assert ended.plan_label.startswith(f"pid {proc.pid} loaded no model memsight could plan")
+    # a model given on the command line is planned from the start
+    given = frozenset({"model"})
+    app = MemsightApp(FixedMonitor(bare_state()), source_label="t", child=child, plan_explicit=given)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        (given,) = app.live_view.comparisons
+        await pilot.press("q")
+    assert given.planned is not None and given.plan_label.startswith("llama-3.1-8b")

@@ -15,6 +15,7 @@ from textual.containers import Grid, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
 from textual.suggester import SuggestFromList
+from textual.widget import Widget
 from textual.widgets import Header, Input, Label, Select, Static
 
 from tui.widgets.capacity_bars import CapacityBars
@@ -42,7 +43,7 @@ class PlanView:
     error: str  # "" or the planner's message
     follows: str = ""  # what the plan follows (vLLM's log, a loaded model), each input's source
     vllm: str = ""  # vLLM's own model's pool for the same inputs, when the plan follows vLLM's log
-    followed: tuple[str, ...] = ()  # fields set from that source (never one the user edited)
+    followed: tuple[str, ...] = ()  # fields the screen sets to what is planned (never one the user edited)
     prefill_chunk: int | None = None  # the followed prefill chunk (vLLM's max_num_batched_tokens); None: 8K
 
 
@@ -62,6 +63,8 @@ def figure_note(prefill_chunk: int | None) -> str:
 
 class PlanScreen(Screen):
     class InputsEdited(Message):
+        """A field the user edited: {name: value as typed}."""
+
         def __init__(self, values: dict[str, str]) -> None:
             super().__init__()
             self.values = values
@@ -89,48 +92,51 @@ class PlanScreen(Screen):
         for name in ("format", "kv_dtype"):
             if start.get(name) and start[name] not in self._options[name]:
                 self._options[name].append(start[name])
+        with self.prevent(Input.Changed, Select.Changed):  # the app's values: no edit of the user's
+            fields = self._field_widgets(start, choices)
         yield Header()
         yield Static("", id="plan-status", classes="status-line")
         yield Static("", id="plan-follows", classes="note")
         with VerticalScroll(id="plan-body"):
             with Grid(id="plan-fields"):
-                with Vertical(classes="field wide-field"):
-                    yield Label("model (catalog name or path)")
-                    yield Input(
-                        start.get("model", ""),
-                        id="plan-model",
-                        suggester=SuggestFromList(choices.models, case_sensitive=False),
-                    )
-                with Vertical(classes="field"):
-                    yield Label("weights")
-                    yield Select(
-                        [(self._labels.get(f, f), f) for f in self._options["format"]],
-                        id="plan-format",
-                        allow_blank=False,
-                        value=start.get("format") or "default",
-                    )
-                with Vertical(classes="field"):
-                    yield Label("KV dtype")
-                    yield Select(
-                        [(k, k) for k in self._options["kv_dtype"]],
-                        id="plan-kv_dtype",
-                        allow_blank=False,
-                        value=start.get("kv_dtype") or self._options["kv_dtype"][0],
-                    )
-                with Vertical(classes="field narrow-field"):
-                    yield Label("context")
-                    yield Input(start.get("context", ""), id="plan-context", restrict=COUNT_CHARS)
-                with Vertical(classes="field narrow-field"):
-                    yield Label("users")
-                    yield Input(start.get("users", ""), id="plan-users", restrict=COUNT_CHARS)
-                with Vertical(classes="field narrow-field"):
-                    yield Label("tp")
-                    yield Input(start.get("tp", ""), id="plan-tp", restrict=COUNT_CHARS)
+                for label, classes, widget in fields:
+                    with Vertical(classes=classes):
+                        yield Label(label)
+                        yield widget
             yield Static("", id="plan-error", classes="error-line")
             yield Static("", id="plan-summary")
             yield CapacityBars(id="capacity")
             yield Static(figure_note(None), id="plan-note", classes="note")
         yield MemsightFooter()
+
+    def _field_widgets(self, start: dict[str, str], choices: PlanChoices) -> list[tuple[str, str, Widget]]:
+        """(label, container classes, widget) of each field, holding the app's values."""
+        model = Input(
+            start.get("model", ""),
+            id="plan-model",
+            suggester=SuggestFromList(choices.models, case_sensitive=False),
+        )
+        weights = Select(
+            [(self._labels.get(f, f), f) for f in self._options["format"]],
+            id="plan-format",
+            allow_blank=False,
+            value=start.get("format") or "default",
+        )
+        kv_dtype = Select(
+            [(k, k) for k in self._options["kv_dtype"]],
+            id="plan-kv_dtype",
+            allow_blank=False,
+            value=start.get("kv_dtype") or self._options["kv_dtype"][0],
+        )
+        fields = [
+            ("model (catalog name or path)", "field wide-field", model),
+            ("weights", "field", weights),
+            ("KV dtype", "field", kv_dtype),
+        ]
+        for name in ("context", "users", "tp"):
+            count = Input(start.get(name, ""), id=f"plan-{name}", restrict=COUNT_CHARS)
+            fields.append((name, "field narrow-field", count))
+        return fields
 
     def on_mount(self) -> None:
         # Tab goes straight to the first field (a scroll container would otherwise take the first Tab);
@@ -158,15 +164,17 @@ class PlanScreen(Screen):
             self.show(view)
 
     def fill(self, values: dict[str, str]) -> None:
-        """Put values in the fields. The Changed messages this posts carry the values the app already has,
-        which it ignores. A value a Select does not list (e.g. `--format` given on the command line) is added
+        """Put the app's values in the fields, posting no Changed event: a value the app set is not the
+        user's edit (those events used to reach the app after its next tick had moved the value on, and were
+        taken for edits). A value a Select does not list (e.g. `--format` given on the command line) is added
         to it, so the planner's verdict on it shows instead of a crash."""
-        for name, value in values.items():
-            widget = self.query_one(f"#plan-{name}")
-            if isinstance(widget, Select) and value not in self._options[name]:
-                self._options[name].append(value)
-                widget.set_options([(self._labels.get(v, v), v) for v in self._options[name]])
-            widget.value = value
+        with self.prevent(Input.Changed, Select.Changed):
+            for name, value in values.items():
+                widget = self.query_one(f"#plan-{name}")
+                if isinstance(widget, Select) and value not in self._options[name]:
+                    self._options[name].append(value)
+                    widget.set_options([(self._labels.get(v, v), v) for v in self._options[name]])
+                widget.value = value
 
     def field_values(self) -> dict[str, str]:
         values: dict[str, str] = {}
@@ -178,9 +186,13 @@ class PlanScreen(Screen):
 
     @on(Input.Changed)
     @on(Select.Changed)
-    def _edited(self, event: Message) -> None:
+    def _edited(self, event: Input.Changed | Select.Changed) -> None:
+        """The one field the user changed, and only it: the others may move with what the plan follows."""
         event.stop()
-        self.post_message(self.InputsEdited(self.field_values()))
+        name = (event.control.id or "").removeprefix("plan-")
+        if name in FIELDS:
+            value = event.value
+            self.post_message(self.InputsEdited({name: "" if value is Select.BLANK else str(value)}))
 
     def action_scroll_figure(self, direction: int) -> None:
         body = self.query_one("#plan-body", VerticalScroll)

@@ -824,11 +824,15 @@ def plan_follows(
                 "plan follows vLLM's log: "
             )
         why_not = f"vLLM's log (pid {pid}) cannot be planned: {plan.error or 'no model or version yet'}"
-    usable = [s for s in sources if s.spec is not None and not s.error]
+    # an agent's source plans its loaded model, or (the model given) the given model at its cache's batch
+    # and length: the Live screen's row plans the same source, so the two screens agree
+    usable = [s for s in sources if not s.error]
     if usable:
         source = usable[0]
         more = f" (1 of {len(usable)} agents that published one)" if len(usable) > 1 else ""
-        line = f"following pid {source.pid}'s loaded model{more}: " + " · ".join(source.provenance)
+        given = f"cache (its model: {source.inputs.model}, given)"
+        what = "loaded model" if source.spec is not None else given
+        line = f"following pid {source.pid}'s {what}{more}: " + " · ".join(source.provenance)
         return source, (f"{why_not}; " if why_not else "") + line
     if why_not:
         return None, f"{why_not}; the bars plan the inputs below"
