@@ -1,4 +1,4 @@
-"""Time until headroom runs out: a robust trend of headroom over the growth window, and who grows.
+"""Time until headroom runs out: a robust trend of headroom over the last minute, and who grows.
 
 The trend is the Theil–Sen slope (the median of the slopes between every pair of samples), which a few wild
 samples cannot drag, with two checks before it is believed:
@@ -7,8 +7,8 @@ samples cannot drag, with two checks before it is believed:
 * size: the fall over the window is above the series' own noise (RUNWAY_NOISE_FACTOR times the median
   absolute deviation of the residuals about the trend) and above AlertOptions.runway_min_bytes.
 Then the time left is (headroom − the critical threshold) / the rate; an alert when it is under
-runway_warning_s (critical under runway_critical_s), naming the rate and the process whose resident plus GPU
-memory grew most over the same window.
+runway_warning_s (10 min: ten windows of AlertOptions.runway_window_s, 60 s; critical under runway_critical_s,
+2 min), naming the rate and the process whose resident plus GPU memory grew most over the same window.
 """
 
 from __future__ import annotations
@@ -110,14 +110,15 @@ def headroom_runway(history: Sequence[MonitorState], o: AlertOptions) -> list[Al
     left = now.headroom_bytes - o.headroom_critical_bytes
     if left <= 0:
         return []  # already under the critical line: the headroom rule says so
-    rate = falling_trend(_samples(history, o.growth_window_s), o.growth_window_s, o.runway_min_bytes)
+    window = o.runway_window_s
+    rate = falling_trend(_samples(history, window), window, o.runway_min_bytes)
     if rate is None:
         return []
     seconds = left / rate
     if seconds > o.runway_warning_s:
         return []
     per_min = rate * 60 / GiB
-    grower = _grower(history, o.growth_window_s)
+    grower = _grower(history, window)
     if grower is None:
         source = " (no process grew: page cache, the kernel or the driver)"
     elif grower[1] >= 0.5 * rate:
