@@ -97,6 +97,21 @@ def _start(tmp_path, flight):
     )  # fmt: skip
 
 
+def _kill_tree(proc: subprocess.Popen) -> None:
+    """memsight and the command it runs (which outlives a SIGKILLed memsight, orphaned)."""
+    try:
+        family = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        family = []
+    proc.kill()
+    proc.wait(HANG_GUARD_S)
+    for p in family:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+
+
 def _wait_for_samples(flight, seconds: float) -> None:
     deadline = time.monotonic() + HANG_GUARD_S
     while time.monotonic() < deadline:
@@ -114,6 +129,7 @@ def _wait_for_samples(flight, seconds: float) -> None:
 def test_sigkill_of_memsight_leaves_the_last_flushed_seconds(tmp_path):
     flight = tmp_path / "flight"
     memsight = _start(tmp_path, flight)
+    child = None
     try:
         _wait_for_samples(flight, 3.0)
         child = psutil.Process(memsight.pid).children()[0]
@@ -124,9 +140,9 @@ def test_sigkill_of_memsight_leaves_the_last_flushed_seconds(tmp_path):
         child.send_signal(signal.SIGKILL)  # and then the command too (a host that goes down takes both)
         child.wait(HANG_GUARD_S)
     finally:
-        memsight.kill()
-        for p in psutil.Process(os.getpid()).children(recursive=True):
-            p.kill()
+        _kill_tree(memsight)
+        if child is not None and child.is_running():
+            child.kill()
     ends = flight_end(flight)
     # on disk: everything up to the last 2 s sync, and one 0.25 s tick on top (and scheduling slack)
     assert ends.last_t >= killed_at - SYNC_S - 0.25 - 1.0
@@ -149,7 +165,7 @@ def test_sigkill_of_the_command_is_recorded_to_the_end(tmp_path):
         child.send_signal(signal.SIGKILL)
         _, stderr = memsight.communicate(timeout=HANG_GUARD_S)
     finally:
-        memsight.kill()
+        _kill_tree(memsight)
     assert memsight.returncode == 128 + signal.SIGKILL  # memsight exits with the command's status
     assert f"flight recording in {flight}" in stderr
     ends = flight_end(flight)
