@@ -38,9 +38,10 @@ def second_memsight(tmp_path):
     match = re.search(r"serving (http://127\.0\.0\.1:\d+/metrics)", line)
     assert match, line
     yield match.group(1)
+    command = _children(proc.pid)  # before memsight goes: its command would be orphaned, sleeping
     proc.kill()
     proc.wait(HANG_GUARD_S)
-    for child in _children(proc.pid):
+    for child in command:
         child.kill()
 
 
