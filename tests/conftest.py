@@ -28,6 +28,18 @@ def run_memsight(*args: str, **popen_kwargs) -> subprocess.CompletedProcess:
         **popen_kwargs,
     )
 
+def load_script(name: str):
+    """scripts/NAME.py as a module (scripts/ is not a package); registered in sys.modules first, so its
+    dataclasses resolve their string annotations."""
+    import importlib.util  # noqa: PLC0415
+
+    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 needs_shared = pytest.mark.skipif(
     not SHARED_CONFIGS.is_dir(),
     reason="../shared/ (real configs and recorded fixtures) is not beside this checkout",

@@ -3,13 +3,10 @@ memsight: the pool's decomposition, exact to what the machine printed, and the L
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import pytest
 
 from collectors.replay import ReplayMonitor
-from tests.conftest import REPO_ROOT, needs_shared
+from tests.conftest import load_script, needs_shared
 from tui.app import MemsightApp
 from tui.screens.pool_view import pool_data
 from tui.widgets.pool_parts import PoolParts
@@ -18,18 +15,9 @@ MiB = 2**20
 KiB = 2**10
 
 
-def _script():
-    path = REPO_ROOT / "scripts" / "gb10_recording.py"
-    spec = importlib.util.spec_from_file_location("gb10_recording", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture
 def gb10_replay(tmp_path):
-    path = _script().write(tmp_path / "gb10.jsonl")
+    path = load_script("gb10_recording").write(tmp_path / "gb10.jsonl")
     replay = ReplayMonitor(path)
     while not replay.at_end:
         replay.step()

@@ -3,7 +3,6 @@ what a refusal's own figures say to change, what grew on the host during its pro
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ from collectors.nvml_collector import NVMLCollector
 from collectors.snapshots import OSSnapshot, ProcessInfo
 from collectors.state import StateBuilder
 from planner.vllm_log import parse_log
-from tests.conftest import REPO_ROOT, SHARED_FIXTURES, needs_shared
+from tests.conftest import REPO_ROOT, SHARED_FIXTURES, load_script, needs_shared
 from tests.tui.fixed_states import FixedMonitor, two_rank_state
 from tui import cmd_run
 from tui.app import MemsightApp
@@ -27,19 +26,11 @@ GB10_LOG = "vllmrouter_ngc26.01_v0.13.0_gpt-oss-20b_gb10.log"  # a real vLLM 0.1
 GIB, MIB = 2**30, 2**20
 
 
-def _top():
-    path = REPO_ROOT / "scripts" / "gb10_recording.py"
-    spec = importlib.util.spec_from_file_location("gb10_recording", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module.parse_top
-
-
 def _gb10_nearly_full(pid: int = 0):
     """The GB10 of ../shared/fixtures *_vllm-truncated-10707 (top: 964.8 MiB free, 2347.9 MiB available),
     NVML from its nvidia-smi table, through the monitor's own StateBuilder."""
-    figures, _ = _top()((SHARED_FIXTURES / "top_gb10_vllm-truncated-10707.txt").read_text())
+    top = (SHARED_FIXTURES / "top_gb10_vllm-truncated-10707.txt").read_text()
+    figures, _ = load_script("gb10_recording").parse_top(top)
     nvml = NVMLCollector(
         SmiBackend.from_text((SHARED_FIXTURES / "nvidia-smi_gb10_vllm-truncated-10707.txt").read_text())
     ).sample()
