@@ -452,6 +452,7 @@ class MemsightApp(App[int]):
             vllm=vllm_line(state),
             pool=pool_data(state),
             peers=peer_lines(state),
+            agents_skipped=state.input_warnings.get("agents", ""),
             **child_fields,
         )
         self._push_to_screen()

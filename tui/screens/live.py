@@ -58,6 +58,18 @@ class LiveView:
     summary: tuple[str, ...] = ()  # the end-of-run summary (collectors/summary.py), shown once it ended
     pool: PoolData | None = None  # where the pool is (tui/screens/pool_view.py); None: no OS sample yet
     peers: tuple[str, ...] = ()  # one line per --peer (tui/screens/peer_view.py)
+    # agent files (or records) the monitor did not read, and why: said where the agents are, since the user
+    # otherwise sees fewer agents and no reason ("" when none)
+    agents_skipped: str = ""
+
+
+def agents_note(view: LiveView) -> str:
+    """The line above the agents table: why there is none, or which agent files were not read."""
+    if view.agents:
+        return view.agents_skipped
+    if view.agents_skipped:
+        return f"no agent shown: {view.agents_skipped}"
+    return "no memsight agent found (start one with `memsight run -- CMD`)"
 
 
 class LiveScreen(Screen):
@@ -220,11 +232,12 @@ class LiveScreen(Screen):
         self.query_one(PoolParts).update_data(view.pool)
         self.query_one(GapChart).update_data(view.chart)
         self.query_one(AgentsTable).update_rows(view.agents)
-        missing = "" if view.agents else "no memsight agent found (start one with `memsight run -- CMD`)"
         agents_missing = self.query_one("#agents-missing", Static)
-        if previous is None or bool(previous.agents) != bool(view.agents):
-            agents_missing.update(missing)
-            agents_missing.display = bool(missing)
+        shown = (bool(view.agents), view.agents_skipped)
+        if previous is None or (bool(previous.agents), previous.agents_skipped) != shown:
+            note = agents_note(view)
+            agents_missing.update(note)
+            agents_missing.display = bool(note)
             self.query_one(AgentsTable).display = bool(view.agents)
         self.query_one("#top-processes", ProcessSummary).update_rows(view.processes)
         self.query_one(AlertLog).update_rows(view.alerts)

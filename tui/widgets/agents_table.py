@@ -44,6 +44,6 @@ class AgentsTable(DataTable):
                 Text(gib_num(r.gap, 2), style="red" if r.gap and r.gap > 2**30 else ""),
                 "—" if r.retries is None else str(r.retries),
                 "—" if r.ooms is None else str(r.ooms),
-                key=str(r.pid),
+                key=r.key or None,  # one row per agent and device: the pid alone repeats (DuplicateKey)
             )
         return True
