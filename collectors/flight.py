@@ -7,7 +7,8 @@ pass `limit_bytes` the oldest are deleted. Every `sync_interval_s` (2 s) the cur
 fsync'ed, so a SIGKILL of memsight, a kernel OOM kill or a hard reset loses at most the last seconds.
 
 A new segment starts with what a reader needs from before it (the Recorder writes these only on change):
-the last NVML snapshot, vLLM scrape, pool detail, scope and each agent's info are written again at its top.
+the last NVML snapshot, vLLM and engine scrapes, engine log figures, pool detail, scope and each agent's
+info are written again at its top.
 
 `read_flight(dir)` reads the kept segments back as one Recording (collectors/recorder.py), and
 `flight_end(dir)` says where it ends: the last sample's time and whether the run closed the recording
@@ -36,6 +37,8 @@ _STICKY: dict[str, Callable[[tuple], tuple]] = {
     "nvml": lambda args: (),
     "vllm": lambda args: (),
     "pool": lambda args: (),
+    "engine": lambda args: (),
+    "engine_log": lambda args: (),
     "scope": lambda args: (),
     "agent_info": lambda args: (args[0], args[1]),
 }

@@ -19,7 +19,7 @@ random weights). It prints, each with its unit:
   7. where the pool is (collectors/pool.py) before and after allocating the same 1 GiB in this process: which
      /proc/meminfo part it lands in (on a GB10: none, the "not itemized" part, with NVML's per-process sum
      growing by it), and cudaMemGetInfo's free next to MemFree and MemAvailable (on a GB10 the first two
-     should be one figure), with vLLM's start-up check (planner/vllm_startup.py) on what was measured.
+     should be one figure), with vLLM's start-up check (planner/engines/vllm/startup.py) on what was measured.
 Without CUDA (and without --device cpu) it says so and exits 2.
 
 `--device cpu` runs every transformers/torch code path above for real on the CPU (a Llama with hidden 64,
@@ -619,8 +619,8 @@ def pool_now(gpu_pids: list[int]):
 
 def check_pool(setup: Setup) -> str:
     """7: allocate setup.second_bytes here and see which part of the pool moves (see the module)."""
-    from planner.vllm import DEFAULT_VLLM_VERSION
-    from planner.vllm_startup import DeviceMemory, admission, verdict_line
+    from planner.engines.vllm.startup import DeviceMemory, admission, verdict_line
+    from planner.engines.vllm.version import DEFAULT_VLLM_VERSION
 
     if not setup.cuda:
         parts = pool_now([os.getpid()])

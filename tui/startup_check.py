@@ -1,10 +1,10 @@
 """`memsight plan ... --engine vllm --machine this` (or `--meminfo FILE`): will vLLM start there now?
 
-The rule is planner/vllm_startup.py's (vLLM's own, per version, cited there); this module measures what it
-reads: /proc/meminfo (MemTotal, MemFree, MemAvailable) and NVML's device 0 (a discrete GPU's free and total;
-on a GB10 NVML says Not Supported and cudaMemGetInfo's free and total are MemFree and MemTotal). The terms
-vLLM holds before its KV cache (weights, activation peak, non-torch, CUDA graphs) are the pool's predictions,
-which size N for --kv-cache-memory-bytes.
+The rule is planner/engines/vllm/startup.py's (vLLM's own, per version, cited there); this module measures
+what it reads: /proc/meminfo (MemTotal, MemFree, MemAvailable) and NVML's device 0 (a discrete GPU's free
+and total; on a GB10 NVML says Not Supported and cudaMemGetInfo's free and total are MemFree and
+MemTotal). The terms vLLM holds before its KV cache (weights, activation peak, non-torch, CUDA graphs) are
+the pool's predictions, which size N for --kv-cache-memory-bytes.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from planner.engines.vllm.startup import Admission, DeviceMemory, admission, verdict_line
 from planner.machines import MACHINES, THIS_MACHINE, read_meminfo
 from planner.units import GiB
-from planner.vllm_startup import Admission, DeviceMemory, admission, verdict_line
 
 
 def _capability(name: str | None) -> tuple[int, int] | None:
@@ -68,8 +68,8 @@ def measured_device(args: argparse.Namespace, plan: Any, pool: Any) -> tuple[Dev
 
 def _device_total(name: str | None, pool: Any, gpu: dict[str, Any]) -> tuple[int, str]:
     """cudaMemGetInfo's total: the recorded one for this GPU where memsight holds it, else the pool's."""
+    from planner.engines.vllm.overheads import device_total  # noqa: PLC0415
     from planner.errors import PlannerError  # noqa: PLC0415
-    from planner.vllm import device_total  # noqa: PLC0415
 
     try:
         recorded = device_total(name or "")

@@ -1,5 +1,5 @@
-"""vLLM's start-up admission rule (planner/vllm_startup.py) on recorded cases (tests/data/vllm_startup): the
-verdict vLLM itself gave, failing and passing, with the fix proposed."""
+"""vLLM's start-up admission rule (planner/engines/vllm/startup.py) on recorded cases
+(tests/data/vllm_startup): the verdict vLLM itself gave, failing and passing, with the fix proposed."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pathlib
 
 import pytest
 
-from planner.vllm_startup import (
+from planner.engines.vllm.startup import (
     DeviceMemory,
     admission,
     largest_passing_utilization,

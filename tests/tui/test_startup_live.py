@@ -14,7 +14,7 @@ from collectors.nvidia_smi import SmiBackend
 from collectors.nvml_collector import NVMLCollector
 from collectors.snapshots import OSSnapshot, ProcessInfo
 from collectors.state import StateBuilder
-from planner.vllm_log import parse_log
+from planner.engines.vllm.log import parse_log
 from tests.conftest import REPO_ROOT, SHARED_FIXTURES, load_script, needs_shared
 from tests.tui.fixed_states import FixedMonitor, two_rank_state
 from tui import cmd_run

@@ -1,9 +1,9 @@
 """The Live screen's line about a vLLM start under `memsight run`: will it start, what its profile cost.
 
-* Before vLLM has loaded its weights: its own start-up check (planner/vllm_startup.py) against what the
-  monitor measures now (the engine's agent's mem_get_info where CUDA is up, NVML, /proc/meminfo), with the
-  fix when it would fail. After a refusal ("Free memory on device ... is less than desired"): vLLM's own
-  figures, and the fix.
+* Before vLLM has loaded its weights: its own start-up check (planner/engines/vllm/startup.py) against
+  what the monitor measures now (the engine's agent's mem_get_info where CUDA is up, NVML,
+  /proc/meminfo), with the fix when it would fail. After a refusal ("Free memory on device ... is less
+  than desired"): vLLM's own figures, and the fix.
 * After start-up: when the non-torch memory vLLM counted is far above what the version normally counts
   (planner predicted_non_torch), what grew on the host during its profile run, from the samples memsight took
   then: the page cache (a version that reads MemFree counts it as used) and the engine's resident memory (a
@@ -17,10 +17,17 @@ from collections import deque
 from dataclasses import dataclass, replace
 
 from collectors.snapshots import MonitorState
+from planner.engines.vllm.log import STAGES
+from planner.engines.vllm.overheads import predicted_non_torch
+from planner.engines.vllm.startup import (
+    DeviceMemory,
+    admission,
+    read_printed,
+    reads_mem_available,
+    verdict_line,
+)
+from planner.engines.vllm.version import default_engine, parse_version
 from planner.errors import PlannerError
-from planner.vllm import default_engine, parse_version, predicted_non_torch
-from planner.vllm_log import STAGES
-from planner.vllm_startup import DeviceMemory, admission, read_printed, reads_mem_available, verdict_line
 
 GIB = 2**30
 DEFAULT_UTILIZATION = 0.9  # vLLM's CacheConfig default in every version read (v0.10.2-0.33.0 config/cache.py)

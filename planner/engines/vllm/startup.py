@@ -31,7 +31,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from planner.vllm import parse_version
+from planner.engines.vllm.version import parse_version
 
 GIB = 2**30
 REDUNDANCY_BYTES = 150 * 2**20  # vLLM's redundancy_buffer_memory (v0.33.0 gpu_worker.py:1026)
