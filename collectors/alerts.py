@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from collectors.runway import headroom_runway
 from collectors.snapshots import Alert, MonitorState
 
 GiB = 2**30
@@ -23,6 +24,12 @@ class AlertOptions:
     growth_window_s: float = 30.0  # ... within this window
     fragmentation_fraction: float = 0.30  # reserved − allocated over this share of reserved ...
     fragmentation_min_bytes: int = 1 * GiB  # ... and over this many bytes
+    # time until headroom reaches the critical line, from its trend over runway_window_s (headroom_runway);
+    # the horizon is ten windows: a trend is not extrapolated much further than it was seen
+    runway_window_s: float = 60.0  # the trend's window (the StateBuilder keeps 60 s of states for the rules)
+    runway_warning_s: float = 10 * 60.0  # warn when it is gone sooner than this ...
+    runway_critical_s: float = 2 * 60.0  # ... critical sooner than this
+    runway_min_bytes: int = 256 * 2**20  # a fall smaller than this over the window is no trend
 
 
 def _gib(n: float) -> str:
@@ -165,6 +172,32 @@ def oom_kills(history: Sequence[MonitorState], o: AlertOptions) -> list[Alert]:
     return []
 
 
+def driver_oom(history: Sequence[MonitorState], o: AlertOptions) -> list[Alert]:
+    """The NVIDIA driver's out-of-memory lines (NV_ERR_NO_MEMORY) rising in the kernel log: on a GB10 they
+    come while MemAvailable still looks healthy, so the headroom rule alone would say nothing."""
+    logs = [s.pool.kernel_log for s in history if s.pool is not None and s.pool.kernel_log is not None]
+    logs = [log for log in logs if log.readable]
+    # since_start is 0 in the first state a monitor builds; a replay builds its first state after a step,
+    # so a lone state is compared with that 0
+    baseline = logs[0].since_start if len(logs) >= 2 else 0
+    if not logs or logs[-1].since_start <= baseline:
+        return []
+    now = history[-1]
+    new = logs[-1].since_start - baseline
+    headroom_text = "unknown" if now.headroom_bytes is None else _gib(now.headroom_bytes)
+    last = logs[-1].last_lines[-1] if logs[-1].last_lines else ""
+    return [
+        Alert(
+            now.t,
+            "driver_oom",
+            "warning",
+            f"the NVIDIA driver could not get memory {new} time(s) (kernel log, NV_ERR_NO_MEMORY) while "
+            f"headroom reads {headroom_text} ({now.headroom_source}); last: {last[:120]}",
+            value=float(new),
+        )
+    ]
+
+
 def fragmentation(state: MonitorState, o: AlertOptions) -> list[Alert]:
     out = []
     for b in state.buckets:
@@ -200,6 +233,8 @@ def evaluate(history: Sequence[MonitorState], options: AlertOptions | None = Non
             *process_growth(history, o),
             *allocator_failures(history, o),
             *oom_kills(history, o),
+            *driver_oom(history, o),
+            *headroom_runway(history, o),
             *fragmentation(now, o),
         ]
     )

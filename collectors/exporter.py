@@ -40,6 +40,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import CollectorRegistry
 
 from collectors.errors import CollectorError
+from collectors.pool import pool_metrics
 from collectors.snapshots import MonitorState
 
 DEFAULT_HOST = "127.0.0.1"
@@ -341,6 +342,9 @@ def state_families(state: MonitorState, top_processes: int = 15) -> list[Metric]
         "Samples a source lost (overwritten unread or overran ticks).",
         [({"source": s}, n) for s, n in sorted(state.dropped.items())],
     )
+
+    for name, kind, help_text, samples in pool_metrics(state.pool):  # collectors/pool.py
+        w.family(name, kind, help_text, samples)
 
     vllm = state.vllm
     if vllm is not None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from collectors import agent_format as fmt
 from collectors.agent import sweep_dead_files
@@ -34,6 +34,8 @@ from collectors.engine_metrics import EngineMetrics
 from collectors.errors import CollectorError
 from collectors.nvml_collector import NVMLCollector
 from collectors.os_collector import OSCollector
+from collectors.peers import PeerWatcher
+from collectors.pool import PoolSampler
 from collectors.recorder import Recorder
 from collectors.snapshots import MonitorState
 from collectors.state import StateBuilder
@@ -73,6 +75,9 @@ class Monitor:
         engine_url: str | None = None,
         prometheus: str | None = None,
         alert_options: AlertOptions | None = None,
+        pool_sampler: PoolSampler | None = None,
+        recorder: Recorder | None = None,
+        peers: Sequence[str] = (),
     ) -> None:
         if not hz > 0:
             raise CollectorError(f"monitor rate must be > 0 Hz, got {hz}")
@@ -82,6 +87,8 @@ class Monitor:
         self.nvml_hz = min(nvml_hz, hz)
         self.proc_root = proc_root
         self.os_collector = os_collector if os_collector is not None else OSCollector(proc_root)
+        # the pool's decomposition beyond meminfo: the experiment's mapped files, /dev/shm, the kernel log
+        self.pool = pool_sampler if pool_sampler is not None else PoolSampler(self.os_collector.proc_root)
         self._nvml_given = nvml
         self.nvml: NVMLCollector | None = nvml
         self.agent_dir = agent_dir or fmt.default_agent_dir()
@@ -93,6 +100,10 @@ class Monitor:
         # bad input (an ftp:// URL, "host:port:x") fails here, before any thread starts
         self.vllm = VLLMMetrics(vllm_url, timeout_s=vllm_timeout_s, clock=clock) if vllm_url else None
         self.vllm_hz = min(vllm_hz, VLLM_MAX_HZ)
+        # --peer: other machines' exporters, each on its own thread (a bad URL fails here, before any starts)
+        self.peers = [PeerWatcher(url) for url in peers]
+        if self.peers:
+            self.builder.peers = lambda: tuple(w.latest for w in self.peers)
         # an engine's own endpoint (--engine-url) and the child's log followed for SGLang / llama.cpp / Ollama
         # (vLLM's log is followed by the Live screen itself, tui/app.py)
         self.engine = EngineMetrics(engine_url, timeout_s=vllm_timeout_s, clock=clock) if engine_url else None
@@ -106,7 +117,10 @@ class Monitor:
 
             self.prometheus_address = parse_listen_address(prometheus)
         self.exporter = None
-        self.recorder = Recorder(record_to, hz=hz) if record_to is not None else None
+        # `recorder`: one the caller built with the Recorder's interface (collectors/flight.py's)
+        if recorder is not None and record_to is not None:
+            raise CollectorError("a Monitor records to one place: record_to or recorder, not both")
+        self.recorder = Recorder(record_to, hz=hz) if record_to is not None else recorder
         self._record_lock = threading.Lock()
         if self.recorder is not None:
             self.builder.on_alert = self._record_alert
@@ -132,6 +146,8 @@ class Monitor:
             self.exporter = PrometheusExporter(self.state, *self.prometheus_address).start()
         if self.nvml is None:
             self.nvml = NVMLCollector()  # pynvml import and init happen here, not at construction
+        for peer in self.peers:
+            peer.start()
         self._stop.clear()
         self._sample_local()  # a first state before the UI asks (the vLLM thread scrapes at once itself)
         # overran local ticks are counted as "os": its samples are the ones skipped (agent records wait in
@@ -156,6 +172,8 @@ class Monitor:
 
     def stop(self) -> None:
         self._stop.set()
+        for peer in self.peers:
+            peer.stop()
         for thread in self._threads:
             thread.join(timeout=5.0)
         self._threads = []
@@ -169,6 +187,7 @@ class Monitor:
         close_os = getattr(self.os_collector, "close", None)
         if close_os is not None:
             close_os()  # its kept-open /proc files (a later start() reopens them)
+        self.pool.close()  # the kernel log's fd (a later poll reopens it)
         # files of agents killed before their atexit ran (os._exit in fork children, SIGKILL): garbage now
         sweep_dead_files(self.agent_dir)
         if self.recorder is not None:
@@ -269,6 +288,10 @@ class Monitor:
         except Exception as exc:
             self._failed("os", exc)
         try:
+            self._read_pool()
+        except Exception as exc:
+            self._failed("pool", exc)
+        try:
             self.follow_engine_log()
         except Exception as exc:  # an engine's reader failing on odd text must not stop sampling
             self._failed("engine_log", exc)
@@ -290,6 +313,7 @@ class Monitor:
         self._read_nvml()
         self._read_agents(self._clock())
         self._read_os()
+        self._read_pool()
         self.follow_engine_log()
         self.builder.build(self._clock())
 
@@ -351,6 +375,20 @@ class Monitor:
         if self.recorder is not None:
             with self._record_lock:
                 self.recorder.os(snap)
+                self._recorded()
+
+    def _read_pool(self) -> None:
+        """Every PoolSampler.interval_s: the experiment's mapped files, /dev/shm, the kernel log.
+        The experiment's processes: the agents' and NVML's compute processes (a desktop's Xorg is not one)."""
+        if not self.pool.due():
+            return
+        pids = {key[0] for key in self._readers}
+        pids |= {p.pid for d in self.builder.nvml.devices for p in d.processes if p.kind == "compute"}
+        detail = self.pool.sample(pids)
+        self.builder.update_pool(detail)
+        if self.recorder is not None:
+            with self._record_lock:
+                self.recorder.pool(detail)
                 self._recorded()
 
     def sample_nvml(self) -> None:

@@ -49,6 +49,21 @@ def parse_meminfo(text: str) -> dict[str, int]:
     return out
 
 
+# The kernel's own memory, as /proc/meminfo itemizes it (absent keys count 0, Slab must be there)
+_KERNEL_KEYS = ("Slab", "KernelStack", "PageTables", "SecPageTables")
+
+
+def meminfo_parts(info: dict[str, int]) -> dict[str, int | None]:
+    """The OSSnapshot fields the pool's decomposition uses, from parsed /proc/meminfo (None: not in it)."""
+    return {
+        "mem_free": info.get("MemFree"),
+        "buffers": info.get("Buffers"),
+        "anon_pages": info.get("AnonPages"),
+        "sreclaimable": info.get("SReclaimable"),
+        "kernel": sum(info.get(k, 0) for k in _KERNEL_KEYS) if "Slab" in info else None,
+    }
+
+
 def parse_psi(text: str) -> tuple[float | None, float | None]:
     """/proc/pressure/memory -> (some avg10 %, full avg10 %)."""
     some = full = None
@@ -322,6 +337,7 @@ class OSCollector:
             processes=processes,
             skipped_processes=skipped,
             source="proc",
+            **meminfo_parts(info),
         )
         return snapshot
 
@@ -401,6 +417,8 @@ class OSCollector:
             processes=processes,
             skipped_processes=skipped,
             source="psutil",
+            mem_free=getattr(vm, "free", None),
+            buffers=getattr(vm, "buffers", None),  # Linux/BSD only
         )
 
     def _track(self, t: float, reads: list[_ProcRead]) -> dict[int, tuple[int | None, float, bool]]:

@@ -17,6 +17,8 @@ One JSON object per line, `"k"` saying which kind:
   engine_log  {"k":"engine_log","t","engine","stage","devices":[{device,weights,kv,activations,overhead}],
                "ranks","figures":{name: value}}   (each time the followed child log says something new)
   alert       {"k":"alert","t","kind","severity","message","pid","device","value"}  (raised during the run)
+  pool        {"k":"pool","t","files":[[pid,bytes],...],"files_source","dev_shm_used","kernel_log":{...}}
+               (every few seconds: what the pool's decomposition reads beyond meminfo, collectors/pool.py)
   summary     {"k":"summary","t",...collectors.summary.summary_to_json...}         (last line, at the end)
   skip        {"k":"skip","t","source":"agents","path","reason"}   (an agent file or directory not read: why)
   scope       {"k":"scope","t","own":[pid,...]}   (`memsight run`: the command's own agents, each time the set
@@ -50,6 +52,7 @@ from collectors.snapshots import (
     GpuProcess,
     NVMLSnapshot,
     OSSnapshot,
+    PoolDetail,
     ProcessInfo,
     VLLMModelStats,
     VLLMSnapshot,
@@ -241,6 +244,11 @@ class Recorder:
         self._last_vllm = text
         self._write({"k": "vllm", "t": snap.t, **body})
 
+    def pool(self, detail: PoolDetail) -> None:
+        from collectors.pool import pool_detail_to_json  # noqa: PLC0415  (pool imports the snapshots only)
+
+        self._write({"k": "pool", **pool_detail_to_json(detail)})
+
     def engine(self, snap) -> None:  # noqa: ANN001  (collectors.engine_metrics.EngineSnapshot)
         body = {
             "url": snap.url, "kind": snap.kind, "status": snap.status, "available": snap.available,
@@ -400,6 +408,7 @@ _OS_FIELDS = {
     "t": "time", "mem_total": "num", "mem_available": "num", "cached": "num?", "shmem": "num?",
     "swap_total": "num", "swap_free": "num", "psi_some_avg10": "num?", "psi_full_avg10": "num?",
     "oom_kill": "num?", "skipped": "int?", "source": "str?", "procs": "list-",
+    "mem_free": "num?", "buffers": "num?", "anon_pages": "num?", "sreclaimable": "num?", "kernel": "num?",
 }  # fmt: skip
 _PROC_ROW = ("int", "int", "str", "num", "num?", "any", "str")  # pid, start, name, rss, growth, is_new, user
 _PROC_FIELDS = {"pid": "int", "start": "int", "cmdline": "str?"}
@@ -528,6 +537,11 @@ def check_event(e: dict) -> None:
         _check_list(models, _VLLM_MODEL_FIELDS, VLLMModelStats, "vllm model: ")
         for m in models:
             _check_strings(m.get("prefix_cache_metrics"), "vllm model: prefix_cache_metrics")
+    elif k == "pool":
+        from collectors.pool import check_pool_event  # noqa: PLC0415
+
+        _check_fields(e, {"t": "time"}, "pool event: ")
+        check_pool_event(e)
     elif k == "engine":
         _check_fields(e, _ENGINE_FIELDS, "engine event: ")
         for load in e.get("loads") or []:
@@ -592,6 +606,11 @@ def os_snapshot_from(event: dict, cmdlines: dict[tuple[int, int], str]) -> OSSna
         processes=tuple(procs),
         skipped_processes=event.get("skipped", 0),
         source=event.get("source", "proc"),  # recordings made before psutil fallback: all /proc
+        mem_free=event.get("mem_free"),  # these five: null in recordings made before they were sampled
+        buffers=event.get("buffers"),
+        anon_pages=event.get("anon_pages"),
+        sreclaimable=event.get("sreclaimable"),
+        kernel=event.get("kernel"),
     )
 
 

@@ -19,6 +19,7 @@ from collectors.agent_info import parse_info
 from collectors.agent_reader import skipped_files_line
 from collectors.alerts import AlertOptions
 from collectors.errors import CollectorError
+from collectors.pool import pool_detail_from
 from collectors.recorder import (
     Recording,
     nvml_snapshot_from,
@@ -150,6 +151,8 @@ class ReplayMonitor:
             b.update_nvml(nvml_snapshot_from(e))
         elif k == "vllm":
             b.update_vllm(vllm_snapshot_from(e))
+        elif k == "pool":
+            b.update_pool(pool_detail_from(e))
         elif k == "agent_meta":
             cmdline, path, hz = e.get("cmdline") or "", e.get("path") or "", e.get("hz") or 0.0
             b.agent_track(e["pid"], e["start"], cmdline, path, hz)

@@ -70,6 +70,11 @@ OS_FIELDS = (
     "psi_some_avg10",
     "psi_full_avg10",
     "oom_kill",
+    "mem_free",
+    "buffers",
+    "anon_pages",
+    "sreclaimable",
+    "kernel",
 )
 
 
@@ -91,11 +96,91 @@ class OSSnapshot:
     processes: tuple[ProcessInfo, ...]  # top processes by rss, plus the fastest growers
     skipped_processes: int = 0  # processes that vanished or denied access during this sample
     source: str = "proc"  # "proc" (read proc_root) | "psutil" (no procfs there: PSI, oom_kill are None)
+    # The rest of /proc/meminfo the pool's decomposition needs (collectors/pool.py); None where not given
+    # (psutil gives MemFree and Buffers only; recordings made before these fields: all None)
+    mem_free: int | None = None  # MemFree: what CUDA's mem_get_info reports as free on a GB10
+    buffers: int | None = None  # Buffers (block-device page cache)
+    anon_pages: int | None = None  # AnonPages: every process's anonymous resident memory
+    sreclaimable: int | None = None  # SReclaimable: kernel slab the kernel can give back
+    kernel: int | None = None  # Slab + KernelStack + PageTables + SecPageTables: the kernel's own memory
 
     @property
     def system_used(self) -> int:
         """MemTotal − MemAvailable: what the OS cannot give a new allocation without reclaiming."""
         return self.mem_total - self.mem_available
+
+
+# --------------------------------------------------------------------------------------------- the pool
+@dataclass(frozen=True, slots=True)
+class KernelLogStatus:
+    """What the kernel log said about the NVIDIA driver's memory at one poll (collectors/kernel_log.py)."""
+
+    readable: bool
+    why: str  # "" when readable; else why not ("kernel log not readable: /dev/kmsg: Operation not permitted")
+    before_start: int = 0  # matching lines already in the log when memsight started
+    since_start: int = 0  # matching lines logged since
+    last_lines: tuple[str, ...] = ()  # the newest matching lines (message text, without the record prefix)
+    last_t: float | None = None  # wall time of the newest matching line (None: none seen)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolDetail:
+    """What the pool's decomposition needs beyond /proc/meminfo, sampled every few seconds
+    (collectors/pool.py): it costs a smaps_rollup read per experiment process and a kernel log read."""
+
+    t: float
+    # (pid, file-backed resident bytes) of the experiment's processes (agents, NVML compute processes)
+    files: tuple[tuple[int, int], ...] = ()
+    files_source: str = ""  # "Pss_File (smaps_rollup)" | "RssFile (status)" | both joined | "" (none read)
+    dev_shm_used: int | None = None  # bytes used on /dev/shm (None: not mounted or not readable)
+    kernel_log: KernelLogStatus | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CudaView:
+    """torch.cuda.mem_get_info as one agent's process sees it (sampled inside the process, at most 1/s)."""
+
+    pid: int
+    device: int
+    free: int
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class PoolParts:
+    """Where host memory (the whole pool on unified memory) is, part by part, in bytes; None: not known.
+
+    The parts itemized by /proc/meminfo add up with `unitemized` to `total` by construction:
+    free + processes + page_cache + shmem + kernel + unitemized == total, a part not read (`not_read`:
+    psutil's figures, a recording of `free`/`top` output) counted in `unitemized`. On unified memory the
+    GPU's allocations are in none of meminfo's fields (a GB10 engine's RSS leaves them out): they are in
+    `unitemized`, and `gpu_held` (NVML's per-process sum) says how much of it they are."""
+
+    total: int  # MemTotal
+    unified: bool
+    available: int  # MemAvailable
+    free: int | None  # MemFree
+    processes: int | None  # AnonPages: every process's anonymous resident memory
+    page_cache: int | None  # Buffers + Cached - Shmem
+    experiment_files: int | None  # file pages the experiment's processes map (part of page_cache)
+    shmem: int | None  # Shmem (tmpfs such as /dev/shm, shared anonymous memory)
+    dev_shm: int | None  # of which on /dev/shm
+    kernel: int | None  # Slab + KernelStack + PageTables + SecPageTables
+    kernel_reclaimable: int | None  # SReclaimable (part of kernel)
+    unitemized: int | None  # total - every part above that was read (None without MemFree)
+    gpu_held: int | None  # sum of NVML's per-process usage (None: NVML gave none)
+    files_source: str = ""
+    not_read: tuple[str, ...] = ()  # parts not read ("processes", "kernel", ...): counted in unitemized
+    cuda: tuple[CudaView, ...] = ()
+    kernel_log: KernelLogStatus | None = None
+
+    @property
+    def reclaimable_cache(self) -> int | None:
+        """Page cache no experiment process maps: the kernel gives it back on demand (MemAvailable counts it,
+        CUDA's free on a GB10 does not)."""
+        if self.page_cache is None:
+            return None
+        return self.page_cache - (self.experiment_files or 0)
 
 
 # --------------------------------------------------------------------------------------------- NVML
@@ -235,7 +320,7 @@ class MeasuredBuckets:
 class Alert:
     t: float  # when the condition was seen
     kind: str  # "headroom" | "new_process" | "process_growth" | "alloc_retries" | "ooms" | "oom_kill"
-    #            | "fragmentation"
+    #            | "fragmentation" | "driver_oom" | "headroom_runway"
     severity: str  # "warning" | "critical"
     message: str  # one line, units labelled, e.g. "pid 4242 (python) grew 3.10 GiB in 30 s"
     pid: int | None = None
@@ -300,6 +385,28 @@ class VLLMSnapshot:
         return self.num_gpu_blocks * self.block_size
 
 
+# --------------------------------------------------------------------------------------------- peers
+@dataclass(frozen=True, slots=True)
+class PeerSnapshot:
+    """Another machine's memsight, as its exporter served it (collectors/peers.py). After a failed fetch the
+    figures are the last good ones (ok_t says when), and status says why the latest fetch failed."""
+
+    url: str
+    status: str  # "ok" | "not reached yet" | "down: connection refused: ..." | "down: timed out ..."
+    t: float  # when the latest fetch was made
+    ok_t: float | None = None  # when the figures below were fetched (None: never)
+    took_s: float | None = None  # how long the latest good fetch took
+    peer_t: float | None = None  # the peer's own state time (memsight_state_timestamp_seconds)
+    headroom_bytes: int | None = None
+    headroom_source: str = ""
+    total_bytes: int | None = None
+    unified: bool = False
+    buckets: tuple[tuple[str, int | None], ...] = ()  # (weights|kv|activations|overhead, summed over agents)
+    agents: int = 0
+    warnings: int = 0  # alerts in the peer's recent list
+    criticals: int = 0
+
+
 # --------------------------------------------------------------------------------------------- state
 @dataclass(frozen=True, slots=True)
 class MonitorState:
@@ -337,3 +444,6 @@ class MonitorState:
     engine_log: Any = None
     # peaks, lowest headroom and alerts since the monitor started (collectors/summary.py); None before a build
     summary: RunSummary | None = None
+    # where the pool is (collectors/pool.py): unified memory or a discrete GPU's host; None: no OS sample
+    pool: PoolParts | None = None
+    peers: tuple[PeerSnapshot, ...] = ()  # other machines' memsight (--peer), latest fetch of each

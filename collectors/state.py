@@ -20,6 +20,7 @@ from collectors.agent_info import AgentInfo
 from collectors.alerts import AlertOptions, evaluate
 from collectors.nvml_collector import gpu_bytes_by_pid, gpu_held_bytes
 from collectors.os_collector import with_gpu_bytes
+from collectors.pool import pool_parts
 from collectors.ring import Ring, to_float, to_int
 from collectors.snapshots import (
     OS_FIELDS,
@@ -29,6 +30,8 @@ from collectors.snapshots import (
     MonitorState,
     NVMLSnapshot,
     OSSnapshot,
+    PeerSnapshot,
+    PoolDetail,
     VLLMSnapshot,
 )
 from collectors.summary import SummaryAccumulator
@@ -74,6 +77,7 @@ class StateBuilder:
         self.os: OSSnapshot | None = None
         self.nvml: NVMLSnapshot = NO_NVML
         self.vllm: VLLMSnapshot | None = None
+        self.pool: PoolDetail | None = None  # the latest detail of the pool's decomposition
         self.engine = None  # collectors.engine_metrics.EngineSnapshot (--engine-url)
         self.engine_log = None  # collectors.engine_log_follow.FollowedLog (the child's log)
         self.agents: dict[tuple[int, int], AgentTrack] = {}
@@ -103,6 +107,8 @@ class StateBuilder:
         self.on_scope: Callable[[float, frozenset[int]], None] | None = None
         self._own: frozenset[int] | None = None
         self.on_alert: Callable[[Alert], None] | None = None  # called (under the lock) for each new alert
+        # --peer: the latest snapshot of each peer (collectors/peers.py), read at each build; never blocks
+        self.peers: Callable[[], tuple[PeerSnapshot, ...]] | None = None
         self.state: MonitorState = self._empty()
 
     def _empty(self) -> MonitorState:
@@ -144,6 +150,10 @@ class StateBuilder:
                 self.input_warnings["vllm"] = f"refused vLLM value(s): {snap.refused[0]}{more}"
             else:
                 self.input_warnings.pop("vllm", None)
+
+    def update_pool(self, detail: PoolDetail) -> None:
+        with self._lock:
+            self.pool = detail
 
     def update_engine(self, snap) -> None:  # noqa: ANN001  (collectors.engine_metrics.EngineSnapshot)
         with self._lock:
@@ -356,6 +366,8 @@ class StateBuilder:
                 restarts=MappingProxyType(dict(self.restarts)),
                 replay=self.replay,
                 input_warnings=MappingProxyType(dict(self.input_warnings)),
+                pool=pool_parts(os_snap, nvml, self.pool, views, unified),
+                peers=self.peers() if self.peers is not None else (),
             )
             self.recent.append(state)
             while self.recent and t - self.recent[0].t > self.alert_window_s:

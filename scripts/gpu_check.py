@@ -15,7 +15,11 @@ random weights). It prints, each with its unit:
      final bytes against the planner's (a StaticCache holds max_cache_len tokens from its first update on);
   5. the agent's overhead on the decode loop (off vs on at 10 Hz and 100 Hz asked, interleaved, medians;
      the records per second its CPU budget allowed and the median tick, the allocator-stats read included);
-  6. what NVML and the agent saw of a second process allocating memory (1 GiB on the GPU).
+  6. what NVML and the agent saw of a second process allocating memory (1 GiB on the GPU);
+  7. where the pool is (collectors/pool.py) before and after allocating the same 1 GiB in this process: which
+     /proc/meminfo part it lands in (on a GB10: none, the "not itemized" part, with NVML's per-process sum
+     growing by it), and cudaMemGetInfo's free next to MemFree and MemAvailable (on a GB10 the first two
+     should be one figure), with vLLM's start-up check (planner/engines/vllm/startup.py) on what was measured.
 Without CUDA (and without --device cpu) it says so and exits 2.
 
 `--device cpu` runs every transformers/torch code path above for real on the CPU (a Llama with hidden 64,
@@ -597,6 +601,58 @@ def check_second_process(setup: Setup, agent_dir: str) -> str:
             second.stdout.close()
 
 
+def pool_now(gpu_pids: list[int]):
+    """One decomposition of the pool (collectors/pool.py) as the monitor builds it."""
+    from collectors.nvml_collector import NVMLCollector
+    from collectors.os_collector import OSCollector
+    from collectors.pool import PoolSampler, pool_parts
+
+    collector = NVMLCollector(process_interval_s=0.0)
+    try:
+        nvml = collector.sample()
+    finally:
+        collector.close()
+    unified = any(d.unified for d in nvml.devices)
+    detail = PoolSampler(kernel_log=None).sample(gpu_pids)
+    return pool_parts(OSCollector().sample(), nvml, detail, (), unified)
+
+
+def check_pool(setup: Setup) -> str:
+    """7: allocate setup.second_bytes here and see which part of the pool moves (see the module)."""
+    from planner.engines.vllm.startup import DeviceMemory, admission, verdict_line
+    from planner.engines.vllm.version import DEFAULT_VLLM_VERSION
+
+    if not setup.cuda:
+        parts = pool_now([os.getpid()])
+        return f"7. where the pool is: host only on the CPU ({gib(parts.total)} MemTotal); GPU parts {NA_CPU}"
+    import torch
+
+    before = pool_now([os.getpid()])
+    block = torch.ones(setup.second_bytes // 4, dtype=torch.float32, device="cuda")  # touched, not lazy
+    torch.cuda.synchronize()
+    time.sleep(1.0)
+    after = pool_now([os.getpid()])
+    cuda_free, cuda_total = torch.cuda.mem_get_info()
+    integrated = bool(getattr(torch.cuda.get_device_properties(0), "is_integrated", False))
+    del block
+
+    def moved(name: str) -> str:
+        a, b = getattr(before, name), getattr(after, name)
+        return f"{name} {'n/a' if a is None or b is None else f'{(b - a) / GiB:+.2f}'}"
+
+    names = ("free", "processes", "page_cache", "shmem", "kernel", "unitemized", "gpu_held")
+    same = after.free is not None and abs(cuda_free - after.free) < 256 * MiB
+    device = DeviceMemory(cuda_total, cuda_free, after.free, after.available, integrated,
+                          torch.cuda.get_device_capability(0))  # fmt: skip
+    verdict = admission(DEFAULT_VLLM_VERSION, "V1", 0.9, device)
+    return (
+        f"7. where the pool is ({'unified' if after.unified else 'host side'}, is_integrated {integrated}): "
+        f"{setup.second_bytes / GiB:.2f} GiB allocated here moved {', '.join(moved(n) for n in names)} GiB; "
+        f"cudaMemGetInfo free {gib(cuda_free)} of {gib(cuda_total)}, MemFree {gib(after.free)}, MemAvailable "
+        f"{gib(after.available)} (CUDA free is MemFree: {'yes' if same else 'no'}); {verdict_line(verdict)}"
+    )
+
+
 # ------------------------------------------------------------------------------------ the check
 def run_check(setup: Setup) -> int:
     import torch
@@ -636,6 +692,7 @@ def run_check(setup: Setup) -> int:
         lines, frag_ok = check_fragmentation(setup)
         print("\n".join(lines))
         print(check_second_process(setup, agent_dir))
+        print(check_pool(setup))
         ok = weights_ok and kv_ok and frag_ok
     finally:
         shutil.rmtree(agent_dir, ignore_errors=True)

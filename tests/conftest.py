@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import pathlib
 import signal
 import subprocess
@@ -36,6 +37,31 @@ def run_memsight(*args: str, **popen_kwargs) -> subprocess.CompletedProcess:
         stdin=subprocess.DEVNULL,
         **popen_kwargs,
     )
+
+def load_script(name: str):
+    """scripts/NAME.py as a module (scripts/ is not a package); registered in sys.modules first, so its
+    dataclasses resolve their string annotations."""
+    import importlib.util  # noqa: PLC0415
+
+    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _flight_recordings_stay_in_the_test_run(tmp_path_factory):
+    """`memsight run` keeps a flight recording under $XDG_STATE_HOME by default: the test run's memsight
+    processes (subprocesses inherit it) keep theirs in a temporary directory, not the user's home."""
+    previous = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("xdg-state"))
+    yield
+    if previous is None:
+        os.environ.pop("XDG_STATE_HOME", None)
+    else:
+        os.environ["XDG_STATE_HOME"] = previous
+
 
 needs_shared = pytest.mark.skipif(
     not SHARED_CONFIGS.is_dir(),

@@ -29,9 +29,12 @@ from tui import options
 from tui.screens.engine_live import device_for_pool, engine_comparison, engine_line, engine_plan, held_bytes
 from tui.screens.help import HelpScreen
 from tui.screens.live import LiveScreen, LiveView
+from tui.screens.peer_view import peer_lines
 from tui.screens.plan import FIELDS, PlanChoices, PlanScreen, PlanView
+from tui.screens.pool_view import pool_data
 from tui.screens.processes import ProcessesScreen
 from tui.screens.roofline import RooflineScreen
+from tui.screens.startup_view import StartupWatch
 from tui.screens.view_model import (
     PlanSource,
     VLLMPlan,
@@ -252,6 +255,7 @@ class MemsightApp(App[int]):
         self._vllm_plan: tuple[tuple, VLLMPlan] | None = None  # (inputs key, vLLM's plan for them)
         self._base_comparisons: tuple = ()  # the bucket comparisons before the vLLM process's is put in
         self._vllm_parts_memo: tuple | None = None  # (log, state, plan inputs, _vllm_parts of them)
+        self._startup_watch = StartupWatch()  # the vLLM start's stages and host samples
         self._engine_plan_memo: tuple | None = None  # (followed log, model, its EnginePlan): not vLLM's
         self._child_key: tuple | None = None
         self.replay_note = ""  # what the last replay key did ("at the peak reserved (t+85.0s)")
@@ -448,6 +452,8 @@ class MemsightApp(App[int]):
             processes=self.process_rows,
             alerts=alert_rows(state, self.origin_t),
             vllm=vllm_line(state),
+            pool=pool_data(state),
+            peers=peer_lines(state),
             agents_skipped=state.input_warnings.get("agents", ""),
             **child_fields,
         )
@@ -501,6 +507,7 @@ class MemsightApp(App[int]):
             "ended": ended,
             "summary": summary,
             "vllm_log": self._vllm_log_text() or self._engine_log_text(),
+            "startup": self._startup_text(),
         }
 
     def _vllm_parts(self):
@@ -554,6 +561,17 @@ class MemsightApp(App[int]):
         log, buckets, plan, nvml_bytes, _, _ = parts
         pool_bytes = plan.explanation.pool.pool_bytes if plan.explanation is not None else None
         return vllm_log_line(log, buckets, pool_bytes, plan.error[:100], nvml_bytes)
+
+    def _startup_text(self) -> str:
+        """Will the vLLM server memsight run started pass its start-up check; once started, what its profile
+        run cost on the host (tui/screens/startup_view.py)."""
+        parts = self._vllm_parts()
+        state = self.state
+        if parts is None or state is None:
+            return ""
+        log, pids = parts[0], parts[5]
+        self._startup_watch.observe(log, state, pids, time.time())
+        return self._startup_watch.line(log, state, pids, self.vllm_hints)
 
     def _live_comparisons(self, ended: str) -> tuple:
         """The bucket comparisons, the vLLM process's (from its log) in place of its pool's, "ended" titles

@@ -208,6 +208,12 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     )
     vllm.add_argument("--vllm-version", default=None, help="formulas of this vLLM version (default 0.33.0)")
     vllm.add_argument(
+        "--meminfo",
+        metavar="FILE",
+        help="with --engine vllm: check vLLM's start-up rule against this saved /proc/meminfo (a copy from "
+        "the machine, e.g. a Spark) instead of this machine's; --machine this checks this machine now",
+    )
+    vllm.add_argument(
         "--vllm-engine",
         **_choice("v0", "v1", what="--vllm-engine"),
         help="V0 or V1 engine (default by version)",
@@ -256,33 +262,44 @@ def _capability(text: str) -> tuple[int, int]:
     return int(major), int(minor or 0)
 
 
-def probe_this_machine() -> Machine:
-    """'this' machine: NVML device 0 if there is one (imported here, lazily), else /proc/meminfo."""
+def probe_gpu() -> tuple[dict[str, Any] | None, str]:
+    """NVML device 0 (imported here, lazily): ({"name", "total", "free", "unified"}, "") or (None, why not).
+    On GB10 and other unified parts the device memory answers Not Supported: total and free are None."""
     try:
         import pynvml  # noqa: PLC0415 - lazy on purpose: `memsight plan` must not pay for it otherwise
     except ImportError:
-        return this_machine(probe_note="NVML library not installed")
+        return None, "NVML library not installed"
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as exc:
-        return this_machine(probe_note=f"NVML unavailable: {exc}")
+        return None, f"NVML unavailable: {exc}"
     try:
         if pynvml.nvmlDeviceGetCount() < 1:
-            return this_machine(probe_note="NVML reports no GPU")
+            return None, "NVML reports no GPU"
         handle = pynvml.nvmlDeviceGetHandleByIndex(0)
         name = pynvml.nvmlDeviceGetName(handle)
         name = name.decode() if isinstance(name, bytes) else str(name)
         try:
-            total = int(pynvml.nvmlDeviceGetMemoryInfo(handle).total)
+            memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
         except pynvml.NVMLError_NotSupported:
             # GB10 and other unified-memory parts: the GPU has no memory of its own to report
-            return this_machine(gpu_name=name, unified=True)
-        return this_machine(gpu_total_bytes=total, gpu_name=name)
+            return {"name": name, "total": None, "free": None, "unified": True}, ""
+        return {"name": name, "total": int(memory.total), "free": int(memory.free), "unified": False}, ""
     finally:
         try:
             pynvml.nvmlShutdown()
         except pynvml.NVMLError:
             pass
+
+
+def probe_this_machine() -> Machine:
+    """'this' machine: NVML device 0 if there is one, else /proc/meminfo."""
+    gpu, why = probe_gpu()
+    if gpu is None:
+        return this_machine(probe_note=why)
+    if gpu["unified"]:
+        return this_machine(gpu_name=gpu["name"], unified=True)
+    return this_machine(gpu_total_bytes=gpu["total"], gpu_name=gpu["name"])
 
 
 def _checkpoint_weights(model: str, spec: Any, fmt: str | None) -> tuple[Any, tuple[str, ...]]:
@@ -360,6 +377,7 @@ def _check_vllm_flags(args: argparse.Namespace) -> None:
             ("--vllm-version", args.vllm_version),
             ("--max-model-len", None if args.engine == "sglang" else args.max_model_len),
             ("--total-gib", None if args.engine in plan_engines.ENGINES else args.total_gib),
+            ("--meminfo", args.meminfo),
         )
         if value is not None
     ]
@@ -547,8 +565,15 @@ def main(args: argparse.Namespace, name: str) -> int:
             out = {**plan_to_json(plan), args.engine: plan_engines.to_json(args.engine, pool)}
             return _print(json.dumps(out, indent=1))
         return _print("\n".join([render(plan, None), *plan_engines.render(args.engine, pool)]))
-    text = json.dumps(plan_to_json(plan, pool), indent=1) if args.json else render(plan, pool)
-    return _print(text)
+    from tui.startup_check import startup_check, startup_lines, startup_to_json  # noqa: PLC0415
+
+    startup = startup_check(args, plan, pool)  # vLLM's start-up check (None without --engine vllm)
+    if args.json:
+        doc = plan_to_json(plan, pool)
+        if startup is not None:
+            doc["vllm_startup"] = startup_to_json(startup)
+        return _print(json.dumps(doc, indent=1))
+    return _print("\n".join([render(plan, pool), *startup_lines(startup, pool)]))
 
 
 def _llamacpp(args: argparse.Namespace, defaults: PlanDefaults | None) -> int:

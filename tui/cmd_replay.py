@@ -11,7 +11,11 @@ import sys
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     from tui.cmd_watch import add_display_arguments  # noqa: PLC0415
 
-    parser.add_argument("file", help="a recording made with `memsight run --headless --record FILE`")
+    parser.add_argument(
+        "file",
+        help="a recording made with `memsight run --headless --record FILE`, or the directory of a flight "
+        "recording (`memsight run` keeps one by default: it says where)",
+    )
     parser.add_argument(
         "--json",
         action="store_true",
@@ -32,22 +36,42 @@ def app_arguments(args: argparse.Namespace) -> tuple:
     if args.speed <= 0:
         raise ConfigError(f"--speed must be positive, got {args.speed}")
     config = resolve_config(args)
-    monitor = ReplayMonitor(args.file, speed=args.speed, loop=args.loop, alert_options=config.thresholds)
+    recording, ends = read_any(args.file)
+    monitor = ReplayMonitor(
+        args.file, speed=args.speed, loop=args.loop, alert_options=config.thresholds, recording=recording
+    )
+    label = f"replay: {monitor.describe()}"
     options = {
         "title": "memsight replay",
-        "source_label": f"replay: {monitor.describe()}",
+        "source_label": label if ends is None else f"{label} · flight recording: {ends.sentence()}",
         **display_options(config),
     }
     return monitor, options
 
 
+def read_any(path: str):
+    """(Recording, FlightEnd or None): a recording file, or a flight recording's directory."""
+    import os  # noqa: PLC0415
+
+    from collectors.recorder import read_recording  # noqa: PLC0415
+
+    if os.path.isdir(path):
+        from collectors.flight import flight_end, read_flight  # noqa: PLC0415
+
+        recording = read_flight(path)
+        return recording, flight_end(path, recording)
+    return read_recording(path), None
+
+
 def main(args: argparse.Namespace, name: str) -> int:
-    from collectors.recorder import read_recording, summarize  # noqa: PLC0415
+    from collectors.recorder import summarize  # noqa: PLC0415
     from tui.config import ConfigError  # noqa: PLC0415
 
     if args.json:
-        recording = read_recording(args.file)
+        recording, ends = read_any(args.file)
         doc = summarize(recording)
+        if ends is not None:
+            doc["flight"] = {"ends": ends.sentence(), "last_t": ends.last_t, "closed": ends.closed}
         doc["summary_from"] = "recorded"
         if doc["summary"] is None:  # a recording made before summaries were recorded: replay it once
             from collectors.replay import ReplayMonitor  # noqa: PLC0415

@@ -26,6 +26,9 @@ import tempfile
 import threading
 import time
 
+from collectors.flight import DEFAULT_LIMIT_BYTES, KEEP_RUNS
+from tui.options import argparse_type, parse_size
+
 FORWARDED_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
 STOP_GRACE_S = 10.0  # after a stop signal, how long CMD may take to exit before it is killed
 
@@ -35,6 +38,29 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
 
     parser.add_argument("--headless", action="store_true", help="no UI: sample (and record) until CMD exits")
     parser.add_argument("--record", metavar="FILE", help="record every source (OS, NVML, each agent) to FILE")
+    flight = parser.add_argument_group(
+        "flight recorder (on by default: the last minutes of the run stay on disk if the host hangs)"
+    )
+    flight.add_argument(
+        "--no-flight-recorder",
+        action="store_true",
+        help="do not keep the rolling recording (it is off anyway with --record or --json, whose recording "
+        "takes its place)",
+    )
+    flight.add_argument(
+        "--flight-dir",
+        metavar="DIR",
+        help="where the rolling recording goes (default ~/.local/state/memsight/flight/run-DATE-TIME-PID; "
+        f"the last {KEEP_RUNS} runs are kept there)",
+    )
+    flight.add_argument(
+        "--flight-size",
+        metavar="SIZE",
+        type=argparse_type(parse_size, "--flight-size", unit="MiB", minimum=1),
+        default=DEFAULT_LIMIT_BYTES,
+        help=f"its size limit (default {DEFAULT_LIMIT_BYTES // 2**20} MiB, in 8 segments: the oldest is "
+        "deleted when a new one starts; flushed and fsync'ed to disk every 2 s)",
+    )
     parser.add_argument(
         "--json",
         action="store_true",
@@ -77,7 +103,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
 
 
 def add_export_arguments(parser: argparse.ArgumentParser) -> None:
-    """--prometheus and --vllm-url (shared by `memsight run` and `memsight watch`)."""
+    """--prometheus, --vllm-url and --peer (shared by `memsight run` and `memsight watch`)."""
     parser.add_argument(
         "--prometheus",
         metavar="[HOST:]PORT",
@@ -95,6 +121,14 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="URL",
         help="scrape another engine's own endpoint once a second, found from what answers: SGLang's /metrics "
         "(token usage), llama-server's /metrics and /slots (--metrics), Ollama's /api/ps (size, size_vram)",
+    )
+    parser.add_argument(
+        "--peer",
+        metavar="URL",
+        action="append",
+        default=[],
+        help="another machine's memsight exporter (its --prometheus HOST:PORT), shown beside this one: "
+        "headroom and buckets, fetched every 2 s off the screen's thread (2 s timeout); repeatable",
     )
 
 
@@ -250,6 +284,17 @@ class StopSignals:
                 self.child.kill()
 
 
+def flight_recorder(args: argparse.Namespace, record: str | None, hz: float):
+    """The rolling recording `memsight run` keeps by default (collectors/flight.py); None when it is turned
+    off or a full recording (--record, --json's) takes its place."""
+    if args.no_flight_recorder or record is not None:
+        return None
+    from collectors.flight import FlightRecorder, flight_root, new_run_dir  # noqa: PLC0415
+
+    directory = pathlib.Path(args.flight_dir) if args.flight_dir else new_run_dir(flight_root())
+    return FlightRecorder(directory, hz=hz, limit_bytes=args.flight_size)
+
+
 def default_log_path() -> pathlib.Path:
     return pathlib.Path(f"memsight-run-{os.getpid()}.log")
 
@@ -315,10 +360,13 @@ def _run(args: argparse.Namespace, cmd: list[str], headless: bool, record: str |
         print(f"memsight: {exc}", file=sys.stderr)
         return 2
     agent_dir = agent_format.ensure_private_dir(args.agent_dir or agent_format.default_agent_dir())
+    flight = flight_recorder(args, record, config.refresh_hz)
     monitor = Monitor(
         hz=config.refresh_hz,
         agent_dir=agent_dir,
         record_to=record,
+        recorder=flight,
+        peers=args.peer,
         discover_interval_s=0.5,
         keep_dead_s=math.inf,  # agents stay after they exit: the Live screen keeps their last figures
 
@@ -331,6 +379,12 @@ def _run(args: argparse.Namespace, cmd: list[str], headless: bool, record: str |
     monitor.start()  # CollectorError (a --prometheus port in use) ends here, before any terminal change
     if monitor.exporter is not None:
         print(f"memsight: serving {monitor.exporter.url}", file=sys.stderr)
+    if flight is not None:
+        print(
+            f"memsight: flight recording (the last {flight.limit_bytes / 2**20:.0f} MiB of this run, on disk "
+            f"every {flight.sync_interval_s:g} s) in {flight.directory}; --no-flight-recorder turns it off",
+            file=sys.stderr,
+        )
     env = child_environment(dict(os.environ), agent_dir, args.agent_hz)
     if args.no_autotrack:
         env["MEMSIGHT_AUTOTRACK"] = "0"
@@ -438,6 +492,8 @@ def _run(args: argparse.Namespace, cmd: list[str], headless: bool, record: str |
         monitor.stop()  # a recording gets the summary as its last line
         if monitor.recording_failed is not None:  # disk full: said on exit too; CMD's status still counts
             print(f"memsight: {monitor.recording_failed}", file=sys.stderr)
+        if flight is not None:
+            print(f"memsight: flight recording in {flight.directory} (memsight replay it)", file=sys.stderr)
     summary = getattr(opened[0], "run_summary", None) if opened else None
     if summary is None:
         summary = monitor.state().summary

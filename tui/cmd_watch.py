@@ -221,6 +221,7 @@ def app_arguments(args: argparse.Namespace, name: str) -> tuple[Any, dict[str, A
         "vllm_url": args.vllm_url,
         "engine_url": args.engine_url,
         "prometheus": args.prometheus,
+        "peers": args.peer,
     }
     if args.record:
         kwargs["record_to"] = args.record

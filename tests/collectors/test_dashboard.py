@@ -10,7 +10,7 @@ import re
 from dataclasses import replace
 
 from collectors.exporter import PrometheusExporter
-from collectors.snapshots import AgentRecord, OSSnapshot, ProcessInfo
+from collectors.snapshots import AgentRecord, KernelLogStatus, OSSnapshot, PoolDetail, ProcessInfo
 from collectors.state import StateBuilder
 from collectors.vllm_metrics import parse_prometheus_text, vllm_snapshot_from_text
 from tests.collectors.test_vllm_metrics import V1_TWO_ENGINES
@@ -67,6 +67,8 @@ def _served() -> dict[str, set[str]]:
     builder.update_agent((3361, 7), (earlier, record))
     builder.update_vllm(vllm_snapshot_from_text(V1_TWO_ENGINES, url="http://v/metrics"))
     builder.dropped["os"] = 1
+    # the pool's detail (collectors/pool.py): the experiment's mapped files and a readable kernel log
+    builder.update_pool(PoolDetail(t=1.0, files=((3361, 300 * MiB),), kernel_log=KernelLogStatus(True, "")))
     state = builder.build(2.0)
     scrape = parse_prometheus_text(PrometheusExporter(lambda: state).render())
     served: dict[str, set[str]] = {}

@@ -307,8 +307,8 @@ class _FakeNVML:
     class NVMLError_NotSupported(NVMLError):  # noqa: N801 - pynvml's spelling
         pass
 
-    def __init__(self, name: str, total: int | None):
-        self.name, self.total = name, total
+    def __init__(self, name: str, total: int | None, free: int | None = None):
+        self.name, self.total, self.free = name, total, free
 
     def nvmlInit(self):  # noqa: N802
         return None
@@ -328,14 +328,16 @@ class _FakeNVML:
     def nvmlDeviceGetMemoryInfo(self, handle):  # noqa: N802
         if self.total is None:
             raise self.NVMLError_NotSupported("Not Supported")
-        return type("Memory", (), {"total": self.total})()
+        return type("Memory", (), {"total": self.total, "free": self.free})()
 
 
 def test_probe_this_machine_discrete_and_unified(monkeypatch):
     from tui import cmd_plan
 
-    # H100 80GB HBM3: 81559MiB total in ../shared/fixtures/nvidia-smi_h100-sxm5-x8_idle_565.57.01.txt
-    monkeypatch.setitem(sys.modules, "pynvml", _FakeNVML("NVIDIA H100 80GB HBM3", 81559 * 2**20))
+    # H100 80GB HBM3: 81559MiB total in ../shared/fixtures/nvidia-smi_h100-sxm5-x8_idle_565.57.01.txt, 81106
+    # MiB free in its -a block (nvidia-smi-a_h100-sxm5-x8_idle_first-gpu-block_565.57.01.txt)
+    h100 = _FakeNVML("NVIDIA H100 80GB HBM3", 81559 * 2**20, 81106 * 2**20)
+    monkeypatch.setitem(sys.modules, "pynvml", h100)
     discrete = cmd_plan.probe_this_machine()
     assert discrete.capacity_bytes == 81559 * 2**20
     assert not discrete.unified and discrete.os_reserve_bytes == 0

@@ -13,11 +13,20 @@ from textual.widgets import Header, Static
 from tui.widgets.agents_table import AgentsTable
 from tui.widgets.alert_log import AlertLog
 from tui.widgets.bucket_bars import BucketBars
-from tui.widgets.data import AgentRow, AlertRow, BucketComparison, ChartSeries, HeadroomData, ProcessRow
+from tui.widgets.data import (
+    AgentRow,
+    AlertRow,
+    BucketComparison,
+    ChartSeries,
+    HeadroomData,
+    PoolData,
+    ProcessRow,
+)
 from tui.widgets.footer import MemsightFooter
 from tui.widgets.gap_chart import GapChart
 from tui.widgets.headroom import HeadroomGauge
 from tui.widgets.log_tail import LogPanel
+from tui.widgets.pool_parts import PoolParts
 from tui.widgets.process_summary import ProcessSummary
 
 WIDE_COLUMNS = 140  # at least this many columns: two columns side by side; fewer: one scrolling column
@@ -41,11 +50,14 @@ class LiveView:
     alerts: tuple[AlertRow, ...]
     vllm: str = ""  # one line about the scraped vLLM server ("" when no --vllm-url)
     vllm_log: str = ""  # vLLM's own numbers read from the `memsight run` child's log ("" when not vLLM)
+    startup: str = ""  # will vLLM start / what its profile run cost (tui/screens/startup_view.py)
     banner: str = ""  # "CMD exited with status N — q to quit" (memsight run)
     log_title: str = ""  # where the child's output goes ("" when it is not logged: no panel)
     log_lines: tuple[str, ...] = ()  # its last lines
     ended: str = ""  # "ended at HH:MM:SS" once the command exited: its figures are kept, greyed
     summary: tuple[str, ...] = ()  # the end-of-run summary (collectors/summary.py), shown once it ended
+    pool: PoolData | None = None  # where the pool is (tui/screens/pool_view.py); None: no OS sample yet
+    peers: tuple[str, ...] = ()  # one line per --peer (tui/screens/peer_view.py)
     # agent files (or records) the monitor did not read, and why: said where the agents are, since the user
     # otherwise sees fewer agents and no reason ("" when none)
     agents_skipped: str = ""
@@ -77,10 +89,13 @@ class LiveScreen(Screen):
         yield Static("", id="live-summary", classes="run-summary")
         yield Static("", id="live-vllm", classes="status-line")
         yield Static("", id="live-vllm_log", classes="status-line")
+        yield Static("", id="live-startup", classes="status-line")
+        yield Static("", id="live-peers", classes="status-line")
         with VerticalScroll(id="live-body"):
             with Vertical(id="live-left", classes="column"):
                 yield Container(id="pools")
                 yield HeadroomGauge(id="headroom")
+                yield PoolParts(id="pool-parts")
                 yield Static(AGENTS_TITLE, id="agents-title", classes="section-title")
                 yield Static("", id="agents-missing", classes="missing")
                 yield AgentsTable(id="agents")
@@ -96,7 +111,10 @@ class LiveScreen(Screen):
 
     def on_mount(self) -> None:
         self.query_one("#live-source").display = bool(getattr(self.app, "source_detail", ""))
-        for selector in ("#live-banner", "#live-summary", "#live-vllm", "#live-vllm_log", "#child-log"):
+        for selector in (
+            "#live-banner", "#live-summary", "#live-vllm", "#live-vllm_log", "#live-startup", "#live-peers",
+            "#child-log",
+        ):
             self.query_one(selector).display = False
         self._apply_size(self.app.size.width, self.app.size.height)
         self.watch(self.query_one("#live-body"), "scroll_y", self._scrolled, init=False)
@@ -125,6 +143,7 @@ class LiveScreen(Screen):
         alerts = len(view.alerts) if view is not None else 0
         sections = (
             ("#headroom", "headroom"),
+            ("#pool-parts", "pool"),
             ("#agents", "agents"),
             ("#agents-missing", "agents"),
             ("#gap-chart", "chart"),
@@ -187,11 +206,16 @@ class LiveScreen(Screen):
             ("#live-banner", view.banner),
             ("#live-vllm", view.vllm),
             ("#live-vllm_log", view.vllm_log),
+            ("#live-startup", view.startup),
         ):
             if previous is None or getattr(previous, selector[6:]) != text:
                 line = self.query_one(selector, Static)
                 line.update(text)
                 line.display = bool(text)
+        if previous is None or previous.peers != view.peers:
+            peers = self.query_one("#live-peers", Static)
+            peers.update("\n".join(view.peers))
+            peers.display = bool(view.peers)
         if previous is None or previous.summary != view.summary:
             summary = self.query_one("#live-summary", Static)
             summary.update("\n".join(view.summary))
@@ -205,6 +229,7 @@ class LiveScreen(Screen):
             log.update_lines(view.log_title, view.log_lines)
         self._show_pools(view.comparisons)
         self.query_one(HeadroomGauge).update_data(view.headroom)
+        self.query_one(PoolParts).update_data(view.pool)
         self.query_one(GapChart).update_data(view.chart)
         self.query_one(AgentsTable).update_rows(view.agents)
         agents_missing = self.query_one("#agents-missing", Static)

@@ -178,3 +178,27 @@ class MachineBar:
     max_users: int | None
     context: int
     error: str = ""
+
+
+# The pool's parts (tui/widgets/pool_parts.py), in the order they are drawn, with their glyph and colour.
+POOL_PARTS: dict[str, tuple[str, str, str]] = {
+    "gpu": ("GPU (NVML per process)", "█", "dodger_blue2"),
+    "unitemized": ("not itemized", "▤", "magenta3"),
+    "processes": ("processes (anon)", "▓", "green4"),
+    "files": ("page cache: experiment's files", "▚", "dark_orange3"),
+    "cache": ("page cache: reclaimable", "▒", "grey50"),
+    "shmem": ("shared memory", "▞", "steel_blue"),
+    "kernel": ("kernel", "▥", "purple4"),
+    "free": ("free", "░", "grey35"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PoolData:
+    """Where the pool is: one bar of parts (bytes, POOL_PARTS keys) over `total`, and lines that name them."""
+
+    title: str
+    total: int
+    parts: tuple[Segment, ...]
+    lines: tuple[str, ...]  # the parts with their figures, MemAvailable / MemFree / CUDA's free, ...
+    alert_lines: tuple[str, ...] = ()  # said in the warning style (the driver's out-of-memory lines)

@@ -11,6 +11,7 @@
 - log.py          the start-up log reader (every version's wording)
 - explain.py      a log beside the prediction (the shared worksheet)
 - plan.py         `memsight plan --engine vllm`
+- startup.py      the start-up admission rule: will the requested utilization pass the free-memory check
 
 This module stays light: the parts are imported when a method needs them.
 """
