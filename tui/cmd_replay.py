@@ -42,18 +42,18 @@ def app_arguments(args: argparse.Namespace) -> tuple:
 
 
 def main(args: argparse.Namespace, name: str) -> int:
-    from collectors.recorder import read_recording, summarize  # noqa: PLC0415
+    from collectors.recording import RecordingReader, summarize  # noqa: PLC0415
     from tui.config import ConfigError  # noqa: PLC0415
 
     if args.json:
-        recording = read_recording(args.file)
-        doc = summarize(recording)
+        with RecordingReader(args.file) as reader:  # one pass, memory independent of the file's length
+            doc = summarize(reader)
         doc["summary_from"] = "recorded"
-        if doc["summary"] is None:  # a recording made before summaries were recorded: replay it once
+        if doc["summary"] is None:  # a recording made before summaries were recorded (or cut): replay it once
             from collectors.replay import ReplayMonitor  # noqa: PLC0415
             from collectors.summary import summary_to_json  # noqa: PLC0415
 
-            scanned = ReplayMonitor(args.file, recording=recording).scan()
+            scanned = ReplayMonitor(args.file).scan()
             doc["summary"] = None if scanned is None else summary_to_json(scanned)
             doc["summary_from"] = "replayed with the default thresholds"
         print(json.dumps(doc, indent=1))
