@@ -21,6 +21,11 @@ One JSON object per line, `"k"` saying which kind. Format 2 (this writer) writes
                tracked models' config, caches, phase peaks, hook status; collectors/agent_info.py)
   vllm        {"k":"vllm","t","url","status","available","num_gpu_blocks","block_size",
                "gpu_memory_utilization","samples","models":[{...VLLMModelStats...}]}   (--vllm-url only)
+  engine      {"k":"engine","t","url","kind","status","available","kv_usage","kv_tokens_used",
+               "kv_tokens_total","running","waiting","loads":[{name,size,size_vram,context_length}],
+               "slots":[{id,n_ctx,processing}]}                            (--engine-url only)
+  engine_log  {"k":"engine_log","t","engine","stage","devices":[{device,weights,kv,activations,overhead}],
+               "ranks","figures":{name: value}}   (each time the followed child log says something new)
   alert       {"k":"alert","t","kind","severity","message","pid","device","value"}  (raised during the run)
   summary     {"k":"summary","t",...collectors.summary.summary_to_json...}         (last line, at the end)
   skip        {"k":"skip","t","source":"agents","path","reason"}   (an agent file or directory not read: why)
@@ -199,6 +204,8 @@ class Recorder:
         self._carried: dict[tuple[int, int], dict[str, Any]] = {}
         self._nvml: dict[str, Any] | None = None
         self._keyframe_t: float | None = None
+        self._last_engine: str | None = None
+        self._last_engine_log: str | None = None
         # Lines wait here, not in a file object's buffer, and are written by os.write: what the file holds is
         # then known exactly (a full disk takes part of a write, then refuses), so a failure says how many
         # whole records reached the file, never how many were handed to a buffer that was then lost.
@@ -342,6 +349,35 @@ class Recorder:
             return  # unchanged: replay holds the previous one
         self._last_vllm = text
         self._write({"k": "vllm", "t": snap.t, **body})
+
+    def engine(self, snap) -> None:  # noqa: ANN001  (collectors.engine_metrics.EngineSnapshot)
+        body = {
+            "url": snap.url, "kind": snap.kind, "status": snap.status, "available": snap.available,
+            "kv_usage": _num(snap.kv_usage) if snap.kv_usage is not None else None,
+            "kv_tokens_used": snap.kv_tokens_used, "kv_tokens_total": snap.kv_tokens_total,
+            "running": snap.running, "waiting": snap.waiting,
+            "loads": [asdict(load) for load in snap.loads], "slots": [asdict(s) for s in snap.slots],
+        }  # fmt: skip
+        text = json.dumps(body, sort_keys=True)
+        if text == self._last_engine:
+            return  # unchanged: replay holds the previous one
+        self._last_engine = text
+        self._write({"k": "engine", "t": snap.t, **body})
+
+    def engine_log(self, t: float, followed) -> None:  # noqa: ANN001  (engine_log_follow.FollowedLog)
+        buckets = followed.buckets
+        body = {
+            "engine": followed.engine,
+            "stage": buckets.stage if buckets is not None else getattr(followed.log, "stage", ""),
+            "devices": [asdict(d) for d in buckets.devices] if buckets is not None else [],
+            "ranks": buckets.ranks if buckets is not None else 1,
+            "figures": {name: _num(value) for name, value in buckets.figures} if buckets is not None else {},
+        }
+        text = json.dumps(body, sort_keys=True)
+        if text == self._last_engine_log:
+            return
+        self._last_engine_log = text
+        self._write({"k": "engine_log", "t": t, **body})
 
     def alert(self, alert: Alert) -> None:
         self._write({"k": "alert", **alert_to_json(alert)})

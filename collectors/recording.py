@@ -415,6 +415,16 @@ _VLLM_MODEL_FIELDS = {
     "preemptions_total": "int?", "prefix_cache_hits": "int?", "prefix_cache_queries": "int?",
     "prefix_cache_metrics": "list-", "gpu_prefix_cache_hit_rate": "num?", "cpu_cache_usage": "num?",
 }  # fmt: skip
+_ENGINE_FIELDS = {
+    "t": "time", "url": "str?", "kind": "str?", "status": "str?", "available": "bool?", "kv_usage": "num?",
+    "kv_tokens_used": "int?", "kv_tokens_total": "int?", "running": "int?", "waiting": "int?",
+    "loads": "list-", "slots": "list-",
+}  # fmt: skip
+_ENGINE_LOAD_FIELDS = {"name": "str?", "size": "num?", "size_vram": "num?", "context_length": "int?"}
+_ENGINE_LOG_FIELDS = {"t": "time", "engine": "str", "stage": "str?", "devices": "list-", "ranks": "int?"}
+_ENGINE_DEVICE_FIELDS = {
+    "device": "str", "weights": "num?", "kv": "num?", "activations": "num?", "overhead": "num?",
+}  # fmt: skip
 _SKIP_FIELDS = {"t": "time", "source": "str", "path": "str", "reason": "str"}
 _AGENT_META_FIELDS = {"pid": "int", "start": "int", "cmdline": "str?", "path": "str?", "hz": "num?"}
 _AGENT_FIELDS = {
@@ -527,6 +537,19 @@ def check_event(e: dict) -> None:
         _check_list(models, _VLLM_MODEL_FIELDS, VLLMModelStats, "vllm model: ")
         for m in models:
             _check_strings(m.get("prefix_cache_metrics"), "vllm model: prefix_cache_metrics")
+    elif k == "engine":
+        _check_fields(e, _ENGINE_FIELDS, "engine event: ")
+        for load in e.get("loads") or []:
+            _check_fields(load, _ENGINE_LOAD_FIELDS, "engine load: ")
+        for slot in e.get("slots") or []:
+            _check_fields(slot, {}, "engine slot: ")
+    elif k == "engine_log":
+        _check_fields(e, _ENGINE_LOG_FIELDS, "engine_log event: ")
+        for device in e.get("devices") or []:
+            _check_fields(device, _ENGINE_DEVICE_FIELDS, "engine_log device: ")
+        figures = e.get("figures", {})
+        if not isinstance(figures, dict) or not all(_fits(v, "num?") for v in figures.values()):
+            raise ValueError("engine_log event: figures must map names to numbers")
     elif k == "agent_meta":
         _check_fields(e, _AGENT_META_FIELDS, "agent_meta event: ")
     elif k == "skip":
@@ -777,6 +800,8 @@ def summarize(recording) -> dict:
             processes.add(t, rows, cmdlines)
         elif k == "agent":
             _summarize_agent(e, changed, source, agent_cmdlines)
+        elif k in ("engine", "engine_log"):
+            _summarize_engine(e, t, source)
         elif k == "proc":
             cmdlines[(e.get("pid"), e.get("start"))] = e.get("cmdline", "")
         elif k == "agent_meta":
@@ -834,6 +859,26 @@ def _summarize_agent(e: dict, changed: tuple | None, source, cmdlines: dict) -> 
     src.add(float(values[0]), stats)
     if "cuda_state" in names:
         src.status = value("cuda_state")
+
+
+def _summarize_engine(e: dict, t: float, source) -> None:
+    if e["k"] == "engine":
+        src = source(f"engine:{e.get('kind') or 'unknown'}", "engine", None)
+        keys = ("kv_usage", "kv_tokens_used", "kv_tokens_total", "running", "waiting")
+        src.add(t, {key: e.get(key) for key in keys})
+        for load in e.get("loads") or []:
+            source(f"engine:ollama:{load.get('name')}", "engine", None).add(
+                t, {"size": load.get("size"), "size_vram": load.get("size_vram")}
+            )
+        src.status = e.get("status")
+        return
+    src = source(f"engine_log:{e.get('engine')}", "engine_log", None)
+    fields = dict(e.get("figures") or {})
+    for d in e.get("devices") or []:
+        for key in ("weights", "kv", "activations", "overhead"):
+            fields[f"{key}:{d.get('device')}"] = d.get(key)
+    src.add(t, fields)
+    src.status = e.get("stage")
 
 
 def _summarize_nvml(e: dict, t: float, source) -> None:

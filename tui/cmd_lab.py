@@ -445,7 +445,8 @@ def predict_edge(lab_model: LabModel, args, cap: int, out: Out) -> dict | int:
     )
     out(
         f"  activation peak     {b(act.peak_bytes):>20}   ({act.phase}: {ctx}-token chunk x "
-        f"{act.per_token_layer_bytes:,} B/token = (4h + 3I) x 2 B, + logits {act.logits_bytes:,} B)"
+        f"{act.per_token_layer_bytes:,} B/token = (4h + 3I) x {act.dtype_bytes} B, "
+        f"+ logits {act.logits_bytes:,} B)"
     )
     free = cap - one.weight_bytes - act.peak_bytes
     out(
@@ -553,7 +554,8 @@ def compare_edge(lab: Lab, pred: dict, m: dict, out: Out) -> dict:
         if d < 0:
             out(
                 "    likely cause: each pass ends with the last position's logits of every sequence "
-                "(batch x vocab x 2 B; the planner counts one row per prefill chunk), and each chunk grows "
+                f"(batch x vocab x {dtype_bytes_of(lab.model)} B; the planner counts one row per prefill "
+                "chunk), and each chunk grows "
                 "the DynamicCache with torch.cat, which holds a layer's old and new keys/values at once (the "
                 "lesson's brief double copy)"
             )
@@ -577,10 +579,12 @@ def compare_edge(lab: Lab, pred: dict, m: dict, out: Out) -> dict:
     return {
         "edge": found,
         "predicted_edge": pred["predicted_edge"],
+        "planner_max_users": pred["planner_max_users"],
         "prefill_spike_bytes": spike,
         "trials": m["trials"],
         "trials_chunked": m.get("trials_chunked"),
         "edge_chunked": m.get("edge_chunked"),
+        "predicted_edge_chunked": pred["predicted_edge_chunked"],
         "cause": cause,
     }
 
@@ -664,10 +668,10 @@ def compare_logits(lab: Lab, pred: dict, m: dict, out: Out) -> dict:
 def predict_eager(lab_model: LabModel, args, cap: int, out: Out) -> dict | int:
     from planner.activations import eager_attention_bytes  # noqa: PLC0415
 
-    spec = lab_model.spec
+    spec, nb = lab_model.spec, dtype_bytes_of(lab_model)
     rows = []
     out(
-        f"  score matrix per layer = heads x N² x (2 B scores + 4 B fp32 softmax copy), "
+        f"  score matrix per layer = heads x N² x ({nb} B scores + 4 B fp32 softmax copy), "
         f"{spec.num_attention_heads} heads"
     )
     first_fail = None
@@ -676,7 +680,7 @@ def predict_eager(lab_model: LabModel, args, cap: int, out: Out) -> dict | int:
             m: plan(lab_model, cap, context=n, users=1, prefill_chunk=n, attention=m)
             for m in ("eager", "fused")
         }
-        scores = eager_attention_bytes(spec, n)
+        scores = eager_attention_bytes(spec, n, dtype_bytes=nb)
         fits = {m: p[m].weight_bytes + p[m].activation_bytes <= cap for m in p}
         out(
             f"  N={n:>7}: scores {b(scores):>18}   activation peak eager {b(p['eager'].activation_bytes)} / "
