@@ -1,15 +1,18 @@
-"""The live monitor's cost: CPU share of one core over a window at 2 Hz and 10 Hz, resident memory, and the
-time from launch to the first frame. Run by hand (not a test):
+"""The live monitor's cost beside its anchors, measured in the same run: CPU share of one core, resident
+memory and time to the first frame of `memsight watch`, next to bench/minimal_monitor.py (the smallest
+Textual + psutil memory monitor) at the same rate, and bpytop / glances where installed (`--others`). Run by
+hand, not a test:
 
-    .venv/bin/python bench/monitor_cpu.py                 # 60 s at 2 Hz and at 10 Hz, `memsight watch`
-    .venv/bin/python bench/monitor_cpu.py --seconds 20 --hz 2 --command demo
-    .venv/bin/python bench/monitor_cpu.py --threads --seconds 30   # per sampling thread, no UI
+    .venv/bin/python bench/monitor_cpu.py                                   # 2 Hz, 3 rounds of 60 s
+    .venv/bin/python bench/monitor_cpu.py --hz 2 --seconds 30 --rounds 5 --others /tmp/tools/bin
+    .venv/bin/python bench/monitor_cpu.py --threads --seconds 30             # per sampling thread, no UI
 
-It starts the real `memsight` (python -m tui.cli) in a pseudo-terminal of 160x48, as a user's terminal would,
-drains its output, and reads psutil's cpu_times() of that process (user + system, all its threads) before and
-after the window. First frame = the first time the screen's text contains the Live screen's headroom gauge.
-Targets (the issue's): under 3% of one core at 2 Hz; first frame under 1 s. For the split, the same Monitor
-is also measured alone (no UI) over the same window ("collectors-only %").
+Each program runs in a pseudo-terminal of 160x48, as in a user's terminal, its output drained; CPU is psutil's
+cpu_times() of the process (user + system, all threads) over the window, after the first frame and a few
+seconds to settle; RSS is read at the end. The programs take turns within each round (the order rotating), so
+a shared machine's load falls on all of them alike; the report gives each figure's median and range over the
+rounds, and memsight's ratio to the minimal app per round (median, range). First frame = the first time the
+screen's text holds the program's mark (memsight: its headroom gauge; the minimal app: its first line).
 """
 
 from __future__ import annotations
@@ -20,8 +23,11 @@ import os
 import pathlib
 import pty
 import re
+import shutil
+import statistics
 import struct
 import sys
+import tempfile
 import termios
 import threading
 import time
@@ -29,27 +35,24 @@ import time
 import psutil
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-FIRST_FRAME_MARK = b"headroom"  # drawn by the Live screen once the first state reached its widgets
 ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\x1b\][^\x07]*\x07")
 
 
-def spawn(argv: list[str], cols: int, rows: int) -> tuple[int, int]:
+def spawn(argv: list[str], cols: int, rows: int, env: dict[str, str]) -> tuple[int, int]:
     pid, fd = pty.fork()
     if pid == 0:  # child: the terminal is already ours
         os.chdir(REPO)
-        env = dict(os.environ, TERM="xterm-256color", COLUMNS=str(cols), LINES=str(rows))
-        os.execvpe(argv[0], argv, env)
+        os.execvpe(argv[0], argv, dict(env, TERM="xterm-256color", COLUMNS=str(cols), LINES=str(rows)))
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
     return pid, fd
 
 
 class Drain(threading.Thread):
-    """Reads the pty so the app never blocks on a full terminal; notes when the first frame appears."""
+    """Reads the pty so the program never blocks on a full terminal; notes when the first frame appears."""
 
-    def __init__(self, fd: int, started: float) -> None:
+    def __init__(self, fd: int, started: float, mark: bytes) -> None:
         super().__init__(daemon=True)
-        self.fd = fd
-        self.started = started
+        self.fd, self.started, self.mark = fd, started, mark
         self.first_frame_s: float | None = None
         self.bytes_read = 0
         self._tail = b""
@@ -65,79 +68,95 @@ class Drain(threading.Thread):
             self.bytes_read += len(chunk)
             if self.first_frame_s is None:
                 text = ANSI.sub(b"", self._tail + chunk)
-                if FIRST_FRAME_MARK in text:
+                if self.mark in text:
                     self.first_frame_s = time.perf_counter() - self.started
                 self._tail = text[-64:]
 
 
-def measure(command: str, hz: float, seconds: float, cols: int, rows: int) -> dict[str, float | None]:
-    argv = [sys.executable, "-m", "tui.cli", command, "--hz", str(hz)]
+def measure(argv: list[str], mark: bytes, seconds: float, cols: int, rows: int, env: dict[str, str]) -> dict:
     started = time.perf_counter()
-    pid, fd = spawn(argv, cols, rows)
-    drain = Drain(fd, started)
+    pid, fd = spawn(argv, cols, rows, env)
+    drain = Drain(fd, started, mark)
     drain.start()
     proc = psutil.Process(pid)
     try:
-        deadline = time.perf_counter() + 15
+        deadline = time.perf_counter() + 30
         while drain.first_frame_s is None and time.perf_counter() < deadline:
             time.sleep(0.01)
         if drain.first_frame_s is None:
-            raise SystemExit(f"no first frame within 15 s from {' '.join(argv)}")
-        time.sleep(2.0)  # let start-up work (imports, first layout) finish before the window
+            raise SystemExit(f"no first frame within 30 s from {' '.join(argv)}")
+        time.sleep(3.0)  # start-up work (imports, first layout) ends before the window
         before = proc.cpu_times()
         t0 = time.perf_counter()
-        bytes0 = drain.bytes_read
         time.sleep(seconds)
         after = proc.cpu_times()
         elapsed = time.perf_counter() - t0
         rss = proc.memory_info().rss
         busy = (after.user - before.user) + (after.system - before.system)
-        return {
-            "hz": hz,
-            "window_s": elapsed,
-            "cpu_s": busy,
-            "cpu_percent_of_one_core": 100.0 * busy / elapsed,
-            "rss_mib": rss / 2**20,
-            "first_frame_s": drain.first_frame_s,
-            "terminal_bytes_per_s": (drain.bytes_read - bytes0) / elapsed,
-            "threads": proc.num_threads(),
-        }
+        return {"cpu": 100.0 * busy / elapsed, "rss": rss / 2**20, "first": drain.first_frame_s}
     finally:
         try:
-            os.write(fd, b"q")
-            proc.wait(timeout=5)
-        except (OSError, psutil.Error):
             proc.kill()
+            proc.wait(timeout=5)
+        except psutil.Error:
+            pass
         os.close(fd)
 
 
-COLLECTORS_ONLY = (
-    "import sys, time; from collectors.monitor import Monitor; "
-    "m = Monitor(hz=float(sys.argv[1])); m.start(); print('headroom', flush=True); time.sleep(3600)"
-)
+def programs(hz: float, others: str | None, home: str) -> dict[str, tuple[list[str], bytes, dict[str, str]]]:
+    env = dict(os.environ)
+    out = {
+        "memsight": ([sys.executable, "-m", "tui.cli", "watch", "--hz", str(hz)], b"headroom", env),
+        "minimal": ([sys.executable, "bench/minimal_monitor.py", "--hz", str(hz)], b"available", env),
+    }
+    if others:
+        bpytop, glances = os.path.join(others, "bpytop"), os.path.join(others, "glances")
+        if os.path.exists(bpytop):
+            conf = pathlib.Path(home, ".config", "bpytop")
+            conf.mkdir(parents=True, exist_ok=True)
+            (conf / "bpytop.conf").write_text(f"update_ms={round(1000 / hz)}\nshow_init=False\n")
+            out["bpytop"] = ([bpytop], b"mem", dict(env, HOME=home))
+        if os.path.exists(glances):
+            # glances refreshes at most once a second (-t 1): its figure is at 1 Hz whatever --hz is
+            out["glances"] = ([glances, "-t", str(max(1.0, 1 / hz))], b"MEM", env)
+    return out
 
 
-def measure_collectors(hz: float, seconds: float) -> float:
-    """The same Monitor without any UI, for the split between sampling and drawing (% of one core)."""
-    argv = [sys.executable, "-c", COLLECTORS_ONLY, str(hz)]
-    pid, fd = spawn(argv, 80, 24)
-    drain = Drain(fd, time.perf_counter())
-    drain.start()
-    proc = psutil.Process(pid)
-    try:
-        while drain.first_frame_s is None:
-            time.sleep(0.01)
-        time.sleep(2.0)
-        before = proc.cpu_times()
-        t0 = time.perf_counter()
-        time.sleep(seconds)
-        after = proc.cpu_times()
-        busy = (after.user - before.user) + (after.system - before.system)
-        return 100.0 * busy / (time.perf_counter() - t0)
-    finally:
-        proc.kill()
-        proc.wait(timeout=5)
-        os.close(fd)
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def spread(values: list[float], fmt: str = ".2f") -> str:
+    return f"{statistics.median(values):{fmt}} ({min(values):{fmt}}-{max(values):{fmt}})"
+
+
+def side_by_side(hz: float, seconds: float, rounds: int, cols: int, rows: int, others: str | None) -> int:
+    with tempfile.TemporaryDirectory() as home:
+        progs = programs(hz, others, home)
+        names = list(progs)
+        results: dict[str, list[dict]] = {name: [] for name in names}
+        print(f"{hz:g} Hz, terminal {cols}x{rows}, {seconds:.0f} s windows, {rounds} rounds, "
+              f"{os.cpu_count()} CPUs, load average before: {load()}")  # fmt: skip
+        for r in range(rounds):
+            order = names[r % len(names):] + names[: r % len(names)]
+            for name in order:
+                argv, mark, env = progs[name]
+                results[name].append(measure(argv, mark, seconds, cols, rows, env))
+            last = {n: results[n][-1] for n in order}
+            cells = [f"{n} {x['cpu']:.2f}% {x['rss']:.0f} MiB" for n, x in last.items()]
+            print(f"round {r + 1}: " + ", ".join(cells))
+        print(f"load average after: {load()}")
+    print(f"{'program':<10} {'CPU % of one core':>24} {'RSS MiB':>22} {'first frame s':>22}")
+    for name in names:
+        rs = results[name]
+        first = [x["first"] for x in rs] if name in ("memsight", "minimal") else None
+        print(f"{name:<10} {spread([x['cpu'] for x in rs]):>24} {spread([x['rss'] for x in rs], '.1f'):>22} "
+              f"{spread(first, '.3f') if first else '-':>22}")  # fmt: skip
+    mine, base = results["memsight"], results["minimal"]
+    for key, what in (("cpu", "CPU"), ("rss", "RSS"), ("first", "first frame")):
+        ratios = [m[key] / b[key] for m, b in zip(mine, base, strict=True)]
+        print(f"memsight / minimal app, {what}: {spread(ratios)} (per round)")
+    return 0
 
 
 def measure_threads(hz: float, seconds: float) -> dict[str, float]:
@@ -164,33 +183,22 @@ def measure_threads(hz: float, seconds: float) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--hz", type=float, nargs="+", default=[2.0, 10.0])
-    parser.add_argument("--command", default="watch", choices=["watch", "demo"])
+    parser.add_argument("--hz", type=float, default=2.0)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--size", default="160x48", help="terminal COLSxROWS")
+    parser.add_argument("--others", metavar="BINDIR", help="a folder with bpytop and/or glances (a venv bin)")
     parser.add_argument(
         "--threads", action="store_true", help="only the per-thread split of the Monitor's sampling threads"
     )
     args = parser.parse_args(argv)
     if args.threads:
-        for hz in args.hz:
-            split = measure_threads(hz, args.seconds)
-            cells = ", ".join(f"{name} {pct:.2f}%" for name, pct in sorted(split.items()))
-            print(f"{hz:g} Hz: {cells}; all sampling threads {sum(split.values()):.2f}% of one core")
+        split = measure_threads(args.hz, args.seconds)
+        cells = ", ".join(f"{name} {pct:.2f}%" for name, pct in sorted(split.items()))
+        print(f"{args.hz:g} Hz: {cells}; all sampling threads {sum(split.values()):.2f}% of one core")
         return 0
     cols, rows = (int(x) for x in args.size.split("x"))
-    cpus = os.cpu_count()
-    print(f"memsight {args.command}, terminal {cols}x{rows}, {args.seconds:.0f} s per rate, {cpus} CPUs")
-    header = ("Hz", "CPU % of 1 core", "CPU s", "RSS MiB", "first frame s", "tty B/s", "collectors-only %")
-    widths = (5, 16, 7, 8, 14, 8, 18)
-    print(" ".join(f"{h:>{w}}" for h, w in zip(header, widths, strict=True)))
-    for hz in args.hz:
-        r = measure(args.command, hz, args.seconds, cols, rows)
-        alone = measure_collectors(hz, args.seconds) if args.command == "watch" else float("nan")
-        print(
-            f"{r['hz']:>5g} {r['cpu_percent_of_one_core']:>16.2f} {r['cpu_s']:>7.2f} {r['rss_mib']:>8.1f} "
-            f"{r['first_frame_s']:>14.3f} {r['terminal_bytes_per_s']:>8.0f} {alone:>18.2f}"
-        )
-    return 0
+    others = args.others or (os.path.dirname(shutil.which("bpytop") or "") or None)
+    return side_by_side(args.hz, args.seconds, args.rounds, cols, rows, others)
 
 
 if __name__ == "__main__":

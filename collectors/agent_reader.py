@@ -49,34 +49,32 @@ def decode(values: tuple) -> AgentRecord:
     *numbers, label = values
     v = dict(zip(fmt.RECORD_FIELDS, numbers, strict=True))
     _check_numbers(v)
-    state_index = _opt_int(v["cuda_state"])
-    state = fmt.CUDA_STATES[state_index] if state_index is not None and 0 <= state_index < 3 else "unknown"
-    integrated = v["is_integrated"]
     return AgentRecord(
-        t=v["t"],
-        device=int(v["device"]),
-        cuda_state=state,
-        allocated=_opt_int(v["allocated"]),
-        reserved=_opt_int(v["reserved"]),
-        peak_allocated=_opt_int(v["peak_allocated"]),
-        active=_opt_int(v["active"]),
-        inactive_split=_opt_int(v["inactive_split"]),
-        alloc_retries=_opt_int(v["alloc_retries"]),
-        num_ooms=_opt_int(v["num_ooms"]),
-        segments=_opt_int(v["segments"]),
-        large_pool_reserved=_opt_int(v["large_pool_reserved"]),
-        small_pool_reserved=_opt_int(v["small_pool_reserved"]),
-        cuda_free=_opt_int(v["cuda_free"]),
-        cuda_total=_opt_int(v["cuda_total"]),
-        is_integrated=None if integrated != integrated else bool(integrated),
-        rss=_opt_int(v["rss"]),
-        weights_bytes=_opt_int(v["weights_bytes"]),
-        kv_bytes=_opt_int(v["kv_bytes"]),
-        step_index=int(v["step_index"]) if v["step_index"] == v["step_index"] else 0,
+        **{name: FIELD_VALUE[name](x) for name, x in v.items()},
         step_label=label.rstrip(b"\0").decode("utf-8", "replace"),
-        step_t=None if v["step_t"] != v["step_t"] else v["step_t"],
-        tick_cost_s=None if v["tick_cost_s"] != v["tick_cost_s"] else v["tick_cost_s"],
     )
+
+
+def _cuda_state(x: float) -> str:
+    index = _opt_int(x)
+    return fmt.CUDA_STATES[index] if index is not None and 0 <= index < 3 else "unknown"
+
+
+def _opt_float(x: float) -> float | None:
+    return None if x != x else x
+
+
+# each record field's value from the float the ring (or a recording) holds, NaN for unknown
+FIELD_VALUE = {
+    **dict.fromkeys(fmt.RECORD_FIELDS, _opt_int),
+    "t": float,
+    "device": int,
+    "cuda_state": _cuda_state,
+    "is_integrated": lambda x: None if x != x else bool(x),
+    "step_index": lambda x: int(x) if x == x else 0,
+    "step_t": _opt_float,
+    "tick_cost_s": _opt_float,
+}
 
 
 @dataclass(frozen=True, slots=True)

@@ -86,11 +86,12 @@ def measure(view: AgentView, nvml: NVMLSnapshot) -> tuple[MeasuredBuckets, ...]:
                 notes.append("non-PyTorch memory unknown: NVML gave no per-process value")
             elif latest.reserved is not None:
                 non_torch = driver_used - latest.reserved
-        act, peak, how = activations(step_records(view.history, device))
+        step = step_records(view.history, device)
+        act, peak, how = activations(step)
         if device >= 0:
             notes.append(how if act is not None else "activations unknown: fewer than two allocator samples")
         steady_alloc = None
-        allocs = [r.allocated for r in step_records(view.history, device) if r.allocated is not None]
+        allocs = [r.allocated for r in step if r.allocated is not None]
         if allocs:
             steady_alloc = min(allocs)
         other = None

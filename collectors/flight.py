@@ -232,6 +232,36 @@ def read_flight(directory: str | os.PathLike) -> Recording:
     )
 
 
+def joined_file(directory: str | os.PathLike) -> pathlib.Path:
+    """The kept segments as one recording file, for the readers that stream a file (replay, replay --json):
+    the first segment's header, then every segment's lines after its own header, in order. Each segment
+    starts with full lines (a new Recorder writes its first OS, NVML and agent lines whole), so the joined
+    file decodes as one recording. Written to a private temporary directory removed when memsight exits."""
+    import atexit  # noqa: PLC0415
+    import shutil  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+
+    files = segments(directory)
+    if not files:
+        raise CollectorError(f"{directory}: no flight recording segments ({SEGMENT_GLOB}) in it")
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="memsight-flight-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    out_path = folder / "joined.jsonl"
+    with open(out_path, "wb") as out:
+        for i, path in enumerate(files):
+            with open(path, "rb") as segment:
+                first = segment.readline()
+                if i == 0:
+                    out.write(first)
+                elif not first.strip():
+                    continue  # the newest segment, opened just as memsight died: nothing in it
+                rest = segment.read()
+            out.write(rest)
+            if rest and not rest.endswith(b"\n") and path != files[-1]:
+                out.write(b"\n")  # a cut line ends where its segment ended, not inside the next one's first
+    return out_path
+
+
 @dataclass(frozen=True, slots=True)
 class FlightEnd:
     """Where a flight recording ends."""

@@ -5,6 +5,11 @@
   differs), dropping them after `keep_dead_s`), then /proc (meminfo/PSI/vmstat every tick through kept-open
   files, the process list at most once a second), then builds ONE state. One thread for both: a thread
   wake-up alone costs 60-80 µs of CPU on a small VM, and one build per tick instead of two.
+  Of an agent's records it keeps, per device, the newest one of each tick and older ones at most
+  `agent_record_hz` a second (None: the monitor's own rate; math.inf: all): what the screen uses is what is
+  recorded, so a replay shows what the screen showed, and an agent at 10 Hz under a 2 Hz monitor does not
+  fill the recording five times over. The agent's real rate is still measured on every record read.
+  With a recorder, only the agents in the builder's scope are recorded (`memsight run`: this run's).
 * NVML thread: at most once a second (the per-process lists take the driver's global lock); only while
   NVML is initialised (no library / init failed: sampled once, no thread, no retry per tick); builds a new
   state only when the snapshot differs from the last one.
@@ -19,27 +24,24 @@ Every failure is turned into a status string or a counted drop, never an excepti
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
 from collections.abc import Callable, Sequence
 
 from collectors import agent_format as fmt
-from collectors.agent import sweep_dead_files
 from collectors.agent_info import InfoFile
 from collectors.agent_reader import AgentReader, discover, is_stale, skipped_files_line
 from collectors.alerts import AlertOptions
-from collectors.engine_log_follow import EngineLogFollower
-from collectors.engine_metrics import EngineMetrics
 from collectors.errors import CollectorError
 from collectors.nvml_collector import NVMLCollector
 from collectors.os_collector import OSCollector
 from collectors.peers import PeerWatcher
 from collectors.pool import PoolSampler
 from collectors.recorder import Recorder
-from collectors.snapshots import MonitorState
+from collectors.snapshots import AgentRecord, MonitorState
 from collectors.state import StateBuilder
-from collectors.vllm_metrics import VLLMMetrics
 
 VLLM_MAX_HZ = 1.0  # a vLLM scrape renders every metric server-side: never ask more than once a second
 
@@ -78,9 +80,14 @@ class Monitor:
         pool_sampler: PoolSampler | None = None,
         recorder: Recorder | None = None,
         peers: Sequence[str] = (),
+        agent_record_hz: float | None = None,
     ) -> None:
         if not hz > 0:
             raise CollectorError(f"monitor rate must be > 0 Hz, got {hz}")
+        if agent_record_hz is not None and not agent_record_hz > 0:
+            raise CollectorError(f"agent record rate must be > 0 Hz, got {agent_record_hz}")
+        self.agent_record_hz = agent_record_hz
+        self._kept_t: dict[tuple[int, int, int], float] = {}  # (pid, start, device) -> newest kept record's t
         if not vllm_hz > 0:
             raise CollectorError(f"vLLM scrape rate must be > 0 Hz, got {vllm_hz}")
         self.hz = hz
@@ -98,7 +105,11 @@ class Monitor:
         self.alert_options = alert_options
         self.builder = StateBuilder(alert_options=alert_options)
         # bad input (an ftp:// URL, "host:port:x") fails here, before any thread starts
-        self.vllm = VLLMMetrics(vllm_url, timeout_s=vllm_timeout_s, clock=clock) if vllm_url else None
+        self.vllm = None
+        if vllm_url:  # the scraper (and its HTTP client) only when asked for: `memsight watch` starts lighter
+            from collectors.vllm_metrics import VLLMMetrics  # noqa: PLC0415
+
+            self.vllm = VLLMMetrics(vllm_url, timeout_s=vllm_timeout_s, clock=clock)
         self.vllm_hz = min(vllm_hz, VLLM_MAX_HZ)
         # --peer: other machines' exporters, each on its own thread (a bad URL fails here, before any starts)
         self.peers = [PeerWatcher(url) for url in peers]
@@ -106,8 +117,13 @@ class Monitor:
             self.builder.peers = lambda: tuple(w.latest for w in self.peers)
         # an engine's own endpoint (--engine-url) and the child's log followed for SGLang / llama.cpp / Ollama
         # (vLLM's log is followed by the Live screen itself, tui/app.py)
-        self.engine = EngineMetrics(engine_url, timeout_s=vllm_timeout_s, clock=clock) if engine_url else None
-        self.engine_follow: EngineLogFollower | None = None  # follow_log(path) sets it
+        # (imported only when asked for, as the vLLM scraper: `memsight watch` starts lighter)
+        self.engine = None
+        if engine_url:
+            from collectors.engine_metrics import EngineMetrics  # noqa: PLC0415
+
+            self.engine = EngineMetrics(engine_url, timeout_s=vllm_timeout_s, clock=clock)
+        self.engine_follow = None  # an EngineLogFollower: follow_log(path) sets it
         # the sampling thread and a caller's sample_once (the last round after a run) may follow at once: one
         # poll at a time, or their reads of the same file interleave in the one reader
         self._follow_lock = threading.Lock()
@@ -120,7 +136,11 @@ class Monitor:
         # `recorder`: one the caller built with the Recorder's interface (collectors/flight.py's)
         if recorder is not None and record_to is not None:
             raise CollectorError("a Monitor records to one place: record_to or recorder, not both")
-        self.recorder = Recorder(record_to, hz=hz) if record_to is not None else recorder
+        self.recorder = (
+            Recorder(record_to, hz=hz, agent_hz=hz if agent_record_hz is None else agent_record_hz)
+            if record_to is not None
+            else recorder
+        )
         self._record_lock = threading.Lock()
         if self.recorder is not None:
             self.builder.on_alert = self._record_alert
@@ -189,6 +209,8 @@ class Monitor:
             close_os()  # its kept-open /proc files (a later start() reopens them)
         self.pool.close()  # the kernel log's fd (a later poll reopens it)
         # files of agents killed before their atexit ran (os._exit in fork children, SIGKILL): garbage now
+        from collectors.agent import sweep_dead_files  # noqa: PLC0415  (the agent's module: only here)
+
         sweep_dead_files(self.agent_dir)
         if self.recorder is not None:
             with self._record_lock:
@@ -342,6 +364,8 @@ class Monitor:
 
     def follow_log(self, path: str | os.PathLike) -> None:
         """Follow `path` (the run's child log) for an engine's own figures, from the next local tick."""
+        from collectors.engine_log_follow import EngineLogFollower  # noqa: PLC0415
+
         self.engine_follow = EngineLogFollower(path, engines=FOLLOWED_ENGINES)
 
     def follow_engine_log(self) -> None:
@@ -423,10 +447,13 @@ class Monitor:
         if now - self._last_discover >= self.discover_interval_s:
             self._last_discover = now
             self._discover()
+        scope = self.builder.scope
+        recorded = scope(frozenset(pid for pid, _ in self._readers)) if scope is not None else None
         for key, reader in list(self._readers.items()):
             result = reader.read_new()
             if result.bad:
                 self._agents_status()
+            kept = self._keep(key, result.records)
             process = reader.process_status(self.proc_root)
             alive = process == "alive" and not reader.closed_by_agent
             status = None
@@ -436,9 +463,11 @@ class Monitor:
                 status = "exited"
             elif is_stale(reader, now):
                 status = "stale"
-            self.builder.update_agent(key, result.records, status=status, alive=alive, lost=result.lost)
-            self._read_info(key, reader, now)
-            if self.recorder is not None and (result.records or status):
+            seen = tuple(r.t for r in result.records)
+            self.builder.update_agent(key, kept, status=status, alive=alive, lost=result.lost, seen=seen)
+            record = self.recorder is not None and (recorded is None or key[0] in recorded)
+            self._read_info(key, reader, now, record)
+            if record and (kept or status):
                 track = self.builder.agents.get(key)
                 with self._record_lock:
                     self.recorder.agent(
@@ -447,10 +476,11 @@ class Monitor:
                         reader.cmdline,
                         reader.path,
                         reader.hz,
-                        result.records,
+                        kept,
                         track.status if track else (status or "ok"),
                         alive,
                         reader.lost,
+                        track.measured_hz if track else None,
                     )
                     self._recorded()
             if not alive:
@@ -460,9 +490,37 @@ class Monitor:
                     del self._readers[key]
                     self._info_files.pop(key, None)
                     self._dead_since.pop(key, None)
+                    for device_key in [k for k in self._kept_t if k[:2] == key]:
+                        del self._kept_t[device_key]
                     self.builder.drop_agent(key)
 
-    def _read_info(self, key: tuple[int, int], reader: AgentReader, now: float) -> None:
+    def _keep(self, key: tuple[int, int], records: tuple[AgentRecord, ...]) -> tuple[AgentRecord, ...]:
+        """The records kept (shown and recorded), per device: the newest read (under a rate below the
+        monitor's: once 1/rate passed), and of the older ones those at least 1/rate apart and 1/rate after
+        the last kept (rate: agent_record_hz, else the monitor's own; math.inf: all). At the monitor's rate
+        that is the newest of each tick; a backlog read at once (a monitor started after the agent) keeps
+        its history at that rate. Oldest first."""
+        rate = self.hz if self.agent_record_hz is None else self.agent_record_hz
+        if not records or rate == math.inf:
+            return records
+        period = 1.0 / rate
+        kept: list[AgentRecord] = []
+        newest: dict[int, float] = {}  # device -> the oldest record kept so far in this (backwards) walk
+        for r in reversed(records):
+            last = self._kept_t.get((*key, r.device), -math.inf)
+            younger = newest.get(r.device)
+            if younger is None:  # the newest: unless asked for less than the monitor's own rate
+                keep = rate >= self.hz or r.t - last >= period
+            else:
+                keep = younger - r.t >= period and r.t - last >= period
+            if keep:
+                kept.append(r)
+                newest[r.device] = r.t
+        for device, t in newest.items():
+            self._kept_t[(*key, device)] = max(self._kept_t.get((*key, device), -math.inf), t)
+        return tuple(reversed(kept))
+
+    def _read_info(self, key: tuple[int, int], reader: AgentReader, now: float, record: bool) -> None:
         """The agent's info file (plan inputs, phase peaks, hook status) when it changed: kept, recorded."""
         info_file = self._info_files.get(key)
         if info_file is None:
@@ -477,7 +535,7 @@ class Monitor:
         self._info_errors.pop(key, None)
         raw, info = got
         self.builder.update_agent_info(key, info)
-        if self.recorder is not None:
+        if record:
             with self._record_lock:
                 self.recorder.agent_info(reader.pid, reader.start_ticks, now, raw)
 

@@ -3,6 +3,14 @@
 The recorded OS, NVML and agent snapshots are fed, in time order, into the same StateBuilder the live
 monitor uses, so the UI sees the same MonitorState (with replay=True). `start()` plays in real time
 (times `speed`); tests step with `advance_to(offset_s)` / `step()` and check `at_end`.
+
+The file is read as it plays, in one pass (collectors/recording.py RecordingReader), so memory does not grow
+with its length: the lines are in the order they were written, a sample's time at most a few seconds off
+that order (an agent's record is read at the monitor's next tick), so events wait in a small heap until
+nothing earlier can come (REORDER_S) and are applied in time order. Declarations (a process's command line,
+an agent's start, which agents are this run's) are applied as they are read. Seeking back restarts from the
+nearest checkpoint (Checkpoints: the reader's position and the builder, kept every CHECKPOINT_S on the way,
+at most MAX_CHECKPOINTS of them) and plays forward from there.
 While it plays, the UI's controls (pause, seek, speed, jump to the next alert or to the peak) act on the
 same clock under one lock; alert and peak times come from one scan of the whole recording (scan()), with
 the thresholds this replay uses, so a jump lands where the screen will show the alert.
@@ -10,29 +18,46 @@ the thresholds this replay uses, so a jump lands where the screen will show the 
 
 from __future__ import annotations
 
+import heapq
+import math
 import os
 import pathlib
 import threading
 import time
+from collections import deque
+from dataclasses import dataclass
 
 from collectors.agent_info import parse_info
 from collectors.agent_reader import skipped_files_line
 from collectors.alerts import AlertOptions
 from collectors.errors import CollectorError
 from collectors.pool import pool_detail_from
-from collectors.recorder import (
-    Recording,
+from collectors.recorder import record_from_values
+from collectors.recording import (
+    ReaderPosition,
+    RecordingReader,
+    check_event,
     nvml_snapshot_from,
     os_snapshot_from,
-    read_recording,
-    record_from_values,
     vllm_snapshot_from,
 )
 from collectors.snapshots import MonitorState
 from collectors.state import StateBuilder
 from collectors.summary import RunSummary
+from planner import limits
 
 DEMO_RECORDING = "demo_cpu_generate.jsonl"
+# Events whose times are further apart than this from the order they were written in are applied late, at
+# once (never dropped). A monitor writes a sample at most one tick (and an agent's kept record at most
+# one tick more) after its time; 10 s covers a 0.2 Hz monitor.
+REORDER_S = 10.0
+TAIL_BYTES = 256 * 1024  # read from the end of the file for its last time (duration_s)
+CHECKPOINT_S = 60.0  # a checkpoint every this much recording time played, doubled whenever there are
+MAX_CHECKPOINTS = 32  # more than this many (every other one dropped): memory bounded whatever the length
+RECENT_CHECKPOINT_S = 20.0  # and the last RECENT_CHECKPOINTS this far apart, for short seeks back (← 10 s)
+RECENT_CHECKPOINTS = 3
+# kinds the replay applies as soon as it reads them (no time, or a declaration of what follows)
+DECLARATIONS = frozenset({"proc", "agent_meta", "scope"})
 
 
 def demo_recording_path() -> pathlib.Path:
@@ -59,18 +84,14 @@ class ReplayMonitor:
         speed: float = 1.0,
         loop: bool = False,
         alert_options: AlertOptions | None = None,
-        recording: Recording | None = None,
     ) -> None:
         self.path = os.fspath(path)
         self.alert_options = alert_options  # kept: every _reset() (seek back, loop) builds a fresh builder
-        # `recording`: one already read from path (scan() walks it again without re-reading the file)
-        self.recording: Recording = recording if recording is not None else read_recording(self.path)
         self.speed = speed
         self.loop = loop
-        self._events = sorted(self.recording.events, key=_event_time)  # declarations (t 0) come first
-        times = [_event_time(e) for e in self._events if _event_time(e) > 0]
-        self.start_t = min(times) if times else 0.0
-        self.end_t = max(times) if times else 0.0
+        self._reader = RecordingReader(self.path)
+        self.header = self._reader.header
+        self._data_at = self._reader.position()  # the first line after the header
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()  # the player thread and the UI's controls move the same cursor
@@ -78,33 +99,133 @@ class ReplayMonitor:
         self._base = 0.0  # offset (s) at _began; the play clock is _base + (now - _began) * speed
         self._began = time.monotonic()
         self._scan: RunSummary | None = None
-        # a `memsight run` recording: the command's own agents, as the run counted them (RunChild.family
-        # decides each pid once, so the union is each pid's one decision); None: every agent (watch)
-        scopes = [e for e in self._events if e["k"] == "scope"]
-        self.own: frozenset[int] | None = (
-            frozenset(p for e in scopes for p in e["own"]) if scopes else None
-        )
         self.bad_events = 0  # events the readers refused while playing (counted, skipped, shown on screen)
         self.first_bad_event = ""
-        self._reset()
+        self.start_t = 0.0
+        self.end_t = tail_time(self.path, self._data_at.offset, self._reader.version)
+        self._checkpoints: list[_Checkpoint] = []
+        self._checkpoint_every = CHECKPOINT_S
+        self._recent: deque[_Checkpoint] = deque(maxlen=RECENT_CHECKPOINTS)
+        self._cmdlines: dict[tuple[int, int], str] = {}  # only grows: shared by every checkpoint
+        self._restart()
+        self.start_t = self._first_time()
+        self.end_t = max(self.end_t, self.start_t)
+        self._restart()
 
-    def _reset(self) -> None:
-        self.builder = StateBuilder(replay=True, alert_options=self.alert_options)
-        own = self.own
-        if own is not None:
-            self.builder.scope = lambda pids: pids & own  # the chart's sums and the summary, as recorded
+    # ---- reading
+    def _restart(self) -> None:
+        """Back to the first event, with a fresh builder."""
+        self._reader.seek(self._data_at)
+        self._heap: list[tuple[float, int, dict]] = []
+        self._os_times: list[float] = []  # a heap of the OS events' times in _heap
+        self._seq = 0
+        self._read_t = -math.inf  # the latest time read so far
+        self._eof = False
+        self._declared = False  # a declaration read since the last build changes what the screen shows
+        self.own: frozenset[int] | None = None
+        self.builder = StateBuilder(replay=True, alert_options=self.alert_options, rings=False)
         self.builder.status["agents"] = "replay"
-        self._cursor = 0
-        self._cmdlines: dict[tuple[int, int], str] = {}
         self._skipped: dict[str, str] = {}  # agent files the recorded monitor did not read, path -> why
         self.position_t = self.start_t
+        self.bad_events = 0
+        self.first_bad_event = ""
         self._show_bad()
 
+    # ---- checkpoints: where a seek back starts from
+    def _checkpoint(self) -> None:
+        """Keep the whole replay's state as it is now (the builder copied, the reader's place, the events
+        waiting): every _checkpoint_every seconds of recording (at most MAX_CHECKPOINTS, spread over what
+        was played), and the last few RECENT_CHECKPOINT_S apart."""
+        last = self._checkpoints[-1].position_t if self._checkpoints else -math.inf
+        recent = self._recent[-1].position_t if self._recent else -math.inf
+        due = self.position_t - last >= self._checkpoint_every
+        if not due and not self.position_t - recent >= RECENT_CHECKPOINT_S:
+            return
+        checkpoint = _Checkpoint(
+            self.position_t, self.builder.copy(), self._reader.position(), list(self._heap),
+            list(self._os_times), self._read_t, self._eof, self._seq, self.own, self.bad_events,
+            self.first_bad_event, dict(self._skipped),
+        )  # fmt: skip
+        self._recent.append(checkpoint)
+        if due:
+            self._checkpoints.append(checkpoint)
+            if len(self._checkpoints) > MAX_CHECKPOINTS:
+                self._checkpoints = self._checkpoints[::2]
+                self._checkpoint_every *= 2
+
+    def _back_to(self, target: float) -> None:
+        """Before playing back to `target`: to the latest checkpoint at or before it (else the start)."""
+        before = sorted((c for c in (*self._checkpoints, *self._recent) if c.position_t <= target),
+                        key=lambda c: c.position_t)  # fmt: skip
+        if not before:
+            self._restart()
+            return
+        c = before[-1]
+        self._reader.seek(c.reader)
+        self._heap, self._os_times = list(c.heap), list(c.os_times)
+        self._read_t, self._eof, self._seq, self._declared = c.read_t, c.eof, c.seq, False
+        self.own, self.bad_events, self.first_bad_event = c.own, c.bad_events, c.first_bad_event
+        self._skipped = dict(c.skipped)
+        self.builder = c.builder.copy()  # the checkpoint stays as it was, for the next seek
+        own = self.own
+        self.builder.scope = None if own is None else (lambda pids: pids & own)
+        self.position_t = c.position_t
+        self._show_bad()
+
+    def _read_one(self) -> bool:
+        """Read the next event into the heap (a declaration: applied); False at the end of the file."""
+        event = next(self._reader.events, None)
+        if event is None:
+            self._eof = True
+            self._show_bad()
+            return False
+        k = event["k"]
+        t = event_time(event)
+        if k in DECLARATIONS or t <= 0:  # format 1 gave every event without a time the time 0: first
+            self._declared |= self._apply(event)
+        else:  # alerts and the summary too: no-ops for the builder (it raises its own), but part of the time
+            self._seq += 1
+            heapq.heappush(self._heap, (t, self._seq, event))
+            if k == "os":
+                heapq.heappush(self._os_times, t)
+            self._read_t = max(self._read_t, t)
+            self.end_t = max(self.end_t, t)
+        return True
+
+    def _settled(self) -> bool:
+        """True when nothing earlier than the heap's first event can still be read."""
+        return self._eof or (bool(self._heap) and self._read_t >= self._heap[0][0] + REORDER_S)
+
+    def _first(self) -> tuple[float, int, dict] | None:
+        """The earliest event not applied yet (reading on until it is certain)."""
+        while not self._settled():
+            self._read_one()
+        return self._heap[0] if self._heap else None
+
+    def _next_os_time(self, limit: float) -> float | None:
+        """The time of the next OS event after position_t, if any at or before `limit`."""
+        while True:
+            times = self._os_times
+            while times and times[0] <= self.position_t:
+                heapq.heappop(times)
+            if times and (self._eof or self._read_t >= times[0] + REORDER_S):
+                return times[0] if times[0] <= limit else None
+            if self._eof or (not times and self._read_t > limit + REORDER_S):
+                return None
+            self._read_one()
+
+    def _first_time(self) -> float:
+        """The recording's first time (format 1 and 2 alike: the earliest within the first REORDER_S)."""
+        first = self._first()
+        return first[0] if first is not None else 0.0
+
+    # ---- playing
     def _show_bad(self) -> None:
         """The counted warning on screen: lines skipped on reading, events refused while playing."""
+        reader = self._reader
         parts = []
-        if self.recording.bad_lines:
-            parts.append(f"skipped {self.recording.bad_lines} bad line(s) ({self.recording.first_bad})")
+        if reader.bad_lines:
+            parts.append(f"skipped {reader.bad_lines} bad line(s) ({reader.first_bad})")
         if self.bad_events:
             parts.append(f"skipped {self.bad_events} bad event(s) ({self.first_bad_event})")
         if parts:
@@ -112,8 +233,8 @@ class ReplayMonitor:
 
     def describe(self) -> str:
         """One line for the UI: which file, how long, made where."""
-        host = self.recording.header.get("host") or "unknown host"
-        created = self.recording.header.get("created")
+        host = self.header.get("host") or "unknown host"
+        created = self.header.get("created")
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(created)) if created else "unknown date"
         return f"{os.path.basename(self.path)} ({self.duration_s:.0f} s, recorded on {host}, {when})"
 
@@ -123,7 +244,7 @@ class ReplayMonitor:
 
     @property
     def at_end(self) -> bool:
-        return self._cursor >= len(self._events)
+        return self._first() is None
 
     def state(self) -> MonitorState:
         return self.builder.state
@@ -133,7 +254,7 @@ class ReplayMonitor:
         and skipped (shown on screen), so one bad event never stops the replay thread."""
         try:
             return self._apply_one(e)
-        except Exception as exc:  # read_recording checked the fields; this is the last line of defence
+        except Exception as exc:  # the reader checked the fields; this is the last line of defence
             self.bad_events += 1
             self.first_bad_event = self.first_bad_event or f"{e.get('k')!s:.20} event: {type(exc).__name__}"
             self._show_bad()
@@ -144,6 +265,14 @@ class ReplayMonitor:
         b = self.builder
         if k == "proc":
             self._cmdlines[(e["pid"], e["start"])] = e.get("cmdline") or ""  # null: unknown
+            return False
+        if k == "scope":
+            # a `memsight run` recording: the command's own agents, as the run counted them (RunChild.family
+            # decides each pid once: the union is each pid's one decision); None: every agent (watch)
+            own = frozenset(e["own"]) | (self.own or frozenset())
+            if own != self.own:
+                self.own = own
+                b.scope = lambda pids: pids & own  # the chart's sums and the summary, as recorded
             return False
         if k == "os":
             b.update_os(os_snapshot_from(e, self._cmdlines))
@@ -179,6 +308,7 @@ class ReplayMonitor:
                 status=status if status in ("exited", "pid reused", "stale") else None,
                 alive=e.get("alive"),
                 lost=0,
+                measured_hz=e.get("sr"),
             )
             if e.get("lost"):
                 b.agents[key].lost = e["lost"]
@@ -187,33 +317,37 @@ class ReplayMonitor:
         return True
 
     def advance_to(self, offset_s: float) -> MonitorState:
-        """Apply every event up to start + offset_s (seeking backwards replays from the start)."""
+        """Apply every event up to start + offset_s (seeking backwards replays from a checkpoint)."""
         target = self.start_t + offset_s
         if target < self.position_t:
-            self._reset()
+            self._back_to(target)
         return self._advance(target)
 
     def _advance(self, target: float) -> MonitorState:
         """Apply every event up to the absolute time `target` (never backwards)."""
-        changed = False
-        while self._cursor < len(self._events) and _event_time(self._events[self._cursor]) <= target:
-            changed |= self._apply(self._events[self._cursor])
-            self._cursor += 1
+        changed, self._declared = self._declared, False
+        while True:
+            first = self._first()
+            if first is None or first[0] > target:
+                break
+            heapq.heappop(self._heap)
+            changed |= self._apply(first[2])
         self.position_t = target
         if changed or self.builder.state.t == 0.0:
-            self.builder.build(min(target, self.end_t) if self._events else target)
+            self.builder.build(min(target, self.end_t) if self.end_t > 0 else target)
+        self._checkpoint()
         return self.state()
 
     def step(self) -> MonitorState:
         """Advance to the next OS sample (one recorded tick)."""
-        while self._cursor < len(self._events):
-            e = self._events[self._cursor]
-            if e["k"] == "os" and _event_time(e) > self.position_t:
-                # the absolute time, not start + (t - start): that can round below t, and the step then
-                # never reached the event (found by the fuzz suite: step() spun forever)
-                return self._advance(_event_time(e))
-            self._apply(e)
-            self._cursor += 1
+        t = self._next_os_time(math.inf)
+        if t is not None:
+            # the absolute time, not start + (t - start): that can round below t, and the step then
+            # never reached the event (found by the fuzz suite: step() spun forever)
+            return self._advance(t)
+        while (first := self._first()) is not None:
+            heapq.heappop(self._heap)
+            self._apply(first[2])
         self.builder.build(self.end_t)
         return self.state()
 
@@ -260,9 +394,10 @@ class ReplayMonitor:
                     self.bad_events += 1
                     self.first_bad_event = self.first_bad_event or f"{type(exc).__name__}: {exc}"[:120]
                     self._show_bad()
-                    self._cursor += 1
+                    if self._heap:
+                        heapq.heappop(self._heap)
                 if self.at_end and self.loop:
-                    self._reset()
+                    self._restart()
                     self._rebase(0.0)
                 # at the end (no --loop) the thread idles: a seek back plays on
 
@@ -294,29 +429,25 @@ class ReplayMonitor:
         the alerts and the charts after a seek are the ones playing to that point would have shown."""
         target = self.start_t + offset_s
         if target < self.position_t:
-            self._reset()
-        i = self._cursor
-        while i < len(self._events):
-            e = self._events[i]
-            t = _event_time(e)
-            if t > target:
-                break
-            if e["k"] == "os" and t > self.position_t:
-                self._advance(t)  # absolute: start + (t - start) can round below t (see step)
-                i = self._cursor
-                continue
-            i += 1
+            self._back_to(target)
+        while (t := self._next_os_time(target)) is not None:
+            self._advance(t)  # absolute: start + (t - start) can round below t (see step)
         self.advance_to(offset_s)
 
     def scan(self) -> RunSummary | None:
         """The whole recording's summary (peaks, lowest headroom, every alert, with this replay's
         thresholds), from one pass over it with a builder of its own; computed once."""
         if self._scan is None:
-            walker = ReplayMonitor(self.path, alert_options=self.alert_options, recording=self.recording)
+            walker = ReplayMonitor(self.path, alert_options=self.alert_options)
             while not walker.at_end:
                 walker.step()  # one build per recorded OS tick, as the screen sees them
             self._scan = walker.state().summary
+            walker.close()
         return self._scan
+
+    def close(self) -> None:
+        self.stop()
+        self._reader.close()
 
     def next_alert_offset(self) -> float | None:
         """Offset of the first alert after the current position (None when there is none)."""
@@ -343,8 +474,51 @@ class ReplayMonitor:
         return None
 
 
-def _event_time(e: dict) -> float:
+@dataclass(frozen=True, slots=True)
+class _Checkpoint:
+    position_t: float
+    builder: StateBuilder
+    reader: ReaderPosition
+    heap: list
+    os_times: list
+    read_t: float
+    eof: bool
+    seq: int
+    own: frozenset[int] | None
+    bad_events: int
+    first_bad_event: str
+    skipped: dict[str, str]
+
+
+def event_time(e: dict) -> float:
+    """An event's time: its "t", a format-1 agent record's own; 0 for a declaration."""
     t = e.get("t")
     if t is None and e["k"] == "agent":
         t = e["r"][0]
     return float(t) if t is not None else 0.0
+
+
+def tail_time(path: str, data_offset: int, version: int) -> float:
+    """The latest time among the last TAIL_BYTES of the file's checked events (0.0 when none): the end of
+    the recording without reading all of it. Playing updates it if a later one turns up."""
+    with open(path, "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        start = max(data_offset, size - TAIL_BYTES)
+        f.seek(start)
+        lines = f.read().split(b"\n")
+    if start > data_offset:
+        lines = lines[1:]  # the first piece is the end of a line
+    latest = 0.0
+    for line in lines:
+        try:
+            e = limits.loads_json(line) if line.strip() else None
+            if not isinstance(e, dict) or not isinstance(e.get("k"), str):
+                continue
+            if version == 1 or e["k"] not in ("os", "agent"):
+                check_event(e)  # format 2's changes are checked by the reader, which needs what came before
+            t = event_time(e)
+        except (ValueError, TypeError, KeyError, IndexError):
+            continue
+        if limits.finite(t, 0.0, float(limits.MAX_TIMESTAMP)):
+            latest = max(latest, t)
+    return latest

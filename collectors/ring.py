@@ -84,6 +84,30 @@ class RingSnapshot:
         return col[-1] if col else UNKNOWN
 
 
+class TimeGate:
+    """What a Ring does with a sample's time, without keeping the sample: it accepts one no older than the
+    last it accepted and counts the others in `dropped`. A replay's builder uses these (nothing reads a
+    ring's history, and a replay's checkpoints copy its builder)."""
+
+    __slots__ = ("_last_t", "dropped")
+
+    def __init__(self) -> None:
+        self._last_t = -math.inf
+        self.dropped = 0
+
+    def append(self, t: float, values: object = None) -> bool:
+        if not t >= self._last_t:  # also refuses a NaN time
+            self.dropped += 1
+            return False
+        self._last_t = t
+        return True
+
+    def copy(self) -> TimeGate:
+        other = TimeGate()
+        other._last_t, other.dropped = self._last_t, self.dropped
+        return other
+
+
 class Ring:
     DEFAULT_CAPACITY = 4096
     DEFAULT_COARSE_CAPACITY = 8640  # a day at 10 s
@@ -126,6 +150,15 @@ class Ring:
     def last_t(self) -> float:
         """Time of the newest accepted sample (-inf before any)."""
         return self._last_t
+
+    def copy(self) -> Ring:
+        """An independent ring holding the same samples (its preallocated storage copied too)."""
+        other = Ring(self.source, self.fields, self.capacity, self.coarse_capacity, self.coarse_step_s)
+        for name in ("_times", "_values", "_ctimes", "_cmin", "_cmax", "_acc_min", "_acc_max"):
+            setattr(other, name, array("d", getattr(self, name)))
+        other._acc_t, other.appended, other.coarse_appended = self._acc_t, self.appended, self.coarse_appended
+        other.dropped, other._last_t = self.dropped, self._last_t
+        return other
 
     @staticmethod
     def bytes_for(

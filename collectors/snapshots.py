@@ -274,14 +274,25 @@ class AgentView:
     # collectors/agent_info.py; None until it published one (nothing tracked, or an older agent)
     info: AgentInfo | None = None
 
+    # the rate measured on every record the monitor read, before it kept them at its own rate (collectors/
+    # monitor.py); None: measured on `history` (a replay of a recording that kept every record)
+    measured_hz: float | None = None
+
     @property
     def sampled_hz(self) -> float | None:
         """The rate the agent really sampled at over its recent records (None: too few to tell). Below `hz`
         when its CPU budget held it back on a machine that cannot afford the asked rate."""
-        times = sorted({r.t for r in self.history[-SAMPLED_HZ_WINDOW:]})
-        if len(times) < 3 or times[-1] <= times[0]:
-            return None
-        return (len(times) - 1) / (times[-1] - times[0])
+        if self.measured_hz is not None:
+            return self.measured_hz
+        return sampled_rate(r.t for r in self.history[-SAMPLED_HZ_WINDOW:])
+
+
+def sampled_rate(times) -> float | None:
+    """Records per second over these record times (None: fewer than three distinct ones)."""
+    distinct = sorted(set(times))
+    if len(distinct) < 3 or distinct[-1] <= distinct[0]:
+        return None
+    return (len(distinct) - 1) / (distinct[-1] - distinct[0])
 
 
 # --------------------------------------------------------------------------------------------- buckets

@@ -9,6 +9,7 @@ build(); readers get the last built MonitorState, a frozen value, without any lo
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -21,9 +22,10 @@ from collectors.alerts import AlertOptions, evaluate
 from collectors.nvml_collector import gpu_bytes_by_pid, gpu_held_bytes
 from collectors.os_collector import with_gpu_bytes
 from collectors.pool import pool_parts
-from collectors.ring import Ring, to_float, to_int
+from collectors.ring import Ring, TimeGate, to_float, to_int
 from collectors.snapshots import (
     OS_FIELDS,
+    SAMPLED_HZ_WINDOW,
     AgentRecord,
     AgentView,
     Alert,
@@ -33,6 +35,7 @@ from collectors.snapshots import (
     PeerSnapshot,
     PoolDetail,
     VLLMSnapshot,
+    sampled_rate,
 )
 from collectors.summary import SummaryAccumulator
 
@@ -58,6 +61,133 @@ class AgentTrack:
     # per device (>= 0): the chart history, (t, allocated, reserved) of the samples its ring accepted
     series: dict[int, deque] = field(default_factory=dict)
     info: AgentInfo | None = None  # the agent's latest info file (collectors/agent_info.py)
+    # times of the last records read, kept or not (the monitor keeps records at its own rate), and the rate
+    # they give; a replay sets measured_hz from the recording instead
+    seen: deque = field(default_factory=lambda: deque(maxlen=SAMPLED_HZ_WINDOW))
+    measured_hz: float | None = None
+
+    def copy(self) -> AgentTrack:
+        """A track that goes on on its own (the records in it are immutable: shared)."""
+        return replace(
+            self,
+            history=deque(self.history, maxlen=self.history.maxlen),
+            latest=dict(self.latest),
+            rings={device: ring.copy() for device, ring in self.rings.items()},
+            series={device: deque(s, maxlen=s.maxlen) for device, s in self.series.items()},
+            seen=deque(self.seen, maxlen=self.seen.maxlen),
+        )
+
+
+SUMMED = ("allocated", "reserved", "gap")
+
+
+class AgentCharts:
+    """The agents' part of the chart history: each (agent, device) series as columns, and the allocated /
+    reserved / gap sums over this run's agents, aligned on the agents' sampling times rounded to 0.1 s.
+
+    Kept up to date as each point comes and goes (point_added), so a build costs what changed, not a walk of
+    every 600-point series (the replay of a day's recording spent most of its time there). A time's sum adds
+    its values in the order a walk would (agent, device, sample) starting from 0.0, so it is the walk's sum to
+    the last bit; when that order changes (an agent dropped, the run's agents changed, a copy) the sums are
+    made again by the walk (rebuild)."""
+
+    def __init__(self, points: int) -> None:
+        self.points = points
+        # (agent key, device) -> its times, allocated, reserved and gap as deques (the series' own points, as
+        # columns: a build copies them into tuples instead of transposing 600 points) and as tuples (None:
+        # changed since)
+        self._deques: dict[tuple, tuple[deque, ...]] = {}
+        self._columns: dict[tuple, tuple | None] = {}
+        self._counts: dict[tuple, int] = {}  # (agent key, device) -> points it ever got (a point's number)
+        # name -> rounded time -> (agent, device, point number) -> value; None: made again when asked for
+        self._parts: dict[str, dict[float, dict[tuple, float]]] | None = None
+        self._sums: dict[str, dict[float, float]] = {}
+
+    def copy(self) -> AgentCharts:
+        other = AgentCharts(self.points)
+        other._counts = dict(self._counts)
+        return other  # its columns and sums are made again from the series when first asked for
+
+    def invalidate(self) -> None:
+        self._parts = None
+
+    def dropped(self, key: tuple[int, int]) -> None:
+        for table in (self._deques, self._columns, self._counts):
+            for series in [k for k in table if k[0] == key]:
+                del table[series]
+        self._parts = None
+
+    def point_added(self, agents: dict, key: tuple, device: int, series: deque, evicted, own) -> None:
+        """`series` (of agents[key], device) just got its newest point; `evicted`: the point it pushed out."""
+        number = self._counts.get((key, device), 0)
+        self._counts[(key, device)] = number + 1
+        self._columns[(key, device)] = None
+        columns = self._deques.get((key, device))
+        if columns is not None:
+            t, allocated, reserved = series[-1]
+            for column, value in zip(columns, (t, allocated, reserved, reserved - allocated), strict=True):
+                column.append(value)
+        if self._parts is None or (own is not None and key[0] not in own):
+            return
+        order = (list(agents).index(key), list(agents[key].series).index(device))
+        if evicted is not None:
+            self._change(evicted, (*order, number - series.maxlen), remove=True)
+        self._change(series[-1], (*order, number), remove=False)
+
+    def _change(self, point: tuple, order: tuple, remove: bool) -> None:
+        t, allocated, reserved = point
+        key = round(t, 1)
+        for name, v in zip(SUMMED, (allocated, reserved, reserved - allocated), strict=True):
+            if v != v:
+                continue
+            parts = self._parts[name].setdefault(key, {})
+            if remove:
+                parts.pop(order, None)
+            else:
+                parts[order] = v
+            if parts:
+                total = 0.0
+                for o in sorted(parts):
+                    total += parts[o]
+                self._sums[name][key] = total
+            else:
+                del self._parts[name][key]
+                self._sums[name].pop(key, None)
+
+    def rebuild(self, agents: dict, own) -> None:
+        """The sums made by the walk over every series of this run's agents."""
+        self._parts = {name: {} for name in SUMMED}
+        self._sums = {name: {} for name in SUMMED}
+        for a, (key, track) in enumerate(agents.items()):
+            if own is not None and track.pid not in own:
+                continue  # another run's agent: its own series stays, the sums leave it out
+            for d, (device, series) in enumerate(track.series.items()):
+                first = self._counts.get((key, device), len(series)) - len(series)
+                for i, point in enumerate(series):
+                    self._change(point, (a, d, first + i), remove=False)
+
+    def history(self, agents: dict, own) -> dict[str, tuple[tuple[float, ...], ...]]:
+        if self._parts is None:
+            self.rebuild(agents, own)
+        out: dict[str, tuple[tuple[float, ...], ...]] = {}
+        for key, track in agents.items():
+            for device, series in track.series.items():
+                columns = self._columns.get((key, device))
+                if columns is None:
+                    deques = self._deques.get((key, device))
+                    if deques is None:  # first asked for (or after a copy): made from the series' points
+                        made = _columns(series, 3)
+                        gap = tuple(r - a for a, r in zip(made[1], made[2], strict=True))
+                        deques = tuple(deque(c, maxlen=series.maxlen) for c in (*made, gap))
+                        self._deques[(key, device)] = deques
+                    columns = self._columns[(key, device)] = tuple(tuple(c) for c in deques)
+                for name, column in zip(SUMMED, columns[1:], strict=True):
+                    out[f"{name}:{track.pid}:{device}"] = (columns[0], column)
+        for name in SUMMED:
+            summed = self._sums[name]
+            times = tuple(sorted(summed))[-self.points :]
+            out[name] = (times, tuple(map(summed.__getitem__, times)))
+        return out
 
 
 class StateBuilder:
@@ -68,8 +198,12 @@ class StateBuilder:
         alert_options: AlertOptions | None = None,
         max_alerts: int = 50,
         replay: bool = False,
+        rings: bool = True,
     ) -> None:
+        """`rings`: keep each source's samples in a Ring (collectors/ring.py); a replay keeps only their
+        refusals (TimeGate): its file is the history, and its checkpoints copy the builder (copy())."""
         self.history_points = history_points
+        self._ring = Ring if rings else (lambda _name, _fields: TimeGate())
         self.alert_window_s = alert_window_s
         self.alert_options = alert_options or AlertOptions()
         self.replay = replay
@@ -81,15 +215,17 @@ class StateBuilder:
         self.engine = None  # collectors.engine_metrics.EngineSnapshot (--engine-url)
         self.engine_log = None  # collectors.engine_log_follow.FollowedLog (the child's log)
         self.agents: dict[tuple[int, int], AgentTrack] = {}
-        self.os_ring = Ring("os", OS_FIELDS)
-        self.headroom_ring = Ring("headroom", ("headroom",))
+        self.os_ring = self._ring("os", OS_FIELDS)
+        self.headroom_ring = self._ring("headroom", ("headroom",))
         # chart history (what MonitorState.history shows), oldest first, bounded by history_points
-        self._available: deque[tuple[float, float]] = deque(maxlen=history_points)
-        self._headroom: deque[tuple[float, float]] = deque(maxlen=history_points)
+        # (times, values) as two deques each: a build copies them into the history's tuples
+        self._available = (deque(maxlen=history_points), deque(maxlen=history_points))
+        self._headroom = (deque(maxlen=history_points), deque(maxlen=history_points))
         self._headroom_from: tuple[float | None, float | None] | None = None  # (os t, nvml t) last charted
         self._series_changed: set[str] = set()  # "available" | "headroom" | "agents": rebuild at next build
         self._history_parts: dict[str, dict[str, tuple[tuple[float, ...], ...]]] = {}
         self._history: Mapping[str, tuple[tuple[float, ...], ...]] = MappingProxyType({})
+        self._charts = AgentCharts(history_points)
         self.recent: deque[MonitorState] = deque()
         self.alerts: deque[Alert] = deque(maxlen=max_alerts)
         self._alert_keys: dict[tuple, float] = {}
@@ -110,6 +246,26 @@ class StateBuilder:
         # --peer: the latest snapshot of each peer (collectors/peers.py), read at each build; never blocks
         self.peers: Callable[[], tuple[PeerSnapshot, ...]] | None = None
         self.state: MonitorState = self._empty()
+
+    def copy(self) -> StateBuilder:
+        """A builder that goes on from here on its own (a replay's checkpoints): every container copied,
+        the immutable values in them (snapshots, records, states, alerts) shared."""
+        with self._lock:
+            other = copy.copy(self)
+            other._lock = threading.Lock()
+            other.agents = {key: track.copy() for key, track in self.agents.items()}
+            other._charts = self._charts.copy()
+            other.os_ring, other.headroom_ring = self.os_ring.copy(), self.headroom_ring.copy()
+            other._available = tuple(deque(c, maxlen=c.maxlen) for c in self._available)
+            other._headroom = tuple(deque(c, maxlen=c.maxlen) for c in self._headroom)
+            other._series_changed = set(self._series_changed)
+            other._history_parts = dict(self._history_parts)
+            other.recent = deque(self.recent)
+            other.alerts = deque(self.alerts, maxlen=self.alerts.maxlen)
+            for name in ("_alert_keys", "dropped", "restarts", "status", "input_warnings"):
+                setattr(other, name, dict(getattr(self, name)))
+            other.summary = self.summary.copy()
+            return other
 
     def _empty(self) -> MonitorState:
         return MonitorState(
@@ -133,7 +289,8 @@ class StateBuilder:
             self.status["os"] = "ok"
             accepted = self.os_ring.append(snap.t, {name: getattr(snap, name) for name in OS_FIELDS})
             if accepted:  # a sample the ring refused (time going backwards) is not charted either
-                self._available.append((snap.t, to_float(snap.mem_available)))
+                self._available[0].append(snap.t)
+                self._available[1].append(to_float(snap.mem_available))
                 self._series_changed.add("available")
 
     def os_failed(self, message: str) -> None:
@@ -190,23 +347,34 @@ class StateBuilder:
         status: str | None = None,
         alive: bool | None = None,
         lost: int = 0,
+        seen: tuple[float, ...] = (),
+        measured_hz: float | None = None,
     ) -> None:
+        """`records`: those kept; `seen`: the times of every record read (the rate is measured on them), or
+        `measured_hz` as a recording says it."""
         with self._lock:
             track = self.agents.get(key)
             if track is None:
                 return
+            if seen:
+                track.seen.extend(seen)
+                track.measured_hz = sampled_rate(track.seen)
+            elif measured_hz is not None:
+                track.measured_hz = measured_hz
             for r in records:
                 track.history.append(r)
                 track.latest[r.device] = r
                 ring = track.rings.get(r.device)
                 if ring is None:
-                    ring = track.rings[r.device] = Ring(f"agent:{key[0]}:{r.device}", AGENT_FIELDS)
+                    ring = track.rings[r.device] = self._ring(f"agent:{key[0]}:{r.device}", AGENT_FIELDS)
                 accepted = ring.append(r.t, {name: getattr(r, name) for name in AGENT_FIELDS})
                 if accepted and r.device >= 0:
                     series = track.series.get(r.device)
                     if series is None:
                         series = track.series[r.device] = deque(maxlen=self.history_points)
+                    evicted = series[0] if len(series) == series.maxlen else None
                     series.append((r.t, to_float(r.allocated), to_float(r.reserved)))
+                    self._charts.point_added(self.agents, key, r.device, series, evicted, self._own)
                     self._series_changed.add("agents")
             track.lost += lost
             if lost:
@@ -222,6 +390,7 @@ class StateBuilder:
     def drop_agent(self, key: tuple[int, int]) -> None:
         with self._lock:
             if self.agents.pop(key, None) is not None:
+                self._charts.dropped(key)
                 self._series_changed.add("agents")
 
     # ---- build
@@ -250,6 +419,7 @@ class StateBuilder:
                     lost_records=track.lost,
                     hz=track.hz,
                     info=track.info,
+                    measured_hz=track.measured_hz,
                 )
             )
         return tuple(sorted(views, key=lambda v: v.pid))
@@ -260,11 +430,11 @@ class StateBuilder:
             return self._history
         parts = self._history_parts
         if "available" in self._series_changed:
-            parts["available"] = {"available": _columns(self._available, 2)}
+            parts["available"] = {"available": (tuple(self._available[0]), tuple(self._available[1]))}
         if "headroom" in self._series_changed:
-            parts["headroom"] = {"headroom": _columns(self._headroom, 2)}
+            parts["headroom"] = {"headroom": (tuple(self._headroom[0]), tuple(self._headroom[1]))}
         if "agents" in self._series_changed:
-            parts["agents"] = self._agent_history()
+            parts["agents"] = self._charts.history(self.agents, self._own)
         self._series_changed.clear()
         out: dict[str, tuple[tuple[float, ...], ...]] = {
             "available": ((), ()),
@@ -278,29 +448,6 @@ class StateBuilder:
         self._history = MappingProxyType(out)
         return self._history
 
-    def _agent_history(self) -> dict[str, tuple[tuple[float, ...], ...]]:
-        n = self.history_points
-        out: dict[str, tuple[tuple[float, ...], ...]] = {}
-        sums: dict[str, dict[float, float]] = {"allocated": {}, "reserved": {}, "gap": {}}
-        own = self._own
-        for track in self.agents.values():
-            for device, series in track.series.items():
-                times, alloc, resv = _columns(series, 3)
-                gap = tuple(r - a for a, r in zip(alloc, resv, strict=True))
-                for name, column in (("allocated", alloc), ("reserved", resv), ("gap", gap)):
-                    out[f"{name}:{track.pid}:{device}"] = (times, column)
-                    if own is not None and track.pid not in own:
-                        continue  # another run's agent: its own series stays, the sums leave it out
-                    # sums are aligned on the agent's own sampling times, rounded to 0.1 s
-                    for t, v in zip(times, column, strict=True):
-                        if v == v:
-                            key = round(t, 1)
-                            sums[name][key] = sums[name].get(key, 0.0) + v
-        for name, summed in sums.items():
-            times = tuple(sorted(summed))[-n:]
-            out[name] = (times, tuple(summed[t] for t in times))
-        return out
-
     def _chart_headroom(self, t: float, headroom: int | None, os_snap, nvml: NVMLSnapshot) -> None:
         """One headroom point per new OS or NVML snapshot (not per build: three threads build)."""
         source = (os_snap.t if os_snap is not None else None, nvml.t)
@@ -308,7 +455,8 @@ class StateBuilder:
             return
         self._headroom_from = source
         if self.headroom_ring.append(t, (float(headroom),)):
-            self._headroom.append((t, float(headroom)))
+            self._headroom[0].append(t)
+            self._headroom[1].append(float(headroom))
             self._series_changed.add("headroom")
 
     def _scope_now(self, t: float) -> frozenset[int] | None:
@@ -319,6 +467,7 @@ class StateBuilder:
         own = self.scope(frozenset(pid for pid, _ in self.agents))
         if own != self._own:
             self._own = own
+            self._charts.invalidate()  # the sums follow this run's agents
             self._series_changed.add("agents")
             if self.on_scope is not None:
                 self.on_scope(t, own)
@@ -386,9 +535,20 @@ class StateBuilder:
                     self.on_alert(alert)  # the Monitor records it
             summary = self.summary.add(state, raised, own)
             state = replace(state, alerts=tuple(self.alerts), summary=summary)
-            self.recent[-1] = state
+            self.recent[-1] = _for_alerts(state)
             self.state = state
             return state
+
+
+_NO_HISTORY: Mapping[str, tuple[tuple[float, ...], ...]] = MappingProxyType({})
+
+
+def _for_alerts(state: MonitorState) -> MonitorState:
+    """What `recent` keeps of a state for the alert rules: everything but the chart history and the agents'
+    record history, which the rules never read. Kept whole, a minute of states at 2 Hz held 120 copies of
+    every 600-point chart series (tens of MiB with one agent: in the monitor, in each replay checkpoint)."""
+    agents = tuple(replace(view, history=()) for view in state.agents)
+    return replace(state, history=_NO_HISTORY, agents=agents)
 
 
 def _columns(rows: deque, width: int) -> tuple[tuple[float, ...], ...]:

@@ -8,6 +8,7 @@ gives it (summary_to_json / summary_from_json round-trip exactly).
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass
 
@@ -89,6 +90,12 @@ class SummaryAccumulator:
         self._value: RunSummary | None = None
         self.own_seen: set[int] = set()  # with a scope: the agents counted so far
         self.others_seen: set[int] = set()  # and those left out (someone else's)
+
+    def copy(self) -> SummaryAccumulator:
+        other = copy.copy(self)
+        other.peaks, other.alerts = dict(self.peaks), list(self.alerts)
+        other.own_seen, other.others_seen = set(self.own_seen), set(self.others_seen)
+        return other
 
     def add(
         self, state: MonitorState, new_alerts: list[Alert], own: frozenset[int] | None = None

@@ -19,9 +19,9 @@ from planner.activations import ActivationPeak, activation_dtype, activation_pea
 from planner.checkpoint import CheckpointInfo
 from planner.errors import PlannerError
 from planner.formats import WeightBytes, weight_bytes
-from planner.kv import kv_bytes_for_sequence, layer_kv_bytes
+from planner.kv import sequence_kv
 from planner.machines import Machine, get_machine
-from planner.params import ParamCount, count_params
+from planner.params import ParamCount, count_params, model_tensors
 from planner.spec import ModelSpec, load_spec
 from planner.topology import Topology, make_topology, stage_kv_bytes_per_token, stage_weight_bytes
 from planner.units import GiB, dtype_bytes
@@ -131,18 +131,17 @@ def _stage_kv_function(
     block = inputs.block_size
     shared_tokens = inputs.shared_prefix // block * block  # only whole blocks are shared (prefix caching)
     shared_layers = [
-        spec.layers[i]
+        i
         for i in layers
         if spec.layers[i].attention is not None and spec.layers[i].attention.kind in _SHAREABLE_KINDS
     ]
-    shared_prefix_bytes = sum(
-        layer_kv_bytes(layer, shared_tokens, inputs.kv_dtype, spec, topology.tp) for layer in shared_layers
-    )
+    shared_prefix_bytes = sequence_kv(spec, inputs.kv_dtype, topology.tp, shared_layers).bytes(shared_tokens)
+    sequence = sequence_kv(spec, inputs.kv_dtype, topology.tp, layers)  # the searches ask it many times
 
     def kv_for(users: int, tokens: int) -> int:
         if users == 0:
             return 0
-        per_user = kv_bytes_for_sequence(spec, _round_up(tokens, block), inputs.kv_dtype, topology.tp, layers)
+        per_user = sequence.bytes(_round_up(tokens, block))
         # every user's sequence counted whole, then the common prefix stored once instead of `users` times
         return users * per_user - (users - 1) * shared_prefix_bytes
 
@@ -177,8 +176,10 @@ def make_plan(
     may be given already resolved; otherwise they are loaded from the inputs."""
     _validate(inputs)
     spec = spec if spec is not None else load_spec(inputs.model)
-    params = count_params(spec)
-    weights = weights if weights is not None else weight_bytes(spec, inputs.format)
+    tensors = model_tensors(spec)  # walked once: the parameter count and the weight bytes both read it
+    params = count_params(spec, tensors)
+    if weights is None:
+        weights = weight_bytes(spec, inputs.format, tensors=tensors, params=params)
     if machine is None:
         machine = get_machine(
             inputs.machine, capacity_bytes=inputs.capacity_bytes, os_reserve_bytes=inputs.os_reserve_bytes

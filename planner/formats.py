@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from planner.errors import PlannerError
-from planner.params import LINEAR_ROLES, TensorGroup, count_params, model_tensors
+from planner.params import LINEAR_ROLES, ModelTensors, ParamCount, TensorGroup, count_params, model_tensors
 from planner.spec import ModelSpec, QuantSpec
 
 # ggml tensor types: id -> (name, elements per block, bytes per block). From ggml.h / gguf-py's
@@ -171,19 +171,35 @@ def format_info(fmt: str) -> WeightFormat:
     raise PlannerError(f"unknown weight format {fmt!r}; known: {', '.join(weight_formats())}")
 
 
-def weight_bytes(spec: ModelSpec, fmt: str | None = None) -> WeightBytes:
-    """Bytes of the decoder's weights in a format (None: the format the config implies)."""
+def weight_bytes(
+    spec: ModelSpec,
+    fmt: str | None = None,
+    *,
+    tensors: ModelTensors | None = None,
+    params: ParamCount | None = None,
+) -> WeightBytes:
+    """Bytes of the decoder's weights in a format (None: the format the config implies). `tensors` and
+    `params`: model_tensors(spec) and count_params(spec) when the caller has them already."""
     info = format_info(spec.default_format if fmt is None else fmt)
-    tensors = model_tensors(spec)
+    tensors = tensors if tensors is not None else model_tensors(spec)
     quant = spec.quantization if spec.quantization and spec.quantization.method == info.name else None
-    size = _sizer(spec, info.name, quant)
+    size, depends = _sizer(spec, info.name, quant, tensors)
 
     embed = sum(size(g, -1) for g in tensors.embed)
     head = sum(size(g, -1) for g in tensors.head)
     final_norm = sum(size(g, -1) for g in tensors.final_norm)
-    per_layer = tuple(sum(size(g, i) for g in layer) for i, layer in enumerate(tensors.layers))
+    # each distinct layer is sized once, or once per what else its bytes depend on (a GGUF layer's place
+    # among the layers, a quantization config's skip patterns on its full names)
+    sized: dict[tuple, int] = {}
+    per_layer_bytes = []
+    for i, shape in enumerate(tensors.layer_shape):
+        key = (shape, depends(i) if depends is not None else None)
+        if key not in sized:
+            sized[key] = sum(size(g, i) for g in tensors.layer(i))
+        per_layer_bytes.append(sized[key])
+    per_layer = tuple(per_layer_bytes)
     total = embed + head + final_norm + sum(per_layer)
-    params = count_params(spec).total
+    params = (params if params is not None else count_params(spec, tensors)).total
     return WeightBytes(
         format=info.name,
         total=total,
@@ -218,16 +234,25 @@ def module_matches(module: str, patterns: tuple[str, ...]) -> bool:
     return False
 
 
-def _sizer(spec: ModelSpec, fmt: str, quant: QuantSpec | None) -> Callable[[TensorGroup, int], int]:
-    """A function (tensor group, layer index or -1) -> bytes for this format."""
+Sizer = Callable[[TensorGroup, int], int]
+
+
+def _sizer(
+    spec: ModelSpec, fmt: str, quant: QuantSpec | None, tensors: ModelTensors
+) -> tuple[Sizer, Callable[[int], Hashable] | None]:
+    """(size, depends): size(tensor group, layer index or -1) -> bytes for this format; depends(layer
+    index) -> what else than the layer's shape its bytes depend on (None: nothing)."""
     if fmt in ("bf16", "fp16"):
-        return lambda g, _i: g.numel * (4 if g.buffer else 2)
+        return (lambda g, _i: g.numel * (4 if g.buffer else 2)), None
     if fmt == "fp32":
-        return lambda g, _i: g.numel * 4
+        return (lambda g, _i: g.numel * 4), None
     if fmt in ("q8_0", "q4_k_m"):
-        return _gguf_sizer(spec, fmt)
+        return _gguf_sizer(spec, fmt, tensors)
 
     skip = quant.modules_to_not_convert if quant else ()
+
+    def skipped(i: int) -> tuple[bool, ...]:  # which of layer i's modules its skip patterns name
+        return tuple(module_matches(g.module, skip) for g in tensors.layer(i))
 
     def high_precision(g: TensorGroup) -> int:
         return g.numel * (4 if g.buffer else HIGH_PRECISION_BYTES)  # buffers are fp32 in the checkpoints
@@ -289,7 +314,7 @@ def _sizer(spec: ModelSpec, fmt: str, quant: QuantSpec | None) -> Callable[[Tens
             return g.count * matrix(g.rows, g.cols)
         return high_precision(g)
 
-    return size
+    return size, (skipped if skip else None)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -322,10 +347,13 @@ _GGUF_QUANTIZED = LINEAR_ROLES | {"embed", "head"}
 _DOWN_ROLES = frozenset({"ffn_down", "expert_down", "shared_down"})
 
 
-def _gguf_sizer(spec: ModelSpec, fmt: str) -> Callable[[TensorGroup, int], int]:
-    layers = model_tensors(spec).layers
-    layers_with_v = [i for i, layer in enumerate(layers) if any(g.role == "attn_v" for g in layer)]
-    layers_with_down = [i for i, layer in enumerate(layers) if any(g.role in _DOWN_ROLES for g in layer)]
+def _gguf_sizer(spec: ModelSpec, fmt: str, tensors: ModelTensors) -> tuple[Sizer, Callable[[int], Hashable]]:
+    has_v = tensors.per_layer(lambda groups: any(g.role == "attn_v" for g in groups))
+    has_down = tensors.per_layer(lambda groups: any(g.role in _DOWN_ROLES for g in groups))
+    # a layer's place among those with attn_v (ffn_down): llama.cpp gives more bits by that place
+    v_place = {i: k for k, i in enumerate(i for i, yes in enumerate(has_v) if yes)}
+    down_place = {i: k for k, i in enumerate(i for i, yes in enumerate(has_down) if yes)}
+    n_v, n_down = len(v_place), len(down_place)
     eight_experts = spec.num_experts == 8
     # llama.cpp's LLM_TYPE_70B (an 80-layer Llama) gets attn_v at least Q5_K.
     llama_70b = spec.model_type == "llama" and spec.num_layers == 80
@@ -338,8 +366,7 @@ def _gguf_sizer(spec: ModelSpec, fmt: str) -> Callable[[TensorGroup, int], int]:
         if role == "attn_v":
             if eight_experts:
                 return "Q8_0"
-            k = layers_with_v.index(layer)
-            if _use_more_bits(k, len(layers_with_v)):
+            if _use_more_bits(v_place[layer], n_v):
                 return "Q6_K"
             return "Q5_K" if llama_70b else "Q4_K"
         if role == "attn_k" and eight_experts:
@@ -349,8 +376,7 @@ def _gguf_sizer(spec: ModelSpec, fmt: str) -> Callable[[TensorGroup, int], int]:
         if role == "attn_qkv":
             return "Q5_K"
         if role in _DOWN_ROLES:
-            k = layers_with_down.index(layer)
-            return "Q6_K" if _use_more_bits(k, len(layers_with_down)) else "Q4_K"
+            return "Q6_K" if _use_more_bits(down_place[layer], n_down) else "Q4_K"
         return "Q4_K"
 
     def size(g: TensorGroup, layer: int) -> int:
@@ -359,4 +385,11 @@ def _gguf_sizer(spec: ModelSpec, fmt: str) -> Callable[[TensorGroup, int], int]:
         type_name = "Q8_0" if fmt == "q8_0" else q4_k_m_type(g, layer)
         return g.count * _ggml_bytes(type_name, g.rows, g.cols)
 
-    return size
+    def depends(i: int) -> Hashable:  # q4_k_m: whether the layer's attn_v and ffn_down get more bits
+        v, down = v_place.get(i), down_place.get(i)
+        return (
+            v is not None and _use_more_bits(v, n_v),
+            down is not None and _use_more_bits(down, n_down),
+        )
+
+    return size, depends

@@ -15,6 +15,7 @@ fp8 KV (e4m3 / e5m2) is 1 byte per element; vLLM adds one k_scale and one v_scal
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from planner.errors import PlannerError
 from planner.spec import LayerSpec, ModelSpec
@@ -152,21 +153,17 @@ def layer_kv_bytes(layer: LayerSpec, tokens: int, kv_dtype: str, spec: ModelSpec
 
 def kv_bytes_per_token(spec: ModelSpec, kv_dtype: str = "auto", tp: int = 1) -> int:
     """Bytes per token on one rank while every attention layer still grows (below the smallest window)."""
-    return sum(layer_kv_bytes_per_token(layer, kv_dtype, spec, tp) for layer in spec.layers)
+    return sequence_kv(spec, kv_dtype, tp).bytes_per_token
 
 
 def kv_bytes_per_token_beyond_window(spec: ModelSpec, kv_dtype: str = "auto", tp: int = 1) -> int:
     """Bytes per token on one rank once sliding-window layers have stopped growing."""
-    return sum(
-        layer_kv_bytes_per_token(layer, kv_dtype, spec, tp)
-        for layer in spec.layers
-        if layer.attention is not None and layer.attention.kind != "sliding"
-    )
+    return sum(b for window, b in sequence_kv(spec, kv_dtype, tp).per_token if window is None)
 
 
 def state_bytes_per_sequence(spec: ModelSpec, tp: int = 1) -> int:
     """Fixed state bytes per sequence on one rank (linear attention / Mamba layers)."""
-    return sum(layer_state_bytes(layer, spec, tp) for layer in spec.layers)
+    return sequence_kv(spec, "auto", tp).state
 
 
 def kv_bytes_for_sequence(
@@ -178,12 +175,64 @@ def kv_bytes_for_sequence(
 ) -> int:
     """Cache bytes on one rank for one sequence of `tokens` tokens, summed over the layers (all of them, or
     the indices in `layers`, e.g. one pipeline stage)."""
+    return sequence_kv(spec, kv_dtype, tp, layers).bytes(tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class SequenceKV:
+    """One sequence's cache on one rank as a function of its length, the layers summed once: the growing
+    layers' bytes per token by the window they stop at (None: never), and the state layers' fixed bytes.
+    bytes(tokens) equals the sum of layer_kv_bytes over the same layers."""
+
+    per_token: tuple[tuple[int | None, int], ...]  # (window, bytes per token of the layers with it)
+    state: int
+
+    def bytes(self, tokens: int) -> int:
+        if tokens < 0:
+            raise PlannerError(f"token count must be >= 0, got {tokens}")
+        if tokens == 0:
+            return 0
+        grown = sum((tokens if w is None else min(tokens, w)) * b for w, b in self.per_token)
+        return grown + self.state
+
+    @property
+    def bytes_per_token(self) -> int:
+        """While every layer still grows (below the smallest window)."""
+        return sum(b for _, b in self.per_token)
+
+
+def sequence_kv(
+    spec: ModelSpec, kv_dtype: str = "auto", tp: int = 1, layers: Sequence[int] | None = None
+) -> SequenceKV:
+    """SequenceKV of the layers (all, or the indices in `layers`); each distinct layer worked out once."""
     if layers is None:
-        chosen = spec.layers
+        chosen: Sequence[LayerSpec] = spec.layers
     else:
         count = len(spec.layers)
         bad = [i for i in layers if not isinstance(i, int) or not 0 <= i < count]
         if bad:
             raise PlannerError(f"{spec.name}: layer indices {bad} are outside 0..{count - 1}")
         chosen = tuple(spec.layers[i] for i in layers)
-    return sum(layer_kv_bytes(layer, tokens, kv_dtype, spec, tp) for layer in chosen)
+    per_window: dict[int | None, int] = {}
+    state = 0
+    # id of the layer's AttentionSpec -> (window, per token, state): load_spec shares one per kind of layer
+    known: dict[int, tuple[int | None, int, int]] = {}
+    for layer in chosen:
+        attention = layer.attention
+        key = id(attention)
+        if key not in known:
+            _check_tp(spec, layer, tp)  # raised for the first layer of each kind, as a walk would
+            if attention is None:
+                known[key] = (None, 0, 0)
+            elif attention.kind in STATE_KINDS:
+                known[key] = (None, 0, layer_state_bytes(layer, spec, tp))
+            else:
+                if attention.kind == "sliding" and attention.window is None:
+                    raise PlannerError(f"{spec.name}: sliding layer {layer.index} has no window")
+                window = attention.window if attention.kind == "sliding" else None
+                known[key] = (window, layer_kv_bytes_per_token(layer, kv_dtype, spec, tp), 0)
+        window, per_token, fixed = known[key]
+        if per_token:
+            per_window[window] = per_window.get(window, 0) + per_token
+        state += fixed
+    return SequenceKV(tuple(per_window.items()), state)

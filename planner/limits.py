@@ -16,11 +16,13 @@ JSON is parsed with `loads_json()`: bounded size, depth and integer digits, no N
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import stat
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: `--help` does not pay for it
+if TYPE_CHECKING:
+    from typing import Any
 
 MiB = 2**20
 
@@ -169,20 +171,28 @@ def _parse_constant(text: str) -> float:
     raise JSONLimitError(f"{text} is not a JSON number")
 
 
-def loads_json(text: str | bytes, *, finite_only: bool = True) -> Any:
+def loads_json(text: str | bytes, *, finite_only: bool = True, shaped: bool = False) -> Any:
     """json.loads with the limits: integers of at most MAX_INT_DIGITS digits, nesting at most
     MAX_JSON_DEPTH, and (finite_only) no NaN/Infinity. Raises JSONLimitError (a ValueError) with one line
     saying what is wrong; the caller adds the file name. Linear in the text.
 
     finite_only=False is for config.json: real ones hold Infinity (Nemotron-H's time_step_limit), which
-    the planner never reads; the fields it reads are checked one by one."""
+    the planner never reads; the fields it reads are checked one by one.
+    shaped=True is for a caller that checks every value it reads against a fixed shape (a recording's lines,
+    a million a day): the integers and the nesting are left to that check (CPython still refuses an integer
+    of more than 4,300 digits, and nesting too deep for its parser: JSONLimitError), saving a Python call
+    per integer and a walk of every line."""
+    import json  # noqa: PLC0415  (here: `memsight plan --help` reads the limits, never JSON)
+
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise JSONLimitError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     try:
-        if finite_only:
+        if shaped:
+            value = json.loads(text, parse_float=_parse_float, parse_constant=_parse_constant)
+        elif finite_only:
             value = json.loads(
                 text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant
             )
@@ -192,7 +202,10 @@ def loads_json(text: str | bytes, *, finite_only: bool = True) -> Any:
         raise JSONLimitError(f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     except RecursionError:
         raise JSONLimitError(f"JSON nested deeper than {bound('MAX_JSON_DEPTH')}") from None
-    check_depth(value)
+    except ValueError as exc:  # CPython's own limit on an integer's digits
+        raise JSONLimitError(f"{str(exc)[:80]}") from None
+    if not shaped:
+        check_depth(value)
     return value
 
 

@@ -9,8 +9,8 @@ not built).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from planner.errors import PlannerError
@@ -59,16 +59,38 @@ class TensorGroup:
 
 @dataclass(frozen=True, slots=True)
 class ModelTensors:
+    """The decoder's tensor groups. Decoder layers repeat: each distinct layer's tensors are listed once
+    (`shapes`, named from after the layer's index: ".self_attn.q_proj.weight") and each layer points at its
+    own (`layer_shape`), so a 4,096-layer model costs one layer's walk, not 4,096; `layer(i)` names them in
+    full."""
+
     embed: tuple[TensorGroup, ...]  # token (+ position) embeddings
     head: tuple[TensorGroup, ...]  # LM head; empty when tied to the embeddings
     final_norm: tuple[TensorGroup, ...]
-    layers: tuple[tuple[TensorGroup, ...], ...]  # one tuple per decoder layer
+    prefix: str  # a layer tensor's name before its index: "model.layers"
+    shapes: tuple[tuple[TensorGroup, ...], ...]
+    layer_shape: tuple[int, ...]  # decoder layer i holds shapes[layer_shape[i]]
+
+    def layer(self, i: int) -> tuple[TensorGroup, ...]:
+        """Layer i's tensor groups, named in full ("model.layers.3.self_attn.q_proj.weight")."""
+        return tuple(replace(g, name=f"{self.prefix}.{i}{g.name}") for g in self.shapes[self.layer_shape[i]])
+
+    @property
+    def layers(self) -> tuple[tuple[TensorGroup, ...], ...]:
+        """Every layer's groups named in full: a walk of every layer (sums go through `shapes` instead)."""
+        return tuple(self.layer(i) for i in range(len(self.layer_shape)))
 
     def all(self) -> tuple[TensorGroup, ...]:
         out = list(self.embed) + list(self.head) + list(self.final_norm)
         for layer in self.layers:
             out.extend(layer)
         return tuple(out)
+
+    def per_layer(self, value: Callable[[tuple[TensorGroup, ...]], int]) -> tuple[int, ...]:
+        """value(a layer's groups) for each layer, computed once per distinct layer (the groups' names
+        stop at the layer's index: `value` must not read them)."""
+        once = [value(shape) for shape in self.shapes]
+        return tuple(once[k] for k in self.layer_shape)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,28 +105,37 @@ class ParamCount:
     per_layer_replicated: tuple[int, ...]  # of which not sharded by tensor parallelism (norms, routers...)
 
 
-def count_params(spec: ModelSpec) -> ParamCount:
-    """Exact parameter count of the decoder, by component, per layer, and active per token."""
-    tensors = model_tensors(spec)
-    by_component: dict[str, int] = {}
-    for group in tensors.all():
-        if not group.buffer:
-            by_component[group.component] = by_component.get(group.component, 0) + group.numel
-    per_layer = tuple(sum(g.numel for g in layer if not g.buffer) for layer in tensors.layers)
-    replicated = tuple(
-        sum(g.numel for g in layer if g.replicated and not g.buffer) for layer in tensors.layers
+def count_params(spec: ModelSpec, tensors: ModelTensors | None = None) -> ParamCount:
+    """Exact parameter count of the decoder, by component, per layer, and active per token. `tensors`:
+    model_tensors(spec) when the caller has it already."""
+    tensors = tensors if tensors is not None else model_tensors(spec)
+    per_layer = tensors.per_layer(lambda groups: sum(g.numel for g in groups if not g.buffer))
+    replicated = tensors.per_layer(
+        lambda groups: sum(g.numel for g in groups if g.replicated and not g.buffer)
     )
+    # A token runs experts_per_token of the num_experts routed experts of each MoE layer.
+    idle = sum(
+        tensors.per_layer(
+            lambda groups: sum(
+                g.numel // g.count * (g.count - spec.experts_per_token)
+                for g in groups
+                if g.component == "moe_routed_experts"
+            )
+        )
+    )
+    by_component: dict[str, int] = {}
+    uses = [0] * len(tensors.shapes)  # how many layers hold each distinct layer
+    for k in tensors.layer_shape:
+        uses[k] += 1
+    groups = [(g, 1) for g in (*tensors.embed, *tensors.head, *tensors.final_norm)]
+    groups += [(g, n) for shape, n in zip(tensors.shapes, uses, strict=True) for g in shape]
+    for group, n in groups:
+        if not group.buffer:
+            by_component[group.component] = by_component.get(group.component, 0) + group.numel * n
     embed = sum(g.numel for g in tensors.embed)
     head = sum(g.numel for g in tensors.head)
     final_norm = sum(g.numel for g in tensors.final_norm)
     total = embed + head + final_norm + sum(per_layer)
-    # A token runs experts_per_token of the num_experts routed experts of each MoE layer.
-    idle = 0
-    for layer in tensors.layers:
-        for group in layer:
-            if group.component == "moe_routed_experts":
-                per_expert = group.numel // group.count
-                idle += per_expert * (group.count - spec.experts_per_token)
     return ParamCount(
         total=total,
         by_component=MappingProxyType({k: v for k, v in sorted(by_component.items()) if v}),
@@ -135,8 +166,22 @@ def model_tensors(spec: ModelSpec) -> ModelTensors:
         embed.append(TensorGroup("transformer.wpe.weight", "pos_embed", "pos_embed", positions, h))
     head = () if spec.tie_word_embeddings else (TensorGroup("lm_head.weight", "lm_head", "head", v, h),)
     final_norm = tuple(_norm(norm_name, h, s, component="norm"))
-    layers = tuple(tuple(_layer(spec, s, layer, f"{prefix}.{layer.index}")) for layer in spec.layers)
-    return ModelTensors(tuple(embed), head, final_norm, layers)
+    # a layer's tensors follow from its attention and MLP kinds (and the model's shapes): layers sharing them
+    # (load_spec gives the layers of one kind one AttentionSpec) share one list. Keyed by the object's id:
+    # hashing a dataclass per layer would cost what the sharing saves; equal but distinct objects are only
+    # worked out twice.
+    shapes: dict[tuple[int, str], int] = {}  # (id of the attention spec, MLP kind) -> its place in `listed`
+    listed: list[tuple[TensorGroup, ...]] = []
+    layer_shape = []
+    for i, layer in enumerate(spec.layers):
+        if layer.index != i:
+            raise PlannerError(f"{spec.name}: layer {i} says it is layer {layer.index}")
+        key = (id(layer.attention), layer.mlp_kind)
+        if key not in shapes:
+            shapes[key] = len(listed)
+            listed.append(tuple(_layer(spec, s, layer, "")))  # names from after the index
+        layer_shape.append(shapes[key])
+    return ModelTensors(tuple(embed), head, final_norm, prefix, tuple(listed), tuple(layer_shape))
 
 
 def _norm(name: str, width: int, s: ArchShapes, *, component: str) -> list[TensorGroup]:

@@ -560,13 +560,13 @@ def spec_from_config(config: Mapping[str, Any], *, name: str) -> ModelSpec:
         dense_width = f.int("intermediate_size")
 
     state_dtype = _state_dtype(decoder, f)
-    layers = []
-    for i, layer_type in enumerate(layer_types):
+
+    def attention_of(layer_type: str) -> AttentionSpec:
         if layer_type == "linear_attention":
             assert linear is not None
             key_dim = linear.num_key_heads * linear.key_head_dim
             value_dim = linear.num_value_heads * linear.value_head_dim
-            attention = AttentionSpec(
+            return AttentionSpec(
                 "linear", 0, 0, 0, 0,
                 state_elements=linear.num_value_heads * linear.key_head_dim * linear.value_head_dim,
                 state_dtype=state_dtype,
@@ -574,13 +574,19 @@ def spec_from_config(config: Mapping[str, Any], *, name: str) -> ModelSpec:
                 conv_state_dtype=dtype,
                 state_heads=linear.num_value_heads,
             )  # fmt: skip
-        elif mla is not None:
-            attention = AttentionSpec("mla", heads, 1, mla.kv_lora_rank + mla.qk_rope_head_dim, 0)
-        elif layer_type == "sliding_attention":
-            attention = AttentionSpec("sliding", heads, kv_heads, head_dim, head_dim, window=window)
-        else:
-            attention = AttentionSpec("full", heads, kv_heads, head_dim, head_dim)
-        layers.append(LayerSpec(i, attention, "moe" if moe_layers[i] else "dense"))
+        if mla is not None:
+            return AttentionSpec("mla", heads, 1, mla.kv_lora_rank + mla.qk_rope_head_dim, 0)
+        if layer_type == "sliding_attention":
+            return AttentionSpec("sliding", heads, kv_heads, head_dim, head_dim, window=window)
+        return AttentionSpec("full", heads, kv_heads, head_dim, head_dim)
+
+    # one AttentionSpec per kind of layer, shared by the layers of that kind (the planner works each kind
+    # out once: planner/params.py, planner/kv.py)
+    attentions = {layer_type: attention_of(layer_type) for layer_type in set(layer_types)}
+    layers = [
+        LayerSpec(i, attentions[layer_type], "moe" if moe_layers[i] else "dense")
+        for i, layer_type in enumerate(layer_types)
+    ]
 
     inner = dense_width
     if moe is not None and any(moe_layers):
@@ -896,20 +902,21 @@ def _nemotron_h(
     state_dtype = _state_dtype(decoder, f)
     inner = mamba.num_heads * mamba.head_dim
     conv_dim = inner + 2 * mamba.n_groups * mamba.state_size
+    ssm = AttentionSpec(
+        "mamba", 0, 0, 0, 0,
+        state_elements=mamba.num_heads * mamba.head_dim * mamba.state_size,
+        state_dtype=state_dtype,
+        conv_state_elements=conv_dim * mamba.conv_kernel,
+        conv_state_dtype=dtype,
+        state_heads=mamba.num_heads,
+    )  # fmt: skip
+    full = AttentionSpec("full", heads, kv_heads, head_dim, head_dim)
     layers = []
     for i, block in enumerate(blocks):
         if block == "M":
-            attention = AttentionSpec(
-                "mamba", 0, 0, 0, 0,
-                state_elements=mamba.num_heads * mamba.head_dim * mamba.state_size,
-                state_dtype=state_dtype,
-                conv_state_elements=conv_dim * mamba.conv_kernel,
-                conv_state_dtype=dtype,
-                state_heads=mamba.num_heads,
-            )  # fmt: skip
-            layers.append(LayerSpec(i, attention, "none"))
+            layers.append(LayerSpec(i, ssm, "none"))
         elif block == "*":
-            layers.append(LayerSpec(i, AttentionSpec("full", heads, kv_heads, head_dim, head_dim), "none"))
+            layers.append(LayerSpec(i, full, "none"))
         else:
             layers.append(LayerSpec(i, None, "dense"))
     dense_width = f.int("intermediate_size") if "-" in blocks else 0

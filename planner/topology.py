@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from planner.errors import PlannerError
 from planner.formats import WeightBytes
-from planner.kv import kv_heads_per_rank, layer_kv_bytes_per_token
+from planner.kv import kv_heads_per_rank, sequence_kv
 from planner.params import ParamCount
 from planner.spec import ModelSpec
 
@@ -63,8 +63,7 @@ def make_topology(
             f"tp={tp} does not divide the {spec.num_attention_heads} attention heads of {spec.name} "
             "(vLLM requires num_attention_heads % tensor_parallel_size == 0)"
         )
-    for layer in spec.layers:
-        layer_kv_bytes_per_token(layer, "auto", spec, tp)  # kv.py's per-layer TP checks (state heads too)
+    sequence_kv(spec, "auto", tp)  # kv.py's per-layer TP checks (state heads too), once per kind of layer
     notes: list[str] = []
     kv_total = per_rank = 0
     replicas = 1
@@ -164,7 +163,4 @@ def _replicated_kv_projection_bytes(spec: ModelSpec, index: int, tp: int, stored
 
 def stage_kv_bytes_per_token(spec: ModelSpec, kv_dtype: str, topology: Topology, stage: int) -> int:
     """KV bytes one rank of `stage` adds per token while every layer still grows (short sequences)."""
-    return sum(
-        layer_kv_bytes_per_token(spec.layers[i], kv_dtype, spec, topology.tp)
-        for i in topology.stage_layers[stage]
-    )
+    return sequence_kv(spec, kv_dtype, topology.tp, topology.stage_layers[stage]).bytes_per_token

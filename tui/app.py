@@ -20,7 +20,6 @@ from collectors.alerts import AlertOptions
 from collectors.nvml_collector import gpu_bytes_by_pid
 from collectors.snapshots import MonitorState
 from collectors.summary import clock, summary_lines
-from collectors.vllm_log_follow import VLLMLogFollower, log_buckets
 from planner.budget import PlanInputs, make_plan
 from planner.catalog import catalog_names
 from planner.formats import weight_formats
@@ -249,7 +248,11 @@ class MemsightApp(App[int]):
         self.run_summary: Any = None  # collectors.summary.RunSummary as it stood when the command ended
         self._log_tail = LogTail(child.log_path) if child is not None and child.log_path else None
         # vLLM's own numbers, read from the same log as it streams (collectors/vllm_log_follow.py)
-        self._vllm_follow = VLLMLogFollower(child.log_path) if child is not None and child.log_path else None
+        self._vllm_follow = None
+        if child is not None and child.log_path:  # memsight run: its log may be vLLM's (imported only then)
+            from collectors.vllm_log_follow import VLLMLogFollower  # noqa: PLC0415
+
+            self._vllm_follow = VLLMLogFollower(child.log_path)
         # memsight run --vllm-version / --vllm-gpu: what a vLLM log may not say, for vLLM's plan
         self.vllm_hints = {k: v for k, v in (vllm_hints or {}).items() if v}
         self._vllm_plan: tuple[tuple, VLLMPlan] | None = None  # (inputs key, vLLM's plan for them)
@@ -258,6 +261,7 @@ class MemsightApp(App[int]):
         self._startup_watch = StartupWatch()  # the vLLM start's stages and host samples
         self._engine_plan_memo: tuple | None = None  # (followed log, model, its EnginePlan): not vLLM's
         self._child_key: tuple | None = None
+        self._rows_memo: tuple | None = None  # (the OS table they were made from, own and thresholds, rows)
         self.replay_note = ""  # what the last replay key did ("at the peak reserved (t+85.0s)")
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -437,7 +441,7 @@ class MemsightApp(App[int]):
         self.scoped_state = run_scope(state, own) if self.child is not None else state
         result = self._plans(self.scoped_state)
         self.plan_view = result.view
-        self.process_rows = process_rows(state, self.thresholds, own)
+        self.process_rows = self._process_rows(state, own)
         self.process_status = process_status(state)
         self._base_comparisons = bucket_comparisons(
             self.scoped_state, result.live_plans, result.live_errors, result.sources, self._reserve_measured
@@ -458,6 +462,18 @@ class MemsightApp(App[int]):
             **child_fields,
         )
         self._push_to_screen()
+
+    def _process_rows(self, state: MonitorState, own: frozenset[int]) -> tuple:
+        """The process rows; the same ones while the OS collector's table is the same object (it rescans
+        once a second, the screen refreshes more often) and nothing else they show changed."""
+        table = state.os.processes if state.os is not None else None
+        key = (own, self.thresholds)
+        memo = self._rows_memo
+        if memo is not None and memo[0] is table and memo[1] == key:
+            return memo[2]
+        rows = process_rows(state, self.thresholds, own)
+        self._rows_memo = (table, key, rows)
+        return rows
 
     def _replay_status(self) -> str:
         return f"{self.replay_position()} · {live_status(self.state, self.source_label)}"
@@ -551,6 +567,8 @@ class MemsightApp(App[int]):
             by_pid = gpu_bytes_by_pid(nvml)
             held = [by_pid[pid] for pid in pids if pid in by_pid]
             nvml_bytes = sum(held) if held else None
+        from collectors.vllm_log_follow import log_buckets  # noqa: PLC0415
+
         return log, log_buckets(log), self._vllm_plan[1], nvml_bytes, pool, frozenset(pids)
 
     def _vllm_log_text(self) -> str:

@@ -10,11 +10,14 @@ import argparse
 import importlib
 import os
 import sys
-from collections.abc import Callable
-from typing import NoReturn
 
 from collectors.errors import CollectorError
 from planner.errors import PlannerError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: `--help` does not pay for it
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import NoReturn
 
 # subcommand -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import pathlib
 import subprocess
@@ -1072,6 +1073,7 @@ def main(args: argparse.Namespace, name: str) -> int:
         record_to=record,
         discover_interval_s=0.5,
         alert_options=alert_options,
+        agent_record_hz=math.inf,  # every record: a trial can be shorter than a monitor tick
     )
     monitor.start()
     workdir = tempfile.mkdtemp(prefix="memsight-lab-")

@@ -1,25 +1,20 @@
 """`memsight plan MODEL [...]`: the analytic memory plan, as a table or one JSON object.
 
 Imports only the standard library and planner/ at module level: no textual, psutil, pynvml, torch. NVML is
-probed lazily, and only for `--machine this`.
+probed lazily, and only for `--machine this`. The planner itself and the config file's reader are imported by
+the functions that plan: `memsight plan --help` pays only for its options (issue 20).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import pathlib
 import sys
-from collections.abc import Callable
-from typing import Any
 
-from planner.budget import Plan, PlanInputs, make_plan, plan_to_json
 from planner.errors import PlannerError
 from planner.machines import CUSTOM_MACHINE, THIS_MACHINE, Machine, get_machine, machine_names, this_machine
 from planner.units import GiB
 from tui import cmd_plan_llamacpp, plan_engines
-from tui.config import ConfigError, PlanDefaults, load_config, merge_plan_args
 from tui.options import (
     DEFAULT_MODEL,
     InputError,
@@ -30,6 +25,14 @@ from tui.options import (
     parse_number,
     parse_size,
 )
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: `--help` does not pay for it
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from planner.budget import Plan, PlanInputs
+    from tui.config import PlanDefaults
 
 
 def _layer_list(text: str) -> tuple[int, ...]:
@@ -304,6 +307,8 @@ def probe_this_machine() -> Machine:
 
 def _checkpoint_weights(model: str, spec: Any, fmt: str | None) -> tuple[Any, tuple[str, ...]]:
     """Real bytes from a checkpoint folder's safetensors/GGUF headers, when MODEL is such a folder."""
+    import pathlib  # noqa: PLC0415
+
     path = pathlib.Path(model).expanduser()
     if not path.is_dir():
         from planner.spec import find_in_hf_cache  # noqa: PLC0415
@@ -327,6 +332,9 @@ def _checkpoint_weights(model: str, spec: Any, fmt: str | None) -> tuple[Any, tu
 def build_inputs(args: argparse.Namespace, defaults: PlanDefaults | None = None) -> PlanInputs:
     """The plan's inputs: the options given, then the config file's [plan] values, then the shared defaults
     (tui/options.py), exactly as `memsight watch` and the Plan screen resolve them."""
+    from planner.budget import PlanInputs  # noqa: PLC0415
+    from tui.config import PlanDefaults, merge_plan_args  # noqa: PLC0415
+
     p = merge_plan_args(defaults or PlanDefaults(), args)
     machine = args.machine or (CUSTOM_MACHINE if args.capacity_gib is not None else "spark")
     return PlanInputs(
@@ -387,6 +395,8 @@ def _check_vllm_flags(args: argparse.Namespace) -> None:
 
 
 def compute(args: argparse.Namespace, defaults: PlanDefaults | None = None) -> tuple[Plan, Any]:
+    from planner.budget import make_plan  # noqa: PLC0415
+
     _check_vllm_flags(args)
     inputs = build_inputs(args, defaults)
     from planner.spec import load_spec  # noqa: PLC0415
@@ -542,6 +552,11 @@ def list_catalog(pattern: str) -> list[str]:
 
 
 def main(args: argparse.Namespace, name: str) -> int:
+    import json  # noqa: PLC0415
+
+    from planner.budget import plan_to_json  # noqa: PLC0415
+    from tui.config import ConfigError, load_config  # noqa: PLC0415
+
     if args.list is not None:
         lines = list_catalog(args.list)
         if not lines:
@@ -584,6 +599,8 @@ def _llamacpp(args: argparse.Namespace, defaults: PlanDefaults | None) -> int:
     context = build_inputs(args, defaults).context
     p = cmd_plan_llamacpp.predict(args, context)
     if args.json:
+        import json  # noqa: PLC0415
+
         return _print(json.dumps(cmd_plan_llamacpp.to_json(args.model, p), indent=1))
     return _print(cmd_plan_llamacpp.render(args.model, p))
 

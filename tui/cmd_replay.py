@@ -36,10 +36,8 @@ def app_arguments(args: argparse.Namespace) -> tuple:
     if args.speed <= 0:
         raise ConfigError(f"--speed must be positive, got {args.speed}")
     config = resolve_config(args)
-    recording, ends = read_any(args.file)
-    monitor = ReplayMonitor(
-        args.file, speed=args.speed, loop=args.loop, alert_options=config.thresholds, recording=recording
-    )
+    path, ends = read_any(args.file)
+    monitor = ReplayMonitor(path, speed=args.speed, loop=args.loop, alert_options=config.thresholds)
     label = f"replay: {monitor.describe()}"
     options = {
         "title": "memsight replay",
@@ -50,34 +48,33 @@ def app_arguments(args: argparse.Namespace) -> tuple:
 
 
 def read_any(path: str):
-    """(Recording, FlightEnd or None): a recording file, or a flight recording's directory."""
+    """(a recording file to stream, FlightEnd or None): the file itself, or a flight recording's directory
+    joined into one file (collectors/flight.py)."""
     import os  # noqa: PLC0415
 
-    from collectors.recorder import read_recording  # noqa: PLC0415
-
     if os.path.isdir(path):
-        from collectors.flight import flight_end, read_flight  # noqa: PLC0415
+        from collectors.flight import flight_end, joined_file  # noqa: PLC0415
 
-        recording = read_flight(path)
-        return recording, flight_end(path, recording)
-    return read_recording(path), None
+        return str(joined_file(path)), flight_end(path)
+    return path, None
 
 
 def main(args: argparse.Namespace, name: str) -> int:
-    from collectors.recorder import summarize  # noqa: PLC0415
+    from collectors.recording import RecordingReader, summarize  # noqa: PLC0415
     from tui.config import ConfigError  # noqa: PLC0415
 
     if args.json:
-        recording, ends = read_any(args.file)
-        doc = summarize(recording)
+        path, ends = read_any(args.file)
+        with RecordingReader(path) as reader:  # one pass, memory independent of the file's length
+            doc = summarize(reader)
         if ends is not None:
             doc["flight"] = {"ends": ends.sentence(), "last_t": ends.last_t, "closed": ends.closed}
         doc["summary_from"] = "recorded"
-        if doc["summary"] is None:  # a recording made before summaries were recorded: replay it once
+        if doc["summary"] is None:  # a recording made before summaries were recorded (or cut): replay it once
             from collectors.replay import ReplayMonitor  # noqa: PLC0415
             from collectors.summary import summary_to_json  # noqa: PLC0415
 
-            scanned = ReplayMonitor(args.file, recording=recording).scan()
+            scanned = ReplayMonitor(path).scan()
             doc["summary"] = None if scanned is None else summary_to_json(scanned)
             doc["summary_from"] = "replayed with the default thresholds"
         print(json.dumps(doc, indent=1))

@@ -98,8 +98,32 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         "the log states none (the names `memsight explain --gpu` knows)",
     )
     add_export_arguments(parser)
+    add_agent_record_argument(parser)
     add_display_arguments(parser)
     parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the command to run")
+
+
+def add_agent_record_argument(parser: argparse.ArgumentParser) -> None:
+    """--agent-record-hz (shared by `memsight run` and `memsight watch`)."""
+    parser.add_argument(
+        "--agent-record-hz",
+        metavar="HZ|all",
+        type=parse_agent_record_hz,
+        help="agent records kept per device, on screen and in the recording (default: the newest of each "
+        "--hz tick; `all`: every record the agent wrote, e.g. 10 a second)",
+    )
+
+
+def parse_agent_record_hz(value: str) -> float:
+    """A rate within --hz's bounds, or `all` (math.inf: every record)."""
+    from tui.config import parse_refresh_hz  # noqa: PLC0415
+
+    if value.strip().lower() == "all":
+        return math.inf
+    try:
+        return parse_refresh_hz(value, "--agent-record-hz")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_export_arguments(parser: argparse.ArgumentParser) -> None:
@@ -374,6 +398,7 @@ def _run(args: argparse.Namespace, cmd: list[str], headless: bool, record: str |
         engine_url=args.engine_url,
         prometheus=args.prometheus,
         alert_options=config.thresholds,
+        agent_record_hz=args.agent_record_hz,
     )
     monitor.set_scope(lambda pids: frozenset())  # until CMD has a pid, no agent is this run's
     monitor.start()  # CollectorError (a --prometheus port in use) ends here, before any terminal change
@@ -512,7 +537,7 @@ def run_json(record: str, recording_failed: str | None, state) -> dict:  # noqa:
     (none when nothing did: then the monitor's last alerts), and the summary is the monitor's own, which the
     file lost."""
     from collectors.errors import CollectorError  # noqa: PLC0415
-    from collectors.recorder import read_recording, summarize  # noqa: PLC0415
+    from collectors.recording import read_recording, summarize  # noqa: PLC0415
     from collectors.summary import alert_to_json, summary_to_json  # noqa: PLC0415
 
     if recording_failed is None:

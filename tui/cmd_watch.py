@@ -162,9 +162,10 @@ def demo_plan_options(
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     add_display_arguments(parser)
     if name == "watch":
-        from tui.cmd_run import add_export_arguments
+        from tui.cmd_run import add_agent_record_argument, add_export_arguments
 
         add_export_arguments(parser)
+        add_agent_record_argument(parser)
         parser.add_argument(
             "--record", metavar="FILE", help="also record everything sampled to FILE (for replay)"
         )
@@ -222,6 +223,7 @@ def app_arguments(args: argparse.Namespace, name: str) -> tuple[Any, dict[str, A
         "engine_url": args.engine_url,
         "prometheus": args.prometheus,
         "peers": args.peer,
+        "agent_record_hz": args.agent_record_hz,
     }
     if args.record:
         kwargs["record_to"] = args.record

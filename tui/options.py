@@ -19,10 +19,13 @@ from __future__ import annotations
 import argparse
 import math
 import re
-from collections.abc import Callable, Iterable
-from typing import Any
 
 from planner import limits
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: `--help` does not pay for it
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from typing import Any
 
 # The plan inputs' defaults for every command and the config file (the lesson's: Llama 3.1 8B, its own
 # weights, KV in the model's dtype, 8K context, 8 users, one rank).

@@ -13,7 +13,8 @@ import sys
 import pytest
 
 from collectors.agent_info import parse_info
-from collectors.recorder import read_recording, record_from_values
+from collectors.recorder import record_from_values
+from collectors.recording import read_recording
 from planner import load_spec, weight_bytes
 from planner.kv import kv_bytes_per_token
 from tests.conftest import REPO_ROOT

@@ -278,7 +278,7 @@ def test_memsight_run_serves_prometheus_and_scrapes_vllm_end_to_end(tmp_path):
     import time
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    from collectors.recorder import read_recording, summarize
+    from collectors.recording import read_recording, summarize
     from tests.collectors.test_vllm_metrics import V1_TWO_ENGINES
     from tests.conftest import REPO_ROOT
 

@@ -16,7 +16,8 @@ import pytest
 
 from collectors.nvidia_smi import SmiBackend
 from collectors.nvml_collector import NVMLCollector
-from collectors.recorder import Recorder, read_recording
+from collectors.recorder import Recorder
+from collectors.recording import read_recording
 from tests.conftest import REPO_ROOT, SHARED_FIXTURES, needs_shared
 
 RTX3090 = "nvidia-smi_rtx3090_vllm-22382MiB_590.48.01.txt"
@@ -125,12 +126,12 @@ def tiny_fs(tmp_path):
     mount.mkdir()
     try:
         done = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(mount)], capture_output=True, timeout=10
+            ["mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", str(mount)], capture_output=True, timeout=10
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        pytest.skip(f"cannot mount a 16 KiB tmpfs here: {exc}")
+        pytest.skip(f"cannot mount a 4 KiB tmpfs here: {exc}")
     if done.returncode != 0:
-        pytest.skip(f"cannot mount a 16 KiB tmpfs here (root needed): {done.stderr.decode().strip()}")
+        pytest.skip(f"cannot mount a 4 KiB tmpfs here (root needed): {done.stderr.decode().strip()}")
     yield mount
     subprocess.run(["umount", str(mount)], capture_output=True, timeout=10)
 
@@ -152,7 +153,7 @@ def test_memsight_run_on_a_disk_that_fills_exits_with_the_childs_status(tiny_fs,
     )
     recording = read_recording(out)  # what reached the disk reads back
     assert recording.header["hz"] > 0 and len(recording.events) > 1
-    assert os.path.getsize(out) <= 16 * 1024
+    assert os.path.getsize(out) <= 4 * 1024
 
 
 # ------------------------------------------------------------------------------------ a sampling thread dies

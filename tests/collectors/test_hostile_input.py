@@ -20,7 +20,7 @@ from collectors.agent_reader import AgentReader
 from collectors.errors import CollectorError
 from collectors.monitor import Monitor
 from collectors.nvml_collector import NVMLCollector
-from collectors.recorder import read_recording, summarize
+from collectors.recording import read_recording, summarize
 from collectors.replay import ReplayMonitor, demo_recording_path
 from tests.conftest import REPO_ROOT, run_memsight
 
@@ -36,7 +36,8 @@ class _Absent:
 
 
 def monitor_for(directory) -> Monitor:
-    return Monitor(hz=5, agent_dir=str(directory), nvml=NVMLCollector(_Absent()))
+    # every record read is kept (not only the newest of each tick): these tests count them one by one
+    return Monitor(hz=5, agent_dir=str(directory), nvml=NVMLCollector(_Absent()), agent_record_hz=math.inf)
 
 
 def my_key() -> tuple[int, int]:

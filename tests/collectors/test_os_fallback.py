@@ -84,7 +84,7 @@ def test_real_proc_stays_the_primary_path():
 def test_monitor_records_and_replays_the_source(tmp_path):
     from collectors.monitor import Monitor
     from collectors.nvml_collector import NVMLCollector
-    from collectors.recorder import read_recording
+    from collectors.recording import read_recording
     from collectors.replay import ReplayMonitor, demo_recording_path
 
     class Absent:

@@ -14,7 +14,7 @@ import pytest
 
 from collectors.alerts import AlertOptions
 from collectors.errors import CollectorError
-from collectors.recorder import read_recording
+from collectors.recording import read_recording
 from tests.conftest import REPO_ROOT
 from tests.tui.lab_targets import assert_edge_targets
 

@@ -153,7 +153,7 @@ def _recorded_run(tmp_path, warn_gib: float):
 
 
 def test_a_recording_holds_the_alerts_raised_the_process_names_and_the_summary(tmp_path):
-    from collectors.recorder import read_recording, summarize  # noqa: PLC0415
+    from collectors.recording import read_recording, summarize  # noqa: PLC0415
 
     # a warning threshold of 100,000 GiB: this machine's headroom is under it, so the rule fires at once
     path, monitor = _recorded_run(tmp_path, warn_gib=100_000)
@@ -195,7 +195,7 @@ def test_replay_json_carries_alerts_names_and_the_summary(tmp_path):
 
 
 def test_summary_round_trips_through_json_and_reads_as_lines(tmp_path):
-    from collectors.recorder import read_recording  # noqa: PLC0415
+    from collectors.recording import read_recording  # noqa: PLC0415
     from collectors.summary import summary_from_json, summary_lines  # noqa: PLC0415
 
     path, monitor = _recorded_run(tmp_path, warn_gib=100_000)
@@ -363,7 +363,7 @@ def test_replay_json_of_a_recording_without_a_summary_replays_it_once():
     done = memsight("replay", str(demo_recording_path()), "--json")
     doc = json.loads(done.stdout)
     assert doc["summary_from"] == "replayed with the default thresholds"
-    from collectors.recorder import read_recording  # noqa: PLC0415
+    from collectors.recording import read_recording  # noqa: PLC0415
 
     events = read_recording(demo_recording_path()).events
     available = [e["mem_available"] for e in events if e["k"] == "os"]

@@ -12,7 +12,7 @@ import sys
 import time
 
 from collectors.monitor import Monitor
-from collectors.recorder import read_recording
+from collectors.recording import read_recording
 from collectors.replay import ReplayMonitor
 from collectors.torch_stats import derive, parse_memory_summary
 from tests.conftest import REPO_ROOT, SHARED_FIXTURES, needs_shared
@@ -110,6 +110,11 @@ async def test_the_gap_chart_and_the_replayed_recording_count_the_runs_own_agent
     assert set(replayed.history["allocated"][1]) == {float(own_alloc)}
     summary = replay.scan()
     assert summary.peak("allocated").bytes == own_alloc != stray_alloc + own_alloc
-    others = "1 other agent in the directory not counted"
-    assert summary.scope == f"this run's agents only (pid {own.pid}); {others}"
     assert monitor.state().summary.peak("allocated").bytes == own_alloc  # as the run itself summed it
+    # only this run's agent is recorded (issue 20): the replay never saw the other; the summary the run
+    # recorded says it was there
+    assert summary.scope == f"this run's agents only (pid {own.pid})"
+    assert {e["pid"] for e in recording.events if e["k"] == "agent"} == {own.pid}
+    recorded = next(e for e in recording.events if e["k"] == "summary")
+    others = "1 other agent in the directory not counted"
+    assert recorded["scope"] == f"this run's agents only (pid {own.pid}); {others}"

@@ -37,6 +37,11 @@ LIVE_TOP_PROCESSES = 12
 AGENTS_TITLE = "agents: PyTorch allocator per process and device, GiB (★ busiest)"
 
 
+def _shown(widget, display: bool):
+    widget.display = display
+    return widget
+
+
 @dataclass(frozen=True, slots=True)
 class LiveView:
     """Everything the Live screen shows, as plain values."""
@@ -81,17 +86,22 @@ class LiveScreen(Screen):
         self._chart_choice: bool | None = None  # the user's `g`, which wins over the size rule
 
     def compose(self) -> ComposeResult:
+        # Composed as the first frame shows it (the terminal's size classes, hidden lines hidden): each class
+        # or display changed after mounting would restyle the screen again before that frame.
+        width, height = self.app.size
+        wide, tall = width >= WIDE_COLUMNS, height >= TALL_ROWS
         yield Header()
         yield Static("", id="live-status", classes="status-line")
         detail = getattr(self.app, "source_detail", "")
-        yield Static(detail, id="live-source", classes="note")
-        yield Static("", id="live-banner", classes="banner")
-        yield Static("", id="live-summary", classes="run-summary")
-        yield Static("", id="live-vllm", classes="status-line")
-        yield Static("", id="live-vllm_log", classes="status-line")
-        yield Static("", id="live-startup", classes="status-line")
-        yield Static("", id="live-peers", classes="status-line")
-        with VerticalScroll(id="live-body"):
+        yield _shown(Static(detail, id="live-source", classes="note"), bool(detail))
+        yield _shown(Static("", id="live-banner", classes="banner"), False)
+        yield _shown(Static("", id="live-summary", classes="run-summary"), False)
+        yield _shown(Static("", id="live-vllm", classes="status-line"), False)
+        yield _shown(Static("", id="live-vllm_log", classes="status-line"), False)
+        yield _shown(Static("", id="live-startup", classes="status-line"), False)
+        yield _shown(Static("", id="live-peers", classes="status-line"), False)
+        body = "wide fill" if wide and tall else "wide" if wide else ""
+        with VerticalScroll(id="live-body", classes=body):
             with Vertical(id="live-left", classes="column"):
                 yield Container(id="pools")
                 yield HeadroomGauge(id="headroom")
@@ -99,26 +109,21 @@ class LiveScreen(Screen):
                 yield Static(AGENTS_TITLE, id="agents-title", classes="section-title")
                 yield Static("", id="agents-missing", classes="missing")
                 yield AgentsTable(id="agents")
-                yield GapChart(id="gap-chart")
+                yield _shown(GapChart(id="gap-chart"), tall)
             with Vertical(id="live-right", classes="column"):
                 yield Static("processes by memory (● this run's; Δ over 30 s)", id="processes-title",
                              classes="section-title")
                 yield ProcessSummary(id="top-processes", max_rows=LIVE_TOP_PROCESSES)
-                yield AlertLog(id="alerts")
-                yield LogPanel(id="child-log")
-        yield Static("", id="live-more", classes="more-below")
+                alerts = AlertLog(id="alerts")
+                alerts.styles.height = "1fr" if wide and tall else 8
+                yield alerts
+                yield _shown(LogPanel(id="child-log"), False)
+        yield _shown(Static("", id="live-more", classes="more-below"), False)
         yield MemsightFooter()
 
     def on_mount(self) -> None:
-        self.query_one("#live-source").display = bool(getattr(self.app, "source_detail", ""))
-        for selector in (
-            "#live-banner", "#live-summary", "#live-vllm", "#live-vllm_log", "#live-startup", "#live-peers",
-            "#child-log",
-        ):
-            self.query_one(selector).display = False
-        self._apply_size(self.app.size.width, self.app.size.height)
+        self._apply_size(self.app.size.width, self.app.size.height)  # as composed (a no-op), unless resized
         self.watch(self.query_one("#live-body"), "scroll_y", self._scrolled, init=False)
-        self.query_one("#live-more").display = False
         view = getattr(self.app, "live_view", None)
         if view is not None:
             self.show(view)

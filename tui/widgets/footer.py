@@ -13,10 +13,15 @@ WIDE_FOOTER = 120
 
 class MemsightFooter(Footer):
     def __init__(self, **kwargs) -> None:
-        super().__init__(show_command_palette=False, **kwargs)
+        # compact from the start (the app's size is known when a screen composes): a footer made wide and
+        # then compact restyles every key twice before the first frame
+        super().__init__(show_command_palette=False, compact=self._compact(), **kwargs)
+
+    def _compact(self) -> bool:
+        return self.app.size.width < WIDE_FOOTER
 
     def on_mount(self) -> None:
-        self.compact = self.app.size.width < WIDE_FOOTER
+        self.compact = self._compact()
 
     def on_resize(self) -> None:
-        self.compact = self.app.size.width < WIDE_FOOTER
+        self.compact = self._compact()

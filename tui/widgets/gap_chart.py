@@ -6,6 +6,8 @@ import math
 import time
 from collections.abc import Callable, Sequence
 
+import plotext._utility as plotext_utility
+from rich.style import Style
 from rich.text import Text
 from textual.timer import Timer
 from textual_plotext import PlotextPlot
@@ -51,6 +53,7 @@ class GapChart(PlotextPlot):
         # plotext's build() is the costliest thing the monitor does: reuse its output until the figure
         # (draw_count), the size or the theme changes
         self._built: tuple[tuple, Text] | None = None
+        self._styles: dict[tuple, Style | None] = {}  # plotext (fg, style, bg) -> Rich style (matrix_text)
 
     @property
     def data(self) -> ChartSeries | None:
@@ -88,8 +91,21 @@ class GapChart(PlotextPlot):
             return Text(f"allocated / reserved / gap: {why}", style="yellow")
         key = (self.draw_count, self.size.width, self.size.height, self.app.theme)
         if self._built is None or self._built[0] != key:
-            self._built = (key, super().render())
+            self._built = (key, self._build())
         return self._built[1]
+
+    def _build(self) -> Text:
+        """PlotextPlot.render's picture, made from plotext's character and colour matrices directly: plotext
+        would write the matrices out as ANSI text and Rich would parse it back (two thirds of a redraw's
+        time). The styles come from Rich's own parse of plotext's own escape codes, once per colour triple,
+        so the Text is the one Text.from_ansi(plt.build()) gives (the snapshot tests hold it to that)."""
+        figure = self._plot
+        figure.plotsize(self.size.width, self.size.height)
+        figure._set_size(self.size.width, self.size.height)  # as PlotextPlot.render (textual-plotext #5)
+        figure.theme(self._get_plotext_theme_name(self.app.theme))
+        figure._set_sizes()  # what figure.build() does, without writing the ANSI text
+        figure._build_matrix()
+        return matrix_text(figure.monitor.matrix, self._styles)
 
     def _draw(self) -> None:
         plt = self.plt
@@ -123,6 +139,37 @@ class GapChart(PlotextPlot):
     def _max_points(self) -> int:
         # braille draws two points per column: more points than that only cost time, never show
         return max(32, 2 * self.size.width)
+
+
+def matrix_text(matrix, styles: dict[tuple, Style | None]) -> Text:
+    """A plotext matrix (marker, fullground, style and background per cell) as the Text that
+    Text.from_ansi(matrix.set_canvas()) makes of it: the same runs of one colour triple, each styled as Rich
+    parses plotext's escape codes for it (parsed once per triple, kept in `styles`)."""
+    lines = []
+    markers, fg, st, bg = matrix.marker, matrix.fullground, matrix.style, matrix.background
+    for row in matrix.Rows[::-1]:  # set_canvas writes the top row first
+        line = Text()
+        cols = len(markers[row])
+        col = 0
+        while col < cols:
+            colors = (fg[row][col], st[row][col], bg[row][col])
+            end = col + 1
+            while end < cols and (fg[row][end], st[row][end], bg[row][end]) == colors:
+                end += 1
+            key = tuple(tuple(c) if isinstance(c, list) else c for c in colors)  # an rgb colour may be a list
+            style = styles.get(key, _UNPARSED)
+            if style is _UNPARSED:
+                codes = plotext_utility.colors_to_ansi(*colors)
+                parsed = Text.from_ansi(codes + "x" + plotext_utility.ansi_end)
+                style = styles[key] = parsed.spans[0].style if parsed.spans else None
+            line.append("".join(markers[row][col:end]), style)
+            col = end
+        lines.append(line)
+    lines.append(Text())  # plotext ends its canvas with a newline, and Rich keeps the empty line after it
+    return Text("\n").join(lines)
+
+
+_UNPARSED = object()
 
 
 def decimate(

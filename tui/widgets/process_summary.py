@@ -38,6 +38,8 @@ class ProcessSummary(Widget):
             self.update_rows(self._all)
 
     def update_rows(self, rows: tuple[ProcessRow, ...]) -> bool:
+        if rows is self._all and self._shown is not None:
+            return False  # the same rows (the app keeps them between the collector's rescans)
         self._all = rows
         # kernel threads hold no resident memory of their own: not "memory users"
         top = sort_rows(tuple(r for r in rows if r.rss > 0), "rss")[: self.max_rows]

@@ -1,0 +1,926 @@
+"""Reading a recording (collectors/recorder.py writes it and describes the format), in one pass.
+
+RecordingReader streams a file line by line: memory does not grow with its length. Each line is checked
+against what the readers use (check_event) and format 2's changes are resolved into format 1's complete
+events, so summarize(), the replay and the tests read one shape whatever the file's version. A line that
+is not JSON, over MAX_RECORDING_LINE, or an event with a missing or wrong-typed field is skipped and
+counted (bad_lines, first_bad), never raised later. `summarize` makes the `memsight replay --json` document
+in the same single pass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from collectors import agent_format as fmt
+from collectors.agent_reader import FIELD_VALUE
+from collectors.errors import CollectorError
+from collectors.recorder import (
+    AGENT_CARRIED,
+    ALERT_KEYS,
+    OS_SCALARS,
+    READ_VERSIONS,
+    apply_proc_delta,
+    record_from_values,
+    with_window,
+)
+from collectors.snapshots import (
+    OS_FIELDS,
+    DeviceInfo,
+    GpuProcess,
+    NVMLSnapshot,
+    OSSnapshot,
+    ProcessInfo,
+    VLLMModelStats,
+    VLLMSnapshot,
+)
+from collectors.vllm_metrics import checked_snapshot
+from planner import limits  # a stdlib-only leaf: the limits every reader shares
+
+
+@dataclass(frozen=True, slots=True)
+class Recording:
+    header: dict
+    events: tuple[dict, ...]  # every line after the header, in file order (format 1's complete events)
+    bad_lines: int  # unreadable lines skipped (a truncated last line included)
+    truncated_tail: bool
+    first_bad: str = ""  # why the first skipped line was skipped (line number and reason)
+
+
+def read_recording(path: str | os.PathLike) -> Recording:
+    """The whole recording in memory (tests, small files); RecordingReader streams it instead."""
+    with RecordingReader(path) as reader:
+        events = tuple(reader.events)
+        return Recording(reader.header, events, reader.bad_lines, reader.truncated_tail, reader.first_bad)
+
+
+class RecordingReader:
+    """One pass over a recording: `header` at once (CollectorError when the file is not a recording), then
+    `events`, an iterator of complete, checked events in file order. bad_lines, first_bad and truncated_tail
+    count what was skipped so far (all of it once `events` is exhausted). `position()` says where the next
+    line starts and `seek(position)` resumes there (collectors/replay.py builds its index from them)."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = os.fspath(path)
+        fd = limits.open_regular(self.path, CollectorError, "memsight recording")
+        self._file = os.fdopen(fd, "rb")
+        self.bad_lines = 0
+        self.first_bad = ""
+        self.truncated_tail = False
+        self.line_number = 0
+        self.offset = 0
+        try:
+            self.header = self._read_header()
+        except BaseException:
+            self.close()
+            raise
+        self.version: int = self.header["version"]
+        self.decoder = Decoder(self.version)
+        self.events: Iterator[dict] = self._events()
+
+    def __enter__(self) -> RecordingReader:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._file.close()
+
+    def _lines(self) -> Iterator[tuple[int, str]]:
+        """(line number, text) of each non-empty line; an over-long line is counted and skipped unread."""
+        limit = limits.MAX_RECORDING_LINE
+        readline = self._file.readline
+        while True:
+            raw = readline(limit + 1)
+            if not raw:
+                return
+            self.line_number += 1
+            self.offset += len(raw)
+            if len(raw) > limit and not raw.endswith(b"\n"):
+                size = len(raw)
+                while raw and not raw.endswith(b"\n"):  # the rest of the line, in bounded pieces
+                    raw = readline(limit)
+                    size += len(raw)
+                    self.offset += len(raw)
+                over = limits.bound("MAX_RECORDING_LINE")
+                self._bad(f"a line of {size} bytes, over {over}")
+                continue
+            text = raw.decode("utf-8", errors="replace")
+            if text.strip():
+                yield self.line_number, text
+
+    def _bad(self, why: str) -> None:
+        self.bad_lines += 1
+        self.first_bad = self.first_bad or f"line {self.line_number}: {why}"
+        self.truncated_tail = True  # until a good line follows: only a bad last line is a truncated tail
+
+    def _read_header(self) -> dict:
+        for _, line in self._lines():
+            try:
+                obj = _parse(line)
+            except ValueError as exc:
+                self._bad(str(exc))
+                continue
+            if obj.get("k") != "header":
+                raise CollectorError(f"{self.path}: not a memsight recording (first record is not a header)")
+            if obj.get("version") not in READ_VERSIONS:
+                raise CollectorError(
+                    f"{self.path}: recording format version {str(obj.get('version'))[:40]}, "
+                    f"this memsight reads {', '.join(map(str, READ_VERSIONS))}"
+                )
+            try:
+                _check_fields(obj, _HEADER_FIELDS)
+            except ValueError as exc:
+                raise CollectorError(f"{self.path}: bad recording header: {exc}") from None
+            self.truncated_tail = False
+            return obj
+        raise CollectorError(f"{self.path}: empty or not a memsight recording")
+
+    def _events(self) -> Iterator[dict]:
+        decode = self.decoder.decode
+        for _, line in self._lines():
+            try:
+                obj = _parse(line)
+            except ValueError as exc:
+                self._bad(str(exc))
+                self.decoder.line_lost()
+                continue
+            try:
+                event = decode(obj)
+            except ValueError as exc:
+                self._bad(str(exc))
+                continue
+            self.truncated_tail = False
+            yield event
+
+    def decoded(self) -> Iterator[tuple[dict, tuple | None, list]]:
+        """`events` with what each changed (Decoder.changed) and, for an os event, its process table as
+        written (format 2 keeps a row the same object until its size or name changes; its growth window
+        aside): summarize updates only that."""
+        for event in self.events:
+            rows = self.decoder.rows if self.version >= 2 else event.get("procs", [])
+            yield event, self.decoder.changed, rows
+
+    def position(self) -> ReaderPosition:
+        """Where the next line starts, with what reading it needs (the decoder's state) and what was
+        skipped before it: seek() resumes there."""
+        decoder = self.decoder.copy()
+        return ReaderPosition(
+            self.offset, self.line_number, decoder, self.bad_lines, self.first_bad, self.truncated_tail
+        )
+
+    def seek(self, position: ReaderPosition) -> None:
+        """Read on from a position this reader passed before; `events` then yields from that line."""
+        self._file.seek(position.offset)
+        self.offset, self.line_number = position.offset, position.line_number
+        self.decoder = position.decoder.copy()
+        self.bad_lines, self.first_bad = position.bad_lines, position.first_bad
+        self.truncated_tail = position.tail
+        self.events = self._events()
+
+
+@dataclass(frozen=True, slots=True)
+class ReaderPosition:
+    offset: int
+    line_number: int
+    decoder: Decoder
+    bad_lines: int
+    first_bad: str
+    tail: bool
+
+
+# kinds whose every value the readers check against a fixed shape (check_event, the Decoder); the others (an
+# agent's info file, the summary, kinds a newer memsight writes) are held to the JSON limits in full
+_SHAPED = frozenset({"os", "agent", "nvml", "vllm", "proc", "agent_meta", "scope"})
+
+
+def _parse(line: str) -> dict:
+    if len(line) > limits.MAX_RECORDING_LINE:
+        raise ValueError(f"a line of {len(line)} characters, over {limits.bound('MAX_RECORDING_LINE')}")
+    obj = limits.loads_json(line, shaped=True)
+    if not isinstance(obj, dict) or not isinstance(obj.get("k"), str):
+        raise ValueError("not a memsight record")
+    if obj["k"] not in _SHAPED:  # rare lines: parsed again, with every limit
+        obj = limits.loads_json(line)
+    return obj
+
+
+class Decoder:
+    """Format 2's changes back into complete events (format 1 lines pass through checked). Its state: the
+    last complete OS scalars and process table, each agent device's last record and each agent's carried
+    fields. After a bad line of a stream, that stream's changes are refused (counted) until its next
+    complete line, so a lost change never shows as wrong figures."""
+
+    def __init__(self, version: int) -> None:
+        self.version = version
+        self.os: dict[str, Any] | None = None  # the last complete os event's scalars (OS_SCALARS and t)
+        self.rows: list[list] = []  # its process table as written (format 2 rows)
+        self.procs: list[list] = []  # and as format 1 writes it (the same list until it changes)
+        self.records: dict[tuple[int, int, int], list] = {}
+        self.carried: dict[tuple[int, int], dict[str, Any]] = {}
+        self.nvml: dict | None = None  # the last complete nvml event
+        self.changed: tuple | None = None  # what the last event changed (decode)
+
+    def copy(self) -> Decoder:
+        """A copy to resume from later (the values in it are never mutated, only replaced)."""
+        other = Decoder(self.version)
+        other.os, other.rows, other.procs, other.nvml = self.os, self.rows, self.procs, self.nvml
+        other.records, other.carried = dict(self.records), dict(self.carried)
+        return other
+
+    def line_lost(self) -> None:
+        """A line that is not a readable event: whichever stream it changed, refuse every change until the
+        next complete line (the writer writes them all in full every KEYFRAME_S)."""
+        self.os = None
+        self.nvml = None
+        self.records.clear()
+        self.carried.clear()
+
+    def decode(self, e: dict) -> dict:
+        """The complete event; `changed` then names what changed since the stream's previous event (os: the
+        scalars given, agent: the record's indices) or is None (all of it may have)."""
+        self.changed = None
+        if self.version >= 2:
+            k = e["k"]
+            if k == "os":
+                return self._os(e)
+            if k == "agent":
+                return self._agent(e)
+            if k == "nvml":
+                return self._nvml(e)
+        check_event(e)
+        return e
+
+    def _nvml(self, e: dict) -> dict:
+        try:
+            if "dset" in e:
+                e = _nvml_changed(self.nvml, e)
+            check_event(e)
+        except (ValueError, TypeError) as exc:
+            self.nvml = None
+            raise ValueError(str(exc)) from None
+        self.nvml = e
+        return e
+
+    def _os(self, e: dict) -> dict:
+        full = "procs" in e and all(name in e for name in OS_SCALARS)
+        if self.os is None and not full:
+            raise ValueError("os event: a change without the complete os event before it")
+        try:
+            changed = {n: _OS_FIELDS[n] for n in e if n in _OS_FIELDS}
+            _check_fields(e, _OS_FIELDS if full else {**changed, "t": "time"}, "os event: ")
+            if "procs" in e:
+                rows = _checked_rows(e["procs"])
+            elif "pset" in e or "pdel" in e:
+                pdel = e.get("pdel", [])
+                if not isinstance(pdel, list) or not all(_is_key(x) for x in pdel):
+                    raise ValueError("os event: pdel must be a list of [pid, start] pairs")
+                rows = apply_proc_delta(self.rows, _checked_rows(e.get("pset", []), changes=True), pdel)
+            else:
+                rows = self.rows
+        except ValueError:
+            self.os = None  # its changes are lost: refuse the ones after it until a complete line
+            raise
+        given = tuple(name for name in OS_SCALARS if name in e)
+        scalars = {**(self.os or {}), **{name: e[name] for name in given}, "t": e["t"]}
+        self.changed = None if full else given
+        if rows is not self.rows or scalars.get("w") != self.os_window():
+            self.procs = with_window(rows, scalars.get("w"))
+        self.os, self.rows = scalars, rows
+        return {"k": "os", **scalars, "procs": self.procs}
+
+    def os_window(self) -> float | None:
+        return self.os.get("w") if self.os is not None else None
+
+    def _agent(self, e: dict) -> dict:
+        key3 = (e.get("pid"), e.get("start"), e.get("dev"))
+        key = key3[:2]
+        try:
+            _check_fields(e, _AGENT_V2_FIELDS)
+            known = self.carried.get(key)
+            if known is None and not all(n in e for n in AGENT_CARRIED):
+                raise ValueError("agent event: a change without the agent's complete line before it")
+            carried = {**(known or {}), **{n: e[n] for n in AGENT_CARRIED if n in e}}
+            head = {"k": "agent", "pid": e["pid"], "start": e["start"], "t": e["t"], **carried}
+            if "r" in e:
+                values = e["r"]
+                event = {**head, "r": values}
+                check_event(event)
+                if values[0] != e["t"] or values[1] != e["dev"]:
+                    raise ValueError("agent event: t and dev differ from the record's")
+            else:  # only what changed is checked: the rest was, in the line it came from
+                _check_fields(e, {n: _AGENT_FIELDS[n] for n in AGENT_CARRIED if n in e}, "agent event: ")
+                values, self.changed = _changed(self.records.get(key3), e.get("d"), e["t"])
+                event = {**head, "r": values}
+        except (ValueError, TypeError) as exc:
+            # its changes (this device's values, the agent's carried fields) are lost: refuse every change
+            # of this agent until its next complete record
+            self.records = {k: v for k, v in self.records.items() if k[:2] != key}
+            self.carried.pop(key, None)
+            raise ValueError(str(exc)) from None
+        self.records[key3] = values
+        self.carried[key] = carried
+        return event
+
+
+def _nvml_changed(previous: dict | None, e: dict) -> dict:
+    """The complete nvml event a format-2 change ("dset") makes of the previous one."""
+    if previous is None:
+        raise ValueError("nvml event: a change without the complete nvml event before it")
+    changes = e["dset"]
+    if not isinstance(changes, list) or not all(isinstance(c, dict) for c in changes):
+        raise ValueError("nvml event: dset must be a list of objects")
+    devices = {d["index"]: d for d in previous["devices"]}
+    for change in changes:
+        index = change.get("index")
+        if index not in devices:
+            raise ValueError(f"nvml event: a change of device {str(index)[:20]}, not in the previous event")
+        devices[index] = {**devices[index], **change}
+    return {**previous, "t": e.get("t"), "devices": list(devices.values())}
+
+
+def _changed(previous: list | None, d: Any, t: float) -> tuple[list, tuple[int, ...]]:
+    """The record a format-2 change ("d": index, value, ...) makes of the previous one, each new value
+    checked as check_event checks a whole record; and the indices that changed."""
+    if previous is None:
+        raise ValueError("agent event: a change without the complete record before it")
+    if not isinstance(d, list) or len(d) % 2:
+        raise ValueError("agent event: d must be a list of index, value pairs")
+    values = list(previous)
+    values[0] = t
+    label = len(values) - 1
+    changed = tuple(d[0::2])
+    for index, value in zip(changed, d[1::2], strict=True):
+        if not isinstance(index, int) or isinstance(index, bool) or not 2 <= index <= label:
+            raise ValueError(f"agent event: index {str(index)[:20]} out of the record")
+        if not _fits(value, "str" if index == label else "num?"):
+            raise ValueError(f"agent event: {repr(value)[:60]} at index {index} is no number within limits")
+        values[index] = value
+    return values, changed
+
+
+def _is_key(x: Any) -> bool:
+    return isinstance(x, list) and len(x) == 2 and all(_fits(v, "int") for v in x)
+
+
+def _checked_rows(rows: Any, changes: bool = False) -> list:
+    """`rows` (format 2's "procs" or, with `changes`, "pset"), each checked; ValueError otherwise."""
+    if not isinstance(rows, list):
+        raise ValueError("os event: the process table is not a list")
+    for row in rows:
+        if changes and isinstance(row, list) and len(row) == 4:
+            if not all(_fits(v, kind) for v, kind in zip(row, ("int", "int", "num", "num?"), strict=True)):
+                raise ValueError(f"os event: a process change {repr(row)[:60]}: not pid, start, rss, growth")
+        else:
+            _check_row(row)
+    return rows
+
+
+# ------------------------------------------------------------------------------------------ event checks
+# What each event kind must hold for the readers (os_snapshot_from, summarize, ReplayMonitor...) to use it,
+# with the types of the snapshot fields they become (collectors/snapshots.py: `int | None` is "num?").
+# Kinds: "num" a finite number within MAX_MEASURED (not a bool), "time" one within [0, MAX_TIMESTAMP],
+# "int" an integer within MAX_MEASURED, "str", "bool"; a trailing "?" allows null (a missing "?" field is
+# null); "list-" a list when present (the readers iterate `event.get(name, [])`, so null is refused).
+# Fields not listed are not read, so not checked (newer recordings may add some).
+_HEADER_FIELDS = {"created": "time?", "host": "str?", "hz": "num?"}
+_OS_FIELDS = {
+    "t": "time", "mem_total": "num", "mem_available": "num", "cached": "num?", "shmem": "num?",
+    "swap_total": "num", "swap_free": "num", "psi_some_avg10": "num?", "psi_full_avg10": "num?",
+    "oom_kill": "num?", "skipped": "int?", "source": "str?", "procs": "list-", "w": "num?",
+}  # fmt: skip
+_PROC_ROW = ("int", "int", "str", "num", "num?", "any", "str")  # pid, start, name, rss, growth, is_new, user
+_PROC_FIELDS = {"pid": "int", "start": "int", "cmdline": "str?"}
+_NVML_FIELDS = {"t": "time", "status": "str", "available": "bool", "driver": "str?", "devices": "list-"}
+_DEVICE_FIELDS = {
+    "index": "int", "name": "str", "uuid": "str", "total": "num?", "reserved": "num?", "used": "num?",
+    "free": "num?", "unified": "bool", "utilization_gpu": "num?", "processes": "list-",
+    "unsupported": "list-", "errors": "list-",
+}  # fmt: skip
+_GPU_PROCESS_FIELDS = {"pid": "int", "used_bytes": "num?", "kind": "str"}
+_VLLM_FIELDS = {
+    "t": "time", "url": "str?", "status": "str", "available": "bool", "models": "list-",
+    "num_gpu_blocks": "int?", "block_size": "int?", "gpu_memory_utilization": "num?", "samples": "int?",
+    "refused": "list-",
+}  # fmt: skip
+_VLLM_MODEL_FIELDS = {
+    "model_name": "str", "engine": "str?", "kv_cache_usage": "num?", "kv_cache_metric": "str?",
+    "requests_running": "int?", "requests_waiting": "int?", "requests_swapped": "int?",
+    "preemptions_total": "int?", "prefix_cache_hits": "int?", "prefix_cache_queries": "int?",
+    "prefix_cache_metrics": "list-", "gpu_prefix_cache_hit_rate": "num?", "cpu_cache_usage": "num?",
+}  # fmt: skip
+_ENGINE_FIELDS = {
+    "t": "time", "url": "str?", "kind": "str?", "status": "str?", "available": "bool?", "kv_usage": "num?",
+    "kv_tokens_used": "int?", "kv_tokens_total": "int?", "running": "int?", "waiting": "int?",
+    "loads": "list-", "slots": "list-",
+}  # fmt: skip
+_ENGINE_LOAD_FIELDS = {"name": "str?", "size": "num?", "size_vram": "num?", "context_length": "int?"}
+_ENGINE_LOG_FIELDS = {"t": "time", "engine": "str", "stage": "str?", "devices": "list-", "ranks": "int?"}
+_ENGINE_DEVICE_FIELDS = {
+    "device": "str", "weights": "num?", "kv": "num?", "activations": "num?", "overhead": "num?",
+}  # fmt: skip
+_SKIP_FIELDS = {"t": "time", "source": "str", "path": "str", "reason": "str"}
+_AGENT_META_FIELDS = {"pid": "int", "start": "int", "cmdline": "str?", "path": "str?", "hz": "num?"}
+_AGENT_FIELDS = {
+    "pid": "int", "start": "int", "status": "str?", "alive": "bool?", "lost": "int?", "r": "list",
+    "sr": "num?",
+}  # fmt: skip
+_AGENT_V2_FIELDS = {"pid": "int", "start": "int", "t": "time", "dev": "int"}
+
+
+def _number(value: Any, lo: float, hi: float) -> bool:
+    """limits.finite, for the exact int and float JSON gives (a NaN or infinity fails the comparisons)."""
+    kind = type(value)
+    return (kind is int or kind is float) and lo <= value <= hi
+
+
+_MEASURED = float(limits.MAX_MEASURED)
+_KINDS = {
+    "any": lambda v: True,
+    "str": lambda v: type(v) is str and len(v) <= limits.MAX_STRING_CHARS,
+    "bool": lambda v: type(v) is bool,
+    "list": lambda v: type(v) is list,
+    "int": lambda v: type(v) is int and -_MEASURED <= v <= _MEASURED,
+    "time": lambda v: _number(v, 0.0, float(limits.MAX_TIMESTAMP)),
+    "num": lambda v: _number(v, -_MEASURED, _MEASURED),
+}
+
+
+def _or_none(test):
+    return lambda v: v is None or test(v)
+
+
+_KINDS.update({f"{kind}?": _or_none(test) for kind, test in list(_KINDS.items())})
+
+
+def _fits(value: Any, kind: str) -> bool:
+    return _KINDS[kind](value)
+
+
+def _check_fields(obj: Any, fields: dict[str, str], where: str = "") -> None:
+    if not isinstance(obj, dict):
+        raise ValueError(f"{where or 'event'} is not an object")
+    for name, kind in fields.items():
+        if kind == "list-":
+            if not isinstance(obj.get(name, []), list):
+                raise ValueError(f"{where}{name} is {repr(obj[name])[:60]}, expected a list")
+            continue
+        value = obj.get(name)
+        if not _fits(value, kind):
+            shown = repr(value)[:60] if name in obj else "missing"
+            raise ValueError(f"{where}{name} is {shown}, expected {kind.rstrip('?')}")
+
+
+def _check_list(items: list, fields: dict[str, str], cls: type, where: str) -> None:
+    """Each item becomes cls(**item): its fields checked, none unknown, every one without a default given
+    (list fields are filled in by the converters)."""
+    allowed = {f.name for f in dataclasses.fields(cls)}
+    required = {
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+        and fields.get(f.name) != "list-"
+    }
+    for item in items:
+        _check_fields(item, fields, where)
+        extra = set(item) - allowed
+        if extra:
+            raise ValueError(f"{where}has unknown field {sorted(extra)[0]!r}")
+        missing = required - set(item)
+        if missing:
+            raise ValueError(f"{where}{sorted(missing)[0]} is missing")
+
+
+def _check_strings(items: list | None, where: str) -> None:
+    if items and not all(isinstance(x, str) and len(x) <= limits.MAX_STRING_CHARS for x in items):
+        raise ValueError(f"{where} must be a list of strings")
+
+
+def _check_row(row: Any) -> None:
+    if not isinstance(row, list) or not 7 <= len(row) <= 8:
+        raise ValueError("os event: a process row is not a list of 7 or 8 values")
+    for value, kind in zip(row, (*_PROC_ROW, "num"), strict=False):
+        if not _fits(value, kind):
+            raise ValueError(f"os event: process row value {repr(value)[:60]}, expected {kind}")
+
+
+def check_event(e: dict) -> None:
+    """ValueError (one line) unless event `e` holds what the readers use, with the types they expect."""
+    k = e["k"]
+    if not _fits(e.get("t"), "time?"):  # every kind: replay orders events by it (alert, summary, ...)
+        raise ValueError(f"{k[:20]} event: t is {repr(e['t'])[:60]}, expected time")
+    if k == "os":
+        _check_fields(e, _OS_FIELDS, "os event: ")
+        for row in e.get("procs") or ():
+            _check_row(row)
+    elif k == "proc":
+        _check_fields(e, _PROC_FIELDS, "proc event: ")
+    elif k == "nvml":
+        _check_fields(e, _NVML_FIELDS, "nvml event: ")
+        devices = e.get("devices") or []
+        _check_list(devices, _DEVICE_FIELDS, DeviceInfo, "nvml device: ")
+        for d in devices:
+            _check_list(d.get("processes") or [], _GPU_PROCESS_FIELDS, GpuProcess, "nvml process: ")
+            _check_strings(d.get("unsupported"), "nvml device: unsupported")
+            _check_strings(d.get("errors"), "nvml device: errors")
+    elif k == "vllm":
+        _check_fields(e, _VLLM_FIELDS, "vllm event: ")
+        _check_strings(e.get("refused"), "vllm event: refused")
+        models = e.get("models") or []
+        _check_list(models, _VLLM_MODEL_FIELDS, VLLMModelStats, "vllm model: ")
+        for m in models:
+            _check_strings(m.get("prefix_cache_metrics"), "vllm model: prefix_cache_metrics")
+    elif k == "engine":
+        _check_fields(e, _ENGINE_FIELDS, "engine event: ")
+        for load in e.get("loads") or []:
+            _check_fields(load, _ENGINE_LOAD_FIELDS, "engine load: ")
+        for slot in e.get("slots") or []:
+            _check_fields(slot, {}, "engine slot: ")
+    elif k == "engine_log":
+        _check_fields(e, _ENGINE_LOG_FIELDS, "engine_log event: ")
+        for device in e.get("devices") or []:
+            _check_fields(device, _ENGINE_DEVICE_FIELDS, "engine_log device: ")
+        figures = e.get("figures", {})
+        if not isinstance(figures, dict) or not all(_fits(v, "num?") for v in figures.values()):
+            raise ValueError("engine_log event: figures must map names to numbers")
+    elif k == "agent_meta":
+        _check_fields(e, _AGENT_META_FIELDS, "agent_meta event: ")
+    elif k == "skip":
+        _check_fields(e, _SKIP_FIELDS, "skip event: ")
+    elif k == "scope":
+        own = e.get("own")
+        if not isinstance(own, list) or not all(_fits(p, "int") for p in own):
+            raise ValueError("scope event: own must be a list of pids")
+    elif k == "agent":
+        _check_fields(e, _AGENT_FIELDS, "agent event: ")
+        r = e["r"]
+        if len(r) != len(fmt.RECORD_FIELDS) + 1 or not all(_fits(v, "num?") for v in r[:-1]):
+            raise ValueError(f"agent event: r must hold {len(fmt.RECORD_FIELDS)} numbers and a label")
+        if not _fits(r[-1], "str"):
+            raise ValueError("agent event: the record's label is not a string")
+        record_from_values(r)  # CollectorError (a ValueError) for out-of-range times and devices
+
+
+# ------------------------------------------------------------------------------------------ to snapshots
+def os_snapshot_from(event: dict, cmdlines: dict[tuple[int, int], str]) -> OSSnapshot:
+    procs = []
+    for row in event.get("procs", []):
+        pid, start, name, rss, growth, is_new, user = row[:7]
+        window = row[7] if len(row) > 7 else 0.0
+        procs.append(
+            ProcessInfo(
+                pid=pid,
+                name=name,
+                cmdline=cmdlines.get((pid, start), ""),
+                user=user,
+                rss=rss,
+                growth_bytes=growth,
+                is_new=bool(is_new),
+                start_ticks=start,
+                growth_window_s=window,
+            )
+        )
+    # a "?" field of _OS_FIELDS may be missing: check_event reads that as null, and so does this
+    return OSSnapshot(
+        t=event["t"],
+        mem_total=event["mem_total"],
+        mem_available=event["mem_available"],
+        cached=event.get("cached"),
+        shmem=event.get("shmem"),
+        swap_total=event["swap_total"],
+        swap_free=event["swap_free"],
+        psi_some_avg10=event.get("psi_some_avg10"),
+        psi_full_avg10=event.get("psi_full_avg10"),
+        oom_kill=event.get("oom_kill"),
+        processes=tuple(procs),
+        skipped_processes=event.get("skipped", 0),
+        source=event.get("source", "proc"),  # recordings made before psutil fallback: all /proc
+    )
+
+
+def vllm_snapshot_from(event: dict) -> VLLMSnapshot:
+    models = tuple(
+        VLLMModelStats(**{**m, "prefix_cache_metrics": tuple(m.get("prefix_cache_metrics", ()))})
+        for m in event.get("models", [])
+    )
+    snap = VLLMSnapshot(
+        t=event["t"],
+        url=event.get("url", ""),
+        status=event["status"],
+        available=event["available"],
+        models=models,
+        num_gpu_blocks=event.get("num_gpu_blocks"),
+        block_size=event.get("block_size"),
+        gpu_memory_utilization=event.get("gpu_memory_utilization"),
+        samples=event.get("samples", 0),
+        refused=tuple(event.get("refused", ())),
+    )
+    return checked_snapshot(snap)  # a recording made before values were checked, or an edited one
+
+
+def vllm_source_id(model_name: str, engine: str | None) -> str:
+    """The `memsight replay --json` id of one vLLM engine: vllm:<model_name>[:<engine>]."""
+    return f"vllm:{model_name}" if engine is None else f"vllm:{model_name}:{engine}"
+
+
+def nvml_snapshot_from(event: dict) -> NVMLSnapshot:
+    devices = []
+    for d in event.get("devices", []):
+        procs = tuple(GpuProcess(**p) for p in d.get("processes", []))
+        devices.append(
+            DeviceInfo(
+                **{
+                    **d,
+                    "processes": procs,
+                    "unsupported": tuple(d.get("unsupported", ())),
+                    "errors": tuple(d.get("errors", ())),
+                }
+            )
+        )
+    return NVMLSnapshot(
+        status=event["status"],
+        available=event["available"],
+        devices=tuple(devices),
+        t=event["t"],
+        driver_version=event.get("driver"),
+    )
+
+
+# ------------------------------------------------------------------------------------------ summary
+class _Stats:
+    __slots__ = ("min", "max", "last")
+
+    def __init__(self) -> None:
+        self.min: float | None = None
+        self.max: float | None = None
+        self.last: float | None = None
+
+    def add(self, value: Any) -> None:
+        kind = type(value)
+        if (kind is not int and kind is not float) or value != value:  # None, a bool, a string, NaN
+            return
+        if self.min is None:
+            self.min = self.max = value
+        elif value < self.min:
+            self.min = value
+        elif value > self.max:
+            self.max = value
+        self.last = value
+
+
+class _Source:
+    def __init__(self, sid: str, kind: str, pid: int | None) -> None:
+        self.id, self.kind, self.pid = sid, kind, pid
+        self.samples = 0
+        self.start: float | None = None
+        self.end: float | None = None
+        self.fields: dict[str, _Stats] = {}
+        self.status: str | None = None  # agents: the last cuda_state ("CUDA not initialized", "ok", ...)
+        self.name: str | None = None  # processes: /proc comm
+        self.cmdline: str | None = None  # processes and agents: the command line
+
+    def add(self, t: float, values: dict[str, Any]) -> None:
+        self.seen(t, t, 1)
+        fields = self.fields
+        for name, value in values.items():
+            stats = fields.get(name)
+            if stats is None:
+                stats = fields[name] = _Stats()
+            stats.add(value)
+
+    def seen(self, first: float, last: float, samples: int) -> None:
+        """`samples` samples from time `first` to `last`."""
+        self.samples += samples
+        self.start = first if self.start is None else min(self.start, first)
+        self.end = last if self.end is None else max(self.end, last)
+
+    def to_json(self) -> dict:
+        out = {
+            "id": self.id,
+            "kind": self.kind,
+            "pid": self.pid,
+            "samples": self.samples,
+            "start": self.start,
+            "end": self.end,
+            "fields": {n: {"min": s.min, "max": s.max, "last": s.last} for n, s in self.fields.items()},
+        }
+        if self.status is not None:
+            out["status"] = self.status
+        if self.name is not None:
+            out["name"] = self.name
+        if self.cmdline is not None:
+            out["cmdline"] = self.cmdline
+        return out
+
+
+AGENT_SUMMARY_FIELDS = (
+    "allocated", "reserved", "peak_allocated", "active", "inactive_split", "alloc_retries", "num_ooms",
+    "segments", "cuda_free", "cuda_total", "rss", "weights_bytes", "kv_bytes", "step_index",
+)  # fmt: skip
+
+
+class _Processes:
+    """The per-process sources of the OS events' tables. A row seen again unchanged (format 2 keeps the
+    same row object until it changes) adds a sample, not a new value: its samples and last time are
+    settled when the table changes, so an unchanged table costs nothing per event."""
+
+    def __init__(self, source) -> None:
+        self._source = source
+        self._table: list | None = None
+        self._sources: dict[int, _Source] = {}  # id of a row of the table -> its process's source
+        self._since = 0  # OS events the current table has been seen in, not yet counted
+        self._first_t = self._last_t = 0.0
+
+    def add(self, t: float, table: list, cmdlines: dict) -> None:
+        if table is self._table:
+            self._since += 1
+            self._last_t = t
+            return
+        self.settle()
+        previous, sources = self._sources, {}
+        for row in table:
+            src = previous.get(id(row))
+            if src is None:  # a new row (the previous table's rows are still alive: ids are not reused)
+                pid, start = row[0], row[1]
+                src = self._source(f"process:{pid}:{start}", "process", pid)
+                for field, value in (("rss", row[3]), ("growth", row[4])):
+                    stats = src.fields.get(field)
+                    if stats is None:
+                        stats = src.fields[field] = _Stats()
+                    stats.add(value)
+                src.name, src.cmdline = row[2], cmdlines.get((pid, start), "")
+            sources[id(row)] = src
+        self._table, self._sources = table, sources
+        self._since, self._first_t, self._last_t = 1, t, t
+
+    def settle(self) -> None:
+        if self._table is not None and self._since:
+            for src in self._sources.values():
+                src.seen(self._first_t, self._last_t, self._since)
+            self._since = 0
+
+
+def summarize(recording) -> dict:
+    """The `memsight replay FILE --json` document: one entry per source, min/max/last of every field.
+    `recording`: a Recording or a RecordingReader (one pass over its events)."""
+    sources: dict[str, _Source] = {}
+
+    def source(sid: str, kind: str, pid: int | None) -> _Source:
+        src = sources.get(sid)
+        if src is None:
+            src = sources[sid] = _Source(sid, kind, pid)
+        return src
+
+    processes = _Processes(source)
+    cmdlines: dict[tuple, str] = {}
+    agent_cmdlines: dict[tuple, str] = {}
+    alerts: list[dict] = []
+    skipped: list[dict] = []
+    recorded_summary = None
+    # format 2 says what each event changed: only that is folded in (the rest holds the values already seen)
+    if isinstance(recording, RecordingReader):
+        events = recording.decoded()
+    else:
+        events = ((e, None, e.get("procs", [])) for e in recording.events)
+    for e, changed, rows in events:
+        k, t = e["k"], e.get("t")
+        if k == "os":
+            fields = OS_FIELDS if changed is None else [f for f in changed if f in _OS_STATS]
+            values = {f: e.get(f) for f in fields}
+            if changed is None or "mem_total" in changed or "mem_available" in changed:
+                values["system_used"] = e["mem_total"] - e["mem_available"]
+            source("os", "os", None).add(t, values)
+            processes.add(t, rows, cmdlines)
+        elif k == "agent":
+            _summarize_agent(e, changed, source, agent_cmdlines)
+        elif k in ("engine", "engine_log"):
+            _summarize_engine(e, t, source)
+        elif k == "proc":
+            cmdlines[(e.get("pid"), e.get("start"))] = e.get("cmdline", "")
+        elif k == "agent_meta":
+            agent_cmdlines[(e.get("pid"), e.get("start"))] = e.get("cmdline", "")
+        elif k == "alert":
+            alerts.append({key: e.get(key) for key in ALERT_KEYS})
+        elif k == "skip":
+            skipped.append({key: e[key] for key in ("t", "source", "path", "reason")})
+        elif k == "summary":
+            recorded_summary = {key: value for key, value in e.items() if key not in ("k", "t")}
+        elif k == "nvml":
+            _summarize_nvml(e, t, source)
+        elif k == "vllm":
+            _summarize_vllm(e, t, source)
+    processes.settle()
+    return {
+        "version": recording.header["version"],  # the file's format
+        "created": recording.header.get("created"),
+        "host": recording.header.get("host"),
+        "bad_lines": recording.bad_lines,
+        "sources": [s.to_json() for s in sources.values()],
+        "alerts": alerts,  # as raised during the run (recordings made before alerts were recorded: [])
+        "skipped": skipped,  # input the monitor did not read (unsafe or corrupt agent files), with why
+        "summary": recorded_summary,  # collectors.summary.summary_to_json; None in older recordings
+    }
+
+
+_OS_STATS = frozenset(OS_FIELDS)
+_FIELD_INDEX = {name: i for i, name in enumerate(fmt.RECORD_FIELDS)}
+
+
+def _summarize_agent(e: dict, changed: tuple | None, source, cmdlines: dict) -> None:
+    values = e["r"]
+    src = source(f"agent:{e['pid']}:{e['start']}:{int(values[1])}", "agent", e["pid"])
+    src.cmdline = cmdlines.get((e["pid"], e["start"]), "")
+    if changed is None:  # the whole record
+        r = record_from_values(values)
+        stats = {name: getattr(r, name) for name in AGENT_SUMMARY_FIELDS}
+        if r.reserved is not None and r.allocated is not None:
+            stats["gap"] = r.reserved - r.allocated
+        src.add(r.t, stats)
+        src.status = r.cuda_state
+        return
+
+    def value(name: str):  # as record_from_values makes it
+        x = values[_FIELD_INDEX[name]]
+        return FIELD_VALUE[name](math.nan if x is None else float(x))
+
+    names = {fmt.RECORD_FIELDS[i] for i in changed if i < len(fmt.RECORD_FIELDS)}
+    stats = {name: value(name) for name in AGENT_SUMMARY_FIELDS if name in names}
+    if "allocated" in names or "reserved" in names:
+        allocated, reserved = value("allocated"), value("reserved")
+        if allocated is not None and reserved is not None:
+            stats["gap"] = reserved - allocated
+    src.add(float(values[0]), stats)
+    if "cuda_state" in names:
+        src.status = value("cuda_state")
+
+
+def _summarize_engine(e: dict, t: float, source) -> None:
+    if e["k"] == "engine":
+        src = source(f"engine:{e.get('kind') or 'unknown'}", "engine", None)
+        keys = ("kv_usage", "kv_tokens_used", "kv_tokens_total", "running", "waiting")
+        src.add(t, {key: e.get(key) for key in keys})
+        for load in e.get("loads") or []:
+            source(f"engine:ollama:{load.get('name')}", "engine", None).add(
+                t, {"size": load.get("size"), "size_vram": load.get("size_vram")}
+            )
+        src.status = e.get("status")
+        return
+    src = source(f"engine_log:{e.get('engine')}", "engine_log", None)
+    fields = dict(e.get("figures") or {})
+    for d in e.get("devices") or []:
+        for key in ("weights", "kv", "activations", "overhead"):
+            fields[f"{key}:{d.get('device')}"] = d.get(key)
+    src.add(t, fields)
+    src.status = e.get("stage")
+
+
+def _summarize_nvml(e: dict, t: float, source) -> None:
+    for d in e.get("devices", []):
+        source(f"nvml:{d['index']}", "nvml", None).add(
+            t,
+            {
+                "total": d.get("total"),
+                "reserved": d.get("reserved"),
+                "used": d.get("used"),
+                "free": d.get("free"),
+                "utilization_gpu": d.get("utilization_gpu"),
+                "processes_used": sum(
+                    p["used_bytes"] for p in d.get("processes", []) if p.get("used_bytes") is not None
+                ),
+            },
+        )
+        for p in d.get("processes", []):
+            source(f"gpu_process:{d['index']}:{p['pid']}", "gpu_process", p["pid"]).add(
+                t, {"used_bytes": p.get("used_bytes")}
+            )
+
+
+def _summarize_vllm(e: dict, t: float, source) -> None:
+    snap = vllm_snapshot_from(e)
+    if not snap.models:  # a failed scrape: one "vllm" source that says why
+        src = source("vllm", "vllm", None)
+        src.add(t, {})
+        src.status = snap.status
+    for m in snap.models:
+        src = source(vllm_source_id(m.model_name, m.engine), "vllm", None)
+        src.add(
+            t,
+            {
+                "kv_cache_usage": m.kv_cache_usage,
+                "requests_running": m.requests_running,
+                "requests_waiting": m.requests_waiting,
+                "requests_swapped": m.requests_swapped,
+                "preemptions_total": m.preemptions_total,
+                "prefix_cache_hits": m.prefix_cache_hits,
+                "prefix_cache_queries": m.prefix_cache_queries,
+                "num_gpu_blocks": snap.num_gpu_blocks,
+            },
+        )
+        src.status = snap.status
