@@ -19,7 +19,7 @@ from textual.binding import Binding
 from collectors.alerts import AlertOptions
 from collectors.nvml_collector import gpu_bytes_by_pid
 from collectors.snapshots import MonitorState
-from collectors.summary import clock, summary_lines
+from collectors.summary import clock
 from collectors.vllm_log_follow import VLLMLogFollower, log_buckets
 from planner.budget import PlanInputs, make_plan
 from planner.catalog import catalog_names
@@ -48,6 +48,7 @@ from tui.screens.view_model import (
     pools,
     process_rows,
     run_scope,
+    summary_lines,
     vllm_comparison,
     vllm_given,
     vllm_line,
@@ -58,7 +59,7 @@ from tui.screens.view_model import (
     with_vllm,
 )
 from tui.widgets.data import MachineBar
-from tui.widgets.fmt import gib
+from tui.widgets.fmt import size
 from tui.widgets.log_tail import LogTail
 
 GIB = 2**30
@@ -846,9 +847,9 @@ def plan_summary(plan) -> str:
     ranks = f" per busiest rank of {len(plan.ranks)}" if len(plan.ranks) > 1 else ""
     return (
         f"{plan.spec.name}, {plan.weights.format} weights ({plan.params.total:,} parameters){ranks}: "
-        f"weights {gib(plan.weight_bytes, 2)} · KV {gib(plan.kv_bytes, 2)} "
-        f"({plan.kv_bytes_per_token:,} bytes/token) · activations {gib(plan.activation_bytes, 2)} · "
-        f"overhead {gib(plan.overhead_bytes, 2)}"
+        f"weights {size(plan.weight_bytes)} · KV {size(plan.kv_bytes)} "
+        f"({plan.kv_bytes_per_token:,} bytes/token) · activations {size(plan.activation_bytes)} · "
+        f"overhead {size(plan.overhead_bytes)}"
     )
 
 

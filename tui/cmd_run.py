@@ -395,7 +395,7 @@ def _run(args: argparse.Namespace, cmd: list[str], headless: bool, record: str |
     if summary is None:
         summary = monitor.state().summary
     if summary is not None:
-        from collectors.summary import summary_lines  # noqa: PLC0415
+        from tui.screens.view_model import summary_lines  # noqa: PLC0415
 
         print("\n".join(f"memsight: {line}" for line in summary_lines(summary)), file=sys.stderr)
     if args.json:

@@ -71,8 +71,8 @@ def test_two_simultaneous_runs_each_summarize_only_their_own_agent(tmp_path):
         assert summary["peaks"]["weights"]["bytes"] == _weights(sizes[name]), (name, summary["peaks"])
         assert summary["scope"].startswith("this run's agents only (pid ")
         assert summary["scope"].endswith("; 1 other agent in the directory not counted")
-        peak_line = next(line for line in err.decode().splitlines() if "peak GiB:" in line)
-        assert f"weights {_weights(sizes[name]) / 2**30:.2f}" in peak_line
+        peak_line = next(line for line in err.decode().splitlines() if "peak MiB:" in line)
+        assert f"weights {_weights(sizes[name]) / 2**20:.2f}" in peak_line  # 2.00 or 6.00 MiB
         assert "1 other agent in the directory not counted" in peak_line
 
 

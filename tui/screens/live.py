@@ -25,7 +25,7 @@ WIDE_COLUMNS = 140  # at least this many columns: two columns side by side; fewe
 # shorter terminal it would push everything else off screen, so `g` shows it.
 TALL_ROWS = 40
 LIVE_TOP_PROCESSES = 12
-AGENTS_TITLE = "agents: PyTorch allocator per process and device, GiB (★ busiest)"
+AGENTS_TITLE = "agents: PyTorch allocator per process and device, {unit} (★ busiest)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +69,7 @@ class LiveScreen(Screen):
             with Vertical(id="live-left", classes="column"):
                 yield Container(id="pools")
                 yield HeadroomGauge(id="headroom")
-                yield Static(AGENTS_TITLE, id="agents-title", classes="section-title")
+                yield Static(AGENTS_TITLE.format(unit="GiB"), id="agents-title", classes="section-title")
                 yield Static("", id="agents-missing", classes="missing")
                 yield AgentsTable(id="agents")
                 yield GapChart(id="gap-chart")
@@ -194,7 +194,9 @@ class LiveScreen(Screen):
         self._show_pools(view.comparisons)
         self.query_one(HeadroomGauge).update_data(view.headroom)
         self.query_one(GapChart).update_data(view.chart)
-        self.query_one(AgentsTable).update_rows(view.agents)
+        agents = self.query_one(AgentsTable)
+        if agents.update_rows(view.agents):
+            self.query_one("#agents-title", Static).update(AGENTS_TITLE.format(unit=agents.unit.name))
         missing = "" if view.agents else "no memsight agent found (start one with `memsight run -- CMD`)"
         agents_missing = self.query_one("#agents-missing", Static)
         if previous is None or bool(previous.agents) != bool(view.agents):

@@ -16,6 +16,7 @@ from typing import Any
 
 from collectors.alerts import AlertOptions
 from collectors.snapshots import AgentView, DeviceInfo, MeasuredBuckets, MonitorState, short_command
+from collectors.summary import PEAK_KEYS, RunSummary, clock
 from planner.budget import PlanInputs
 from tui.widgets.data import (
     AgentRow,
@@ -27,6 +28,7 @@ from tui.widgets.data import (
     ProcessRow,
     Segment,
 )
+from tui.widgets.fmt import figure, size, unit_for
 
 GIB = 2**30
 # an agent sampling at under this share of its asked rate shows both rates in its row
@@ -199,9 +201,8 @@ def planned_segments(plan, rank: int | None = None) -> tuple[Segment, ...]:
 def plan_label(plan) -> str:
     i = plan.inputs
     fmt = plan.weights.format
-    verdict = (
-        f"fits, max {plan.max_users} users" if plan.fits else f"does NOT fit (max {plan.max_users} users)"
-    )
+    most = count(plan.max_users, "user")
+    verdict = f"fits, max {most}" if plan.fits else f"does NOT fit (max {most})"
     if plan.warnings:  # a context past the model's max_position_embeddings (planner/budget.py)
         verdict += f", past its {plan.spec.max_position_embeddings:,}-token limit"
     tp = f", tp={i.tp}" if i.tp > 1 else ""
@@ -209,7 +210,12 @@ def plan_label(plan) -> str:
     name = plan.spec.name
     if name.endswith(".json"):
         name = pathlib.PurePath(name).name
-    return f"{name} {fmt}, KV {i.kv_dtype}, {i.context:,} ctx × {i.users} users{tp}: {verdict}"
+    return f"{name} {fmt}, KV {i.kv_dtype}, {i.context:,} ctx × {count(i.users, 'user')}{tp}: {verdict}"
+
+
+def count(n: int, noun: str) -> str:
+    """"1 user", "8,192 users": a count with its separators and its noun in the right number."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def comparison_groups(state: MonitorState, pool: PoolCapacity, sources) -> list[tuple[str, int | None]]:
@@ -543,17 +549,18 @@ def plan_sources(state: MonitorState, base: PlanInputs, explicit: frozenset[str]
 
 
 def phase_line(info) -> str:
-    """"activations: prefill peak 3.1 GiB at 12:03:41 UTC, decode 0.2 GiB at ..." from the agent's phases."""
+    """"activations: prefill peak 3.10 GiB at 12:03:41 UTC, decode peak 205 MiB at ..." from the agent's
+    phases; a phase none of whose calls rose above an earlier high says so (a 0 would read as measured)."""
     parts = []
     for name in ("prefill", "decode"):
         p = info.phase(name)
         if p is None or p.calls == 0:
             continue
-        if p.peak_bytes is None:
-            parts.append(f"{name}: {p.calls:,} calls, none above an earlier high (peak not known)")
+        if not p.peak_bytes:  # None: no call set a new high; 0: a new high, but not above the call's entry
+            parts.append(f"{name}: no call set a new high above its entry level ({p.calls:,} calls)")
             continue
         when = time.strftime("%H:%M:%S", time.gmtime(p.peak_t)) if p.peak_t else "?"
-        text = f"{name} peak {_bytes_short(p.peak_bytes)} at {when}"
+        text = f"{name} peak {size(p.peak_bytes)} at {when}"
         if p.unresolved_calls:
             text += f" ({p.calls - p.unresolved_calls:,}/{p.calls:,} calls seen)"
         parts.append(text)
@@ -561,14 +568,6 @@ def phase_line(info) -> str:
         return ""
     where = "RSS high-water mark" if "ru_maxrss" in info.phase_counter else "allocator peak"
     return "activations: " + ", ".join(parts) + f" (UTC; {where}, never reset)"
-
-
-def _bytes_short(n: int) -> str:
-    if n >= GIB // 10:
-        return f"{n / GIB:.1f} GiB"
-    if n >= 2**20:
-        return f"{n / 2**20:.1f} MiB"
-    return f"{n / 2**10:.0f} KiB"
 
 
 def weights_check(info, planned_weight_bytes: int, device: int) -> str:
@@ -584,14 +583,14 @@ def weights_check(info, planned_weight_bytes: int, device: int) -> str:
     elsewhere = sum(v for d, v in model.params_bytes.items() if d != device)
     diff = params - planned_weight_bytes
     if diff == 0:
-        planned = _exact(planned_weight_bytes)
-        return f"weights: measured = planned {planned} + buffers {_exact(buffers)}: as planned"
-    head = f"weights: measured {_exact(measured)} (params {_exact(params)} + buffers {_exact(buffers)})"
+        planned = size(planned_weight_bytes)
+        return f"weights: measured = planned {planned} + buffers {size(buffers)}: as planned"
+    head = f"weights: measured {size(measured)} (params {size(params)} + buffers {size(buffers)})"
     cause = "cause unknown"
     config = model.config or {}
     embed = config.get("vocab_size", 0) * config.get("hidden_size", 0)
     if elsewhere and diff < 0:
-        cause = f"{_exact(elsewhere)} of weights kept off this device (device_map offload?)"
+        cause = f"{size(elsewhere)} of weights kept off this device (device_map offload?)"
     elif planned_weight_bytes and params == 2 * planned_weight_bytes:
         cause = "twice the plan: weights duplicated (a second copy, or a model loaded twice)"
     elif embed and config.get("tie_word_embeddings") and diff > 0 and diff % embed == 0:
@@ -600,11 +599,7 @@ def weights_check(info, planned_weight_bytes: int, device: int) -> str:
         cause = "more than planned: a tensor upcast (e.g. kept in fp32), or a format other than planned"
     else:
         cause = "less than planned: part of the model elsewhere, or a format other than planned"
-    return f"{head} vs planned {_exact(planned_weight_bytes)}: {diff:+,} B, {cause}"
-
-
-def _exact(n: int) -> str:
-    return f"{n:,} B" if n < 2**20 else f"{n / 2**20:,.1f} MiB"
+    return f"{head} vs planned {size(planned_weight_bytes)}: {diff:+,} B, {cause}"
 
 
 def agent_notes(info) -> tuple[str, ...]:
@@ -1002,3 +997,44 @@ def with_vllm(
     if vllm not in out:
         out.insert(0, vllm)
     return tuple(out)
+
+
+# --- the end-of-run summary, as the Live screen shows it and memsight run prints it ----------------------
+# the peaks that choose the summary's unit: the program's own (the system's used memory is the machine's)
+SUMMARY_UNIT_KEYS = frozenset(
+    {"weights", "kv", "activations", "tensors", "gap", "non_torch", "allocated", "reserved"}
+)
+
+
+def summary_lines(s: RunSummary, alert_lines: int = 5) -> list[str]:
+    """The summary (collectors/summary.py) as short lines, each figure labelled with its unit; the last
+    `alert_lines` alerts are listed after their count."""
+    labels = dict(PEAK_KEYS)
+    lines = [f"run summary: {clock(s.start_t)} to {clock(s.end_t)} ({s.end_t - s.start_t:.0f} s)"]
+    if s.peaks:
+        unit = unit_for(p.bytes for p in s.peaks if p.key in SUMMARY_UNIT_KEYS)
+        parts = [f"{labels[p.key]} {figure(p.bytes, unit)}" for p in s.peaks]
+        lines.append(f"peak {unit.name}: " + " · ".join(parts) + (f" — {s.scope}" if s.scope else ""))
+    else:
+        lines.append("peak: nothing measured")
+    gap = s.peak("gap")
+    if gap is None:
+        lines.append("peak reserved − allocated: unknown (no allocator counters: no agent, or no CUDA)")
+    else:
+        lines.append(f"peak reserved − allocated: {size(gap.bytes)} at {clock(gap.t)}")
+    if s.lowest_headroom is None:
+        lines.append("lowest headroom: unknown")
+    else:
+        when = clock(s.lowest_headroom_t or s.end_t)
+        lines.append(f"lowest headroom: {size(s.lowest_headroom)} ({s.headroom_source}) at {when}")
+    if not s.alerts_total:
+        lines.append("alerts: none")
+    else:
+        by: dict[str, int] = {}
+        for a in s.alerts:
+            by[a.severity] = by.get(a.severity, 0) + 1
+        counts = ", ".join(f"{n} {sev}" for sev, n in sorted(by.items()))
+        lines.append(f"alerts: {s.alerts_total} ({counts})")
+        if alert_lines > 0:
+            lines.extend(f"  {clock(a.t)} {a.severity.upper()} {a.message}" for a in s.alerts[-alert_lines:])
+    return lines
