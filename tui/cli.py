@@ -28,7 +28,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def _one_line_error(name: str) -> Callable[[str], NoReturn]:
+def one_line_error(name: str) -> Callable[[str], NoReturn]:
     """argparse's errors as one `memsight NAME: ...` line (exit 2), like every other memsight error."""
 
     def error(message: str) -> NoReturn:
@@ -48,7 +48,7 @@ def build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, object]:
     modules = {}
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.error = _one_line_error(name)  # type: ignore[method-assign]
+        p.error = one_line_error(name)  # type: ignore[method-assign]
         # Only the chosen subcommand's module is imported: the others get a bare parser for --help listings.
         if name == chosen:
             module = importlib.import_module(module_name)

@@ -97,7 +97,19 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
+    from tui.cli import one_line_error  # noqa: PLC0415
+
     sub = parser.add_subparsers(dest="experiment", metavar="EXPERIMENT")
+    add_parser = sub.add_parser
+
+    def experiment_parser(experiment: str, **kwargs: Any) -> argparse.ArgumentParser:
+        """An experiment's parser, whose errors are one `memsight lab EXPERIMENT: ...` line, as every
+        other memsight error."""
+        p = add_parser(experiment, **kwargs)
+        p.error = one_line_error(f"lab {experiment}")  # type: ignore[method-assign]
+        return p
+
+    sub.add_parser = experiment_parser  # type: ignore[method-assign]
     p = sub.add_parser("edge", help=HELP["edge"], description=HELP["edge"])
     _common(p)
     p.add_argument(
