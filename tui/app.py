@@ -443,7 +443,7 @@ class MemsightApp(App[int]):
             comparisons=self._live_comparisons(child_fields.get("ended", "")),
             headroom=headroom(state, self.thresholds),
             chart=chart_series(state),
-            agents=agent_rows(state),
+            agents=agent_rows(self.scoped_state),  # under memsight run: the command's own agents
             processes=self.process_rows,
             alerts=alert_rows(state, self.origin_t),
             vllm=vllm_line(state),
