@@ -698,7 +698,7 @@ class MemsightApp(App[int]):
                 if source is not None and source.error:
                     live_errors[key] = source.error
                     continue
-                plan = self._plan("this", machine, source)
+                plan = self._plan("this", machine, source, cpu=pool.index < 0)
                 if isinstance(plan, str):
                     live_errors[key] = plan
                 else:
@@ -718,7 +718,7 @@ class MemsightApp(App[int]):
                 if this is None:
                     plan = "capacity unknown: no /proc/meminfo sample and no GPU"
                 else:
-                    plan = self._plan("this", this, follow)
+                    plan = self._plan("this", this, follow, cpu=pools(state)[0].index < 0)
                 capacity = this.capacity_bytes if this is not None else None
             else:
                 label = MACHINE_SHORT[name]
@@ -732,13 +732,23 @@ class MemsightApp(App[int]):
             summary = summary or plan_summary(plan)
         return tuple(bars), summary, first_error
 
-    def _plan(self, machine_name: str, machine: Machine | None, source: PlanSource | None = None) -> Any:
+    def _plan(
+        self,
+        machine_name: str,
+        machine: Machine | None,
+        source: PlanSource | None = None,
+        *,
+        cpu: bool = False,
+    ) -> Any:
         """make_plan for the current inputs (or an agent's loaded model and cache: `source`) on a preset
-        (machine None) or a sampled machine; the planner's error message (a str) where it refuses. Memoized:
-        the planner is pure."""
+        (machine None) or a sampled machine; the planner's error message (a str) where it refuses. `cpu`: a
+        machine without a GPU, whose program has no CUDA context or library workspaces: overhead 0 (its
+        interpreter and libraries are measured, as the rest of the process). Memoized: the planner is pure."""
         base = source.inputs if source is not None else self.plan_inputs
         spec = source.spec if source is not None else None
         inputs = replace(base, machine=machine_name, capacity_bytes=None, os_reserve_bytes=None)
+        if cpu:
+            inputs = replace(inputs, overhead_bytes=0)
         key = (inputs, machine, source.spec_key if source is not None else "")
         if key not in self._plan_memo:
             if len(self._plan_memo) > PLAN_MEMO_SIZE:
@@ -818,7 +828,7 @@ def this_label(state: MonitorState) -> str:
         return discrete[0].name
     if state.nvml.available and state.nvml.devices:
         return f"{state.nvml.devices[0].name}, unified"
-    return "host RAM, no GPU"
+    return "host RAM, no GPU: overhead 0"
 
 
 def gpu_roof_for(state: MonitorState) -> tuple[tuple[str, float, float] | None, str]:

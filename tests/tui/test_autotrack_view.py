@@ -84,12 +84,37 @@ def test_plan_follows_the_loaded_model_and_its_cache_and_says_where_each_input_c
     assert "context: from its cache, 4,096 tokens" in c.notes[0]
     # the plan's KV is the planner's per-token figure x tokens x batch for the loaded config
     assert c.planned_bytes("kv") == 2048 * 4096 * 8
-    # a CPU-only program: its RSS is its total, the rest of it drawn as untracked, not as "other"
+    # a CPU-only program: its RSS is its total, the rest of it drawn as the rest of the process, not "other"
     assert c.measured_bytes("other") == 24 * GIB - 2 * GIB
-    assert c.measured_bytes("tensors") == 2 * GIB - planned_fp32() - 128 - 2048 * 4096 * 8
+    assert c.measured_bytes("process") == 2 * GIB - planned_fp32() - 128 - 2048 * 4096 * 8
     assert any(n.startswith("activations: prefill peak 12.0 MiB at 01:00:00, decode peak 40.0 KiB at 01:01:01")
                for n in c.notes)  # fmt: skip
     assert "untracked: MyCache, unknown structure" in c.notes
+
+
+def test_a_cpu_program_is_explained_as_one():
+    """Issue 21, items 2 and 3, on a CPU-only program (no GPU, no NVML): the activation bucket holds the
+    largest phase peak the agent measured (it read `—` while the notes said `prefill peak 12.0 MiB`), and the
+    run summary keeps its peak, as `replay --json` reports it; the RSS beyond the tracked weights and KV
+    (interpreter, libtorch) is the rest of the process, not "untracked tensors" (which read as a leak); the
+    plan has no 1.5 GiB CUDA context for a program without CUDA, so its free headroom is not off by it."""
+    from collectors.summary import SummaryAccumulator, summary_to_json  # noqa: PLC0415
+    from tests.tui.test_widgets import plain  # noqa: PLC0415
+    from tui.widgets.bucket_bars import BucketBars  # noqa: PLC0415
+
+    state = state_with(info_doc(4121, params=planned_fp32(), tokens=4096, batch=8))
+    (c,) = comparisons(state)
+    assert c.measured_bytes("activations") == 12 * 2**20  # the prefill peak; the decode peak was 40 KiB
+    assert c.measured_bytes("tensors") is None
+    assert c.measured_bytes("process") == 2 * GIB - planned_fp32() - 128 - 2048 * 4096 * 8
+    assert c.planned_bytes("overhead") == 0
+    assert c.plan_label.endswith("; overhead 0: no GPU, no CUDA context")
+    used = sum(c.planned_bytes(k) for k in ("other", "weights", "kv", "activations", "overhead"))
+    assert c.planned_bytes("free") == 64 * GIB - used
+    table = plain(BucketBars(c)._table(c))
+    assert "rest of process RSS" in table and "untracked tensors" not in table
+    summary = summary_to_json(SummaryAccumulator().add(state, []))
+    assert summary["peaks"]["activations"]["bytes"] == 12 * 2**20
 
 
 def test_flags_and_the_config_file_still_win():

@@ -106,16 +106,19 @@ def measured_segments(
     gap = _sum([b.allocator_gap_bytes for b in buckets])
     non_torch = _sum([b.non_torch_bytes for b in buckets])
     held = _held(state, pool, buckets)
+    rest = None
     if pool.index < 0 and buckets:
         # a CPU-only program is shown as itself: its RSS is its total (weights + KV + the rest of the
-        # process, drawn as "untracked"), not part of "other processes / OS" (other_processes_bytes)
+        # process: the interpreter, libtorch, tensors not tracked), not part of "other processes / OS"
+        # (other_processes_bytes); no allocator tells its tensors from the rest, so none is called a tensor
         rss = _sum([_host_rss(state, pid) for pid in {b.pid for b in buckets}])
         if rss is not None:
-            untracked = max(0, rss - (weights or 0) - (kv or 0))
+            rest = max(0, rss - (weights or 0) - (kv or 0))
     if not buckets:
         missing.append("no memsight agent attached: weights/KV/activations/gap unknown (memsight run -- CMD)")
     elif weights is None or kv is None:
-        missing.append("agent tracks no model/KV: their bytes count as untracked tensors")
+        where = "the rest of the process" if pool.index < 0 else "untracked tensors"
+        missing.append(f"agent tracks no model/KV: their bytes count as {where}")
     free: int | None
     other: int | None
     if pool.unified:
@@ -136,14 +139,20 @@ def measured_segments(
     if not state.nvml.available:
         missing.append(f"no GPU data: {state.nvml.status}")
     missing[:0] = state.input_warnings.values()  # bad input skipped (counted) first: the line is cut short
+    if pool.index < 0:  # host RAM: no allocator gap, no non-PyTorch part to measure (CUDA's), no row for them
+        head = (Segment("process", rest), Segment("activations", activations))
+    else:
+        head = (
+            Segment("tensors", untracked),
+            Segment("activations", activations),
+            Segment("gap", gap),
+            Segment("nonpytorch", non_torch),
+        )
     segments = (
         Segment("other", other),
         Segment("weights", weights),
         Segment("kv", kv),
-        Segment("tensors", untracked),
-        Segment("activations", activations),
-        Segment("gap", gap),
-        Segment("nonpytorch", non_torch),
+        *head,
         Segment("free", free),
     )
     return segments, "; ".join(missing)
@@ -205,6 +214,8 @@ def plan_label(plan) -> str:
     verdict = f"fits, max {most}" if plan.fits else f"does NOT fit (max {most})"
     if plan.warnings:  # a context past the model's max_position_embeddings (planner/budget.py)
         verdict += f", past its {plan.spec.max_position_embeddings:,}-token limit"
+    if plan.inputs.overhead_bytes == 0:  # tui/app.py plans a machine without a GPU so
+        verdict += "; overhead 0: no GPU, no CUDA context"
     tp = f", tp={i.tp}" if i.tp > 1 else ""
     # a config path is the model's name to the planner; its file name is what fits on one line
     name = plan.spec.name

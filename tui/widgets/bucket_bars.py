@@ -37,7 +37,10 @@ def comparison_rows(data: BucketComparison) -> list[tuple[str, int | None, int |
     """(bucket key, measured, planned, measured − planned). The plan's overhead is compared with the
     measured allocator gap + non-PyTorch together, since the plan does not split it."""
     rows: list[tuple[str, int | None, int | None, int | None]] = []
+    drawn = {s.key for s in data.measured}
     for key in MEASURED_KEYS:
+        if key not in drawn:
+            continue  # a bucket this pool has no row for ("process" on a GPU, "tensors" on the CPU)
         measured = data.measured_bytes(key)
         if key == "gap":
             rows.append((key, measured, None, None))
