@@ -117,6 +117,19 @@ def test_a_cpu_program_is_explained_as_one():
     assert summary["peaks"]["activations"]["bytes"] == 12 * 2**20
 
 
+def test_a_sliding_window_models_plan_context_is_the_sequence_not_the_window():
+    """Issue 21, item 7: the cache of a sliding-window model holds its window (63 tokens) while the sequence
+    reached 231: the plan's context is the sequence's length (the planner keeps the window itself)."""
+    doc = info_doc(4121, params=planned_fp32(), tokens=63, batch=2)
+    doc["caches"][0]["seq_tokens"] = 231
+    (source,) = plan_sources(state_with(doc), BASE, frozenset())
+    assert source.inputs.context == 231
+    assert "context: from its cache, 231 tokens (63 held: a sliding window)" in source.provenance
+    del doc["caches"][0]["seq_tokens"]  # an agent from before: its tokens, as it said
+    (source,) = plan_sources(state_with(doc), BASE, frozenset())
+    assert source.inputs.context == 63
+
+
 def test_flags_and_the_config_file_still_win():
     state = state_with(info_doc(4121, params=planned_fp32(), tokens=4096, batch=8))
     (c,) = comparisons(state, explicit=frozenset({"model", "context"}))

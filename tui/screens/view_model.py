@@ -540,8 +540,11 @@ def plan_sources(state: MonitorState, base: PlanInputs, explicit: frozenset[str]
         cache, where = _cache_for_plan(info)
         if cache is not None:
             if "context" not in explicit:
-                fields["context"], fields["output_tokens"] = cache.tokens, 0
-                notes.append(f"context: from {where}, {cache.tokens:,} tokens")
+                # the sequence's length, not a sliding window's (the planner holds the window itself)
+                seen = max(cache.seq_tokens or 0, cache.tokens or 0)
+                fields["context"], fields["output_tokens"] = seen, 0
+                window = f" ({cache.tokens:,} held: a sliding window)" if seen > (cache.tokens or 0) else ""
+                notes.append(f"context: from {where}, {seen:,} tokens{window}")
             if "users" not in explicit:
                 fields["users"] = cache.batch
                 notes.append(f"batch {cache.batch}")
