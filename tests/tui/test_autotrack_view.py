@@ -17,6 +17,7 @@ from planner.budget import PlanInputs
 from tests.conftest import REPO_ROOT
 from tui.app import MemsightApp
 from tui.screens.view_model import bucket_comparisons, plan_sources, weights_check
+from tui.widgets.fmt import size
 
 GIB = 2**30
 CONFIG = json.loads((REPO_ROOT / "collectors" / "data" / "demo_transformers_config.json").read_text())
@@ -51,7 +52,7 @@ def state_with(*docs):
     for doc in docs:
         pid = doc["pid"]
         builder.agent_track(pid, 1, "python generate.py", "/x", 10.0)
-        weights = sum(doc["models"][0]["params_bytes"].values()) + sum(doc["models"][0]["buffers_bytes"].values())
+        weights = sum(sum(m["params_bytes"].values()) + sum(m["buffers_bytes"].values()) for m in doc["models"])
         record = AgentRecord(
             t=100.0, device=-1, cuda_state="CUDA not initialized", allocated=None, reserved=None,
             peak_allocated=None, active=None, inactive_split=None, alloc_retries=None, num_ooms=None,
@@ -128,6 +129,34 @@ def test_a_sliding_window_models_plan_context_is_the_sequence_not_the_window():
     del doc["caches"][0]["seq_tokens"]  # an agent from before: its tokens, as it said
     (source,) = plan_sources(state_with(doc), BASE, frozenset())
     assert source.inputs.context == 63
+
+
+def test_a_draft_beside_its_target_is_planned_and_checked_with_it():
+    """Issue 21, item 8: two models in one process (a draft and its target) are both tracked, but the plan
+    followed only the larger and the weights line said "as planned" while the bucket held both. The plan now
+    fits around the draft's weights too (each model planned from its own config and dtype), and the check
+    compares the bucket with both."""
+    small = dict(CONFIG, num_hidden_layers=2)
+    draft_planned = weight_bytes(load_spec(small), "fp32").total
+    doc = info_doc(4121, params=planned_fp32(), tokens=300, batch=1)
+    draft = dict(doc["models"][0], config=small, params_bytes={"-1": draft_planned}, buffers_bytes={"-1": 64})
+    doc["models"].append(draft)
+    (c,) = comparisons(state_with(doc))
+    assert c.measured_bytes("weights") == planned_fp32() + 128 + draft_planned + 64
+    assert c.planned_bytes("weights") == planned_fp32() + draft_planned
+    both = size(planned_fp32() + draft_planned)
+    assert f"weights: 2 models (LlamaForCausalLM + LlamaForCausalLM), measured = planned {both} + buffers " \
+        "192 B: as planned" in c.notes  # fmt: skip
+    assert c.plan_label.startswith(f"pid 4121's LlamaForCausalLM + {size(draft_planned)} of other models' weights")
+    assert f"+ a LlamaForCausalLM ({size(draft_planned)} of weights planned)" in c.notes[0]
+    # the same plan with one model less fits more users: the draft's weights are fitted around
+    alone = comparisons(state_with(info_doc(4121, params=planned_fp32(), tokens=300, batch=1)))[0]
+    assert alone.planned_bytes("free") - c.planned_bytes("free") == draft_planned
+    # a draft loaded twice (or upcast) is no longer "as planned"
+    doc["models"][1] = dict(draft, params_bytes={"-1": 2 * draft_planned})
+    (c,) = comparisons(state_with(doc))
+    assert not any(n.endswith("as planned") for n in c.notes)
+    assert any(n.startswith("weights: 2 models") and f"{draft_planned:+,} B" in n for n in c.notes)
 
 
 def test_flags_and_the_config_file_still_win():

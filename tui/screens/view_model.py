@@ -221,6 +221,8 @@ def plan_label(plan) -> str:
     name = plan.spec.name
     if name.endswith(".json"):
         name = pathlib.PurePath(name).name
+    if i.extra_weight_bytes:  # a draft beside its target (plan_sources)
+        name += f" + {size(i.extra_weight_bytes)} of other models' weights"
     return f"{name} {fmt}, KV {i.kv_dtype}, {i.context:,} ctx × {count(i.users, 'user')}{tp}: {verdict}"
 
 
@@ -551,15 +553,45 @@ def plan_sources(state: MonitorState, base: PlanInputs, explicit: frozenset[str]
         elif "context" not in explicit:
             notes.append(f"context: no cache seen yet, {base.context:,} tokens (default)")
         if "format" not in explicit and spec is not None:
-            quantized = model.config.get("quantization_config") is not None
-            fmt_name = spec.default_format if quantized else DTYPE_FORMATS.get(model.dtype or "")
+            fmt_name = _loaded_format(model, spec)
             if fmt_name is not None:
                 fields["format"] = fmt_name
                 notes.append(f"{fmt_name} as loaded")
+        if spec is not None:  # the other models it loaded (a draft beside its target): their weights too
+            extra, said = _other_models_weights(info, model)
+            fields["extra_weight_bytes"] = extra
+            notes.extend(said)
         out.append(
             PlanSource(view.pid, replace(base, **fields), spec, key if spec else "", tuple(notes), error)
         )
     return tuple(out)
+
+
+def _loaded_format(model, spec) -> str | None:
+    """The planner's weight format of a model as loaded: its checkpoint's quantization, else its dtype."""
+    if model.config.get("quantization_config") is not None:
+        return spec.default_format
+    return DTYPE_FORMATS.get(model.dtype or "")
+
+
+def _other_models_weights(info, target) -> tuple[int, list[str]]:
+    """(planned weight bytes of every model but `target` the process loaded, one note each): each planned
+    from its own config and format as loaded, as the target is."""
+    from planner import load_spec, weight_bytes  # noqa: PLC0415  (stdlib-only planner)
+
+    total, notes = 0, []
+    for other in info.models:
+        if other is target or other.config is None:
+            continue
+        try:
+            spec = load_spec(dict(other.config))
+            planned = weight_bytes(spec, _loaded_format(other, spec)).total
+        except ValueError as exc:  # PlannerError: said, never a crash; the weights check shows the difference
+            notes.append(f"+ a {other.cls} (its weights not planned: {exc})")
+            continue
+        total += planned
+        notes.append(f"+ a {other.cls} ({size(planned)} of weights planned)")
+    return total, notes
 
 
 def phase_line(info) -> str:
@@ -591,15 +623,19 @@ def weights_check(info, planned_weight_bytes: int, device: int) -> str:
     model = _largest_model(info)
     if model is None:
         return ""
-    params = model.params_bytes.get(device, 0)
-    buffers = model.buffers_bytes.get(device, 0)
+    # every tracked model, as the weights bucket counts them (a draft beside its target: the plan counts
+    # both, plan_sources' extra_weight_bytes)
+    models = info.models
+    params = sum(m.params_bytes.get(device, 0) for m in models)
+    buffers = sum(m.buffers_bytes.get(device, 0) for m in models)
     measured = params + buffers
-    elsewhere = sum(v for d, v in model.params_bytes.items() if d != device)
+    elsewhere = sum(v for m in models for d, v in m.params_bytes.items() if d != device)
     diff = params - planned_weight_bytes
+    which = f"{len(models)} models ({' + '.join(m.cls for m in models)}), " if len(models) > 1 else ""
     if diff == 0:
         planned = size(planned_weight_bytes)
-        return f"weights: measured = planned {planned} + buffers {size(buffers)}: as planned"
-    head = f"weights: measured {size(measured)} (params {size(params)} + buffers {size(buffers)})"
+        return f"weights: {which}measured = planned {planned} + buffers {size(buffers)}: as planned"
+    head = f"weights: {which}measured {size(measured)} (params {size(params)} + buffers {size(buffers)})"
     cause = "cause unknown"
     config = model.config or {}
     embed = config.get("vocab_size", 0) * config.get("hidden_size", 0)
