@@ -17,6 +17,7 @@ from textual.app import App
 from textual.binding import Binding
 
 from collectors.alerts import AlertOptions
+from collectors.errors import CollectorError
 from collectors.nvml_collector import gpu_bytes_by_pid
 from collectors.snapshots import MonitorState
 from collectors.summary import clock
@@ -912,12 +913,20 @@ def run_app(
     start (a --prometheus port in use: CollectorError) ends as one `memsight: ...` line, never as a
     traceback over a raw terminal; with manage_monitor=False the caller starts and stops it. `app_ready`
     (if given) is called with the app before it runs (cmd_run's signal handlers need it)."""
+    from tui.cli import require_terminal  # noqa: PLC0415
+
     if monitor is None:
         from collectors.monitor import Monitor
 
         monitor = Monitor(hz=refresh_hz)
     if manage_monitor:
         monitor.start()
+    try:
+        require_terminal()  # `memsight > file` gets a sentence, not escape codes
+    except CollectorError:
+        if manage_monitor:
+            monitor.stop()
+        raise
     app = MemsightApp(
         monitor,
         title=title,

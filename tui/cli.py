@@ -38,6 +38,19 @@ def one_line_error(name: str) -> Callable[[str], NoReturn]:
     return error
 
 
+def require_terminal() -> None:
+    """The live view draws with escape codes and reads keys: with stdout or stdin not a terminal (`memsight >
+    out.txt`, a pipe, cron) it would write escape codes into a file. Say so instead (CollectorError: one
+    `memsight: ...` line, exit 2), naming the outputs that suit a file."""
+    for stream, name in ((sys.stdout, "stdout"), (sys.stdin, "stdin")):
+        if not stream.isatty():
+            raise CollectorError(
+                f"the live view needs a terminal, and {name} is not one; for a file or a pipe: "
+                "memsight run --headless --record FILE -- CMD, memsight run --json -- CMD, "
+                "memsight replay FILE --json, memsight plan MODEL --json"
+            )
+
+
 def build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, object]:
     parser = argparse.ArgumentParser(
         prog="memsight",

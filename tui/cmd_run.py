@@ -299,6 +299,14 @@ def _run(args: argparse.Namespace, cmd: list[str], headless: bool, record: str |
     )
     monitor.set_scope(lambda pids: frozenset())  # until CMD has a pid, no agent is this run's
     monitor.start()  # CollectorError (a --prometheus port in use) ends here, before any terminal change
+    if not headless:
+        from tui.cli import require_terminal  # noqa: PLC0415
+
+        try:
+            require_terminal()  # before CMD starts: no command left running behind a refusal
+        except CollectorError:
+            monitor.stop()
+            raise
     if monitor.exporter is not None:
         print(f"memsight: serving {monitor.exporter.url}", file=sys.stderr)
     env = child_environment(dict(os.environ), agent_dir, args.agent_hz)

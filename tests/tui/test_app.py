@@ -567,3 +567,24 @@ async def test_plan_screen_fields_take_counts_as_the_cli_does():
             assert field.value == typed
             assert getattr(app.plan_inputs, name) == value
             assert app.screen.query_one("#plan-error").display is False
+
+
+async def test_the_rooflines_x_labels_are_not_run_into_a_y_label():
+    """Issue 21, item 12: the roofline's first x tick read `10.125`: a y tick (10) below the data's range was
+    drawn on the x labels' row, against the x label 0.125."""
+    import re  # noqa: PLC0415
+
+    from tui.widgets.roofline_plot import RooflinePlot  # noqa: PLC0415
+
+    app, _ = make_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("3")
+        await pilot.pause()
+        plot = app.screen.query_one(RooflinePlot)
+        text = re.sub(r"\x1b\[[0-9;]*m", "", plot.plt.build())
+        await pilot.press("q")
+    lines = text.splitlines()
+    x_labels = lines[-1].split()
+    assert x_labels[:3] == ["0.125", "0.25", "0.5"], lines[-1]
+    axis = next(i for i, line in enumerate(lines) if "└" in line)
+    assert [line.split("┤")[0].strip() for line in lines[:axis] if "┤" in line] == ["1,000", "100", "10"]
