@@ -353,11 +353,11 @@ class MemsightApp(App[int]):
 
     def action_replay_seek(self, delta_s: float) -> None:
         self.monitor.seek(self.monitor.offset_s + float(delta_s))
-        self._replayed(self.replay_note if self.monitor.paused else "")
+        self._replayed()  # a note said where the last jump went ("no alert after this point"): no longer
 
     def action_replay_seek_to(self, offset_s: float) -> None:
         self.monitor.seek(float(offset_s))
-        self._replayed(self.replay_note if self.monitor.paused else "")
+        self._replayed()
 
     def action_replay_speed(self, factor: float) -> None:
         self.monitor.set_speed(self.monitor.speed * float(factor))
@@ -408,7 +408,14 @@ class MemsightApp(App[int]):
             and self._replay_status() != getattr(self.live_view, "status", None)
         )
         if state is self.state and replay_changed and self.live_view is not None:
-            self.live_view = replace(self.live_view, status=self._replay_status())
+            end = self._replay_end_fields(state)  # the recording's last event may change no figure
+            ended = end.get("ended", "")
+            self.live_view = replace(
+                self.live_view,
+                status=self._replay_status(),
+                comparisons=self._live_comparisons(ended),
+                **{"banner": "", "ended": "", "summary": (), **end},
+            )
             self._push_to_screen()
         if state is self.state:
             if child_changed and self.live_view is not None:
@@ -438,7 +445,7 @@ class MemsightApp(App[int]):
         self._base_comparisons = bucket_comparisons(
             self.scoped_state, result.live_plans, result.live_errors, result.sources
         )
-        child_fields = self._child_fields()
+        child_fields = self._child_fields() or self._replay_end_fields(state)
         self.live_view = LiveView(
             status=self._replay_status() if self.replaying else live_status(state, self.source_label),
             comparisons=self._live_comparisons(child_fields.get("ended", "")),
@@ -453,7 +460,22 @@ class MemsightApp(App[int]):
         self._push_to_screen()
 
     def _replay_status(self) -> str:
-        return f"{self.replay_position()} · {live_status(self.state, self.source_label)}"
+        # the recording's name and origin are the header's (source_label): not repeated on this line
+        return f"{self.replay_position()} · {live_status(self.state, '')}"
+
+    def _replay_end_fields(self, state: MonitorState) -> dict[str, Any]:
+        """At the end of a recording played once, what a live run shows when its command ends: the last
+        figures kept and labelled, a banner, the run's summary."""
+        monitor = self.monitor
+        if not self.replaying or not monitor.at_end or getattr(monitor, "loop", False):
+            return {}
+        ended = f"ended at {clock(monitor.end_t)}"
+        summary = tuple(summary_lines(state.summary, alert_lines=0)) if state.summary is not None else ()
+        return {
+            "banner": f"end of the recording: its last figures, {ended} — home (or ←) replays it, q to quit",
+            "ended": ended,
+            "summary": summary,
+        }
 
     def _check_child(self) -> bool:
         """Poll the child and tail its log (bounded read); True when what the screen shows of it changed."""
@@ -865,7 +887,7 @@ def plan_summary(plan) -> str:
 
 
 def live_status(state: MonitorState, source_label: str) -> str:
-    parts = [source_label]
+    parts = [source_label] if source_label else []
     for fault in ("recording", "threads"):  # a stopped recording, restarted sampling threads: said first
         if fault in state.source_status:
             parts.append(state.source_status[fault])
