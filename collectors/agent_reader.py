@@ -8,10 +8,11 @@ the file name (a reused pid), marks the agent "exited" / "pid reused".
 
 from __future__ import annotations
 
+import errno
 import math
 import mmap
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from collectors import agent_format as fmt
@@ -98,6 +99,8 @@ class AgentReader:
         try:
             fd = os.open(self.path, flags)
         except OSError as exc:
+            if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a symbolic link: it could point anywhere
+                raise CollectorError(f"{self.path}: a symbolic link, not an agent's file: not read") from None
             raise CollectorError(f"cannot open agent ring file {self.path}: {exc.strerror or exc}") from None
         try:
             info = os.fstat(fd)
@@ -221,6 +224,15 @@ def discover(directory: str) -> dict[tuple[int, int], str]:
             if len(out) >= limits.MAX_RING_FILES:
                 break
     return out
+
+
+def skipped_files_line(skipped: Mapping[str, str]) -> str:
+    """One line for the screen about agent files (or directories) not read, path -> why: how many, and the
+    first one's reason, which names it ("" when none)."""
+    if not skipped:
+        return ""
+    more = f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""
+    return f"skipped {len(skipped)} agent file(s): {next(iter(skipped.values()))}{more}"
 
 
 def is_stale(reader: AgentReader, now: float, hz_slack: float = 20.0) -> bool:

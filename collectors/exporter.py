@@ -9,21 +9,33 @@ Rules kept by `render_metrics`:
 
 The families are prometheus_client Metric objects built from the latest MonitorState by a collector
 registered on a CollectorRegistry; prometheus_client writes the exposition (0.0.4 text, or OpenMetrics when
-the scraper asks for it) through its MetricsHandler. The server is a ThreadingHTTPServer on a daemon thread
-(each scrape renders the latest MonitorState, a frozen value: no lock, no work on the sampling threads),
-with a per-connection timeout (CONNECTION_TIMEOUT_S), at most MAX_CONNECTIONS handled at once (more are
-closed at once and counted), and socket errors counted, never printed. It binds 127.0.0.1 unless the user
-names another host: a memory monitor should not be reachable from the network by accident.
+the scraper asks for it; gzip; `name[]` filters). The server is asyncio on a daemon thread (each scrape
+renders the latest MonitorState, a frozen value: no lock, no work on the sampling threads), made for many
+idle or slow clients: a connection is a coroutine, not a thread; the request must be complete within
+REQUEST_DEADLINE_S of the connect, whole, not per read (one header line a second does not keep a client
+alive); at most MAX_CONNECTIONS are held, and past that the oldest one still sending its request is shed,
+so a scraper (which sends its request at once) is served while hundreds of slow or idle clients are held.
+Connection errors are counted (a series), never printed. It binds 127.0.0.1 unless the user names another
+host: a memory monitor should not be reachable from the network by accident.
 """
 
 from __future__ import annotations
 
+import asyncio
+import gzip
 import ipaddress
+import socket
 import threading
 from collections.abc import Callable, Iterable
-from http.server import ThreadingHTTPServer
+from dataclasses import dataclass
+from urllib.parse import parse_qs, urlsplit
 
-from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, MetricsHandler, generate_latest
+from prometheus_client.exposition import (
+    CONTENT_TYPE_PLAIN_0_0_4,
+    choose_encoder,
+    generate_latest,
+    gzip_accepted,
+)
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import CollectorRegistry
 
@@ -32,8 +44,15 @@ from collectors.snapshots import MonitorState
 
 DEFAULT_HOST = "127.0.0.1"
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
-CONNECTION_TIMEOUT_S = 5.0  # a connection idle this long (no request line, no header) is closed
-MAX_CONNECTIONS = 16  # handled at once; Prometheus scrapes one at a time per target
+# A scraper sends its whole request at once and reads the reply at once; nothing else needs more. Held
+# connections cost a few KiB each (a coroutine, no thread), so the cap is far above what scrapers use and the
+# deadlines, not the cap, are what frees them; past the cap the oldest one still sending is shed.
+REQUEST_DEADLINE_S = 5.0  # from connect to the end of the request headers, whole (not per read)
+RESPONSE_DEADLINE_S = 5.0  # for the client to take the reply
+MAX_CONNECTIONS = 256  # held at once (a file descriptor each)
+MAX_REQUEST_BYTES = 16 * 1024  # request line and headers (Prometheus sends about 300 bytes)
+LISTEN_BACKLOG = 128  # connections waiting in the kernel's queue before the server accepts them
+PLAIN_TEXT = [("Content-Type", "text/plain; charset=utf-8")]
 
 
 def parse_listen_address(text: str) -> tuple[str, int]:
@@ -332,6 +351,13 @@ def state_families(state: MonitorState, top_processes: int = 15) -> list[Metric]
             [({"url": vllm.url}, 1 if vllm.available else 0)],
         )
         w.family(
+            "memsight_vllm_values_refused",
+            "gauge",
+            "Values of the last vLLM scrape refused as out of range (a usage outside 0..1, inf, NaN, a "
+            "negative count): left out of the series below.",
+            [({"url": vllm.url}, len(vllm.refused) if vllm.available else None)],
+        )
+        w.family(
             "memsight_vllm_num_gpu_blocks",
             "gauge",
             "KV cache blocks vLLM allocated (cache_config_info).",
@@ -377,7 +403,7 @@ def state_families(state: MonitorState, top_processes: int = 15) -> list[Metric]
 # ------------------------------------------------------------------------------------------ server
 class _StateCollector:
     """Registered on the exporter's CollectorRegistry: each scrape collects the latest state's families,
-    then the exporter's own health (connections refused, connection errors)."""
+    then the exporter's own health (connections shed or refused, connection errors)."""
 
     def __init__(self, exporter: PrometheusExporter) -> None:
         self._exporter = exporter
@@ -388,86 +414,174 @@ class _StateCollector:
         w.family(
             "memsight_exporter_connections_refused_total",
             "counter",
-            f"Connections closed unserved because {MAX_CONNECTIONS} were already being handled.",
+            f"Connections closed unserved to stay under {self._exporter.max_connections} held at once: the "
+            "oldest one still sending its request is shed first.",
             [({}, self._exporter.refused)],
         )
         w.family(
             "memsight_exporter_connection_errors_total",
             "counter",
-            "Connections that ended in an error: timed out idle, reset, or a malformed request.",
+            "Connections that ended in an error: request not complete by the deadline, reset, or malformed.",
             [({}, self._exporter.errors)],
         )
         return metrics + w.metrics
 
 
-class _Handler(MetricsHandler):
-    server_version = "memsight"
-    timeout = CONNECTION_TIMEOUT_S  # set on each connection's socket: an idle client is dropped
-
-    def do_GET(self) -> None:  # noqa: N802  (http.server's name)
-        path = self.path.split("?", 1)[0]
-        if path != "/metrics":
-            self._send(404, "text/plain; charset=utf-8", b"memsight serves /metrics only\n")
-            return
-        try:
-            super().do_GET()  # prometheus_client: content negotiation, gzip, name[] filters
-        except (OSError, ValueError):
-            raise  # the connection broke (or timed out): the server counts it
-        except Exception as exc:  # a bug in rendering: say so to the scraper, keep serving
-            self._send(500, "text/plain; charset=utf-8", f"memsight: {type(exc).__name__}: {exc}\n".encode())
-
-    def log_error(self, format: str, *args) -> None:  # noqa: A002  (http.server's signature)
-        self.server.exporter.count_error()  # type: ignore[attr-defined]  (a timeout, a bad request line)
-
-    def _send(self, code: int, content_type: str, body: bytes) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+class _BadRequest(ValueError):
+    """A request memsight does not serve; the message is the reply's status line."""
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 64  # a burst waits in the kernel's queue, then the cap below decides
+@dataclass(eq=False)
+class _Connection:
+    """One client connection held by the server."""
 
-    def __init__(self, address: tuple[str, int], exporter: PrometheusExporter) -> None:
-        try:
-            family_v6 = ipaddress.ip_address(address[0]).version == 6
-        except ValueError:
-            family_v6 = False  # a host name: resolved by bind()
-        if family_v6:
-            import socket  # noqa: PLC0415
+    writer: asyncio.StreamWriter
+    answering: bool = False  # its request is in: never shed
+    shed: bool = False  # closed by the server to make room (counted once, as refused)
 
-            self.address_family = socket.AF_INET6
+
+class _Server:
+    """An asyncio HTTP/1.x server on its own thread, made for many idle or slow clients (see the module's
+    docstring). One request per connection (`Connection: close`), GET only."""
+
+    def __init__(self, exporter: PrometheusExporter, sock: socket.socket) -> None:
         self.exporter = exporter
-        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
-        handler = type(
-            "_Handler", (_Handler,), {"registry": exporter.registry, "timeout": exporter.timeout_s}
-        )
-        super().__init__(address, handler)
+        self.sock = sock
+        self.loop = asyncio.new_event_loop()
+        # whatever asyncio would log (a callback's error) is counted as a connection error, never printed
+        self.loop.set_exception_handler(lambda _loop, _context: exporter.count_error())
+        self.connections: dict[_Connection, None] = {}  # oldest first (dicts keep insertion order)
+        self._server: asyncio.Server | None = None
+        self._started = threading.Event()
+        self._failed: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="memsight-prometheus", daemon=True)
 
-    def process_request(self, request, client_address) -> None:
-        if not self._slots.acquire(blocking=False):  # a flood of connections never grows the threads
-            with self.exporter.lock:
-                self.exporter.refused += 1
-            self.shutdown_request(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self._slots.release()
-            raise
+    def start(self) -> None:
+        self.thread.start()
+        self._started.wait()
+        if self._failed is not None:
+            self.thread.join()
+            raise CollectorError(f"--prometheus: cannot serve: {self._failed}")
 
-    def process_request_thread(self, request, client_address) -> None:
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
         try:
-            super().process_request_thread(request, client_address)
+            try:
+                self._server = self.loop.run_until_complete(
+                    asyncio.start_server(self._serve, sock=self.sock, limit=MAX_REQUEST_BYTES)
+                )
+            except Exception as exc:
+                self._failed = exc
+                return
+            finally:
+                self._started.set()
+            self.loop.run_forever()
         finally:
-            self._slots.release()
+            self.loop.close()
 
-    def handle_error(self, request, client_address) -> None:
-        self.exporter.count_error()  # a reset, a client gone: counted (a series), never printed
+    def stop(self) -> None:
+        try:
+            asyncio.run_coroutine_threadsafe(self._close(), self.loop).result(timeout=2.0)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(timeout=2.0)
+
+    async def _close(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for conn in list(self.connections):
+            conn.writer.transport.abort()
+        await self._server.wait_closed()
+
+    def _admit(self) -> bool:
+        """Room for one more connection: under the cap, or made by shedding the oldest one still sending
+        its request (a slow or idle client; a scraper's request is in at once). False when every held
+        connection is being answered. Either way past the cap, one connection is closed unserved."""
+        if len(self.connections) < self.exporter.max_connections:
+            return True
+        self.exporter.count_refused()
+        oldest = next((c for c in self.connections if not c.answering), None)
+        if oldest is None:
+            return False
+        oldest.shed = True
+        self.connections.pop(oldest)
+        oldest.writer.transport.abort()
+        return True
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        exporter = self.exporter
+        if not self._admit():
+            writer.transport.abort()
+            return
+        conn = _Connection(writer)
+        self.connections[conn] = None
+        try:
+            try:
+                head = await asyncio.wait_for(_read_head(reader), exporter.request_deadline_s)
+                conn.answering = True
+                status, headers, body = exporter.respond(*_parse_head(head))
+            except _BadRequest as exc:
+                exporter.count_error()
+                conn.answering = True
+                status, headers, body = str(exc), PLAIN_TEXT, f"memsight: {exc}\n".encode()
+            writer.write(_response(status, headers, body))
+            await asyncio.wait_for(writer.drain(), exporter.response_deadline_s)
+            writer.close()
+        except (TimeoutError, OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            if not conn.shed:
+                exporter.count_error()  # not complete by its deadline, reset, gone, or a line over the limit
+            writer.transport.abort()
+        finally:
+            self.connections.pop(conn, None)
+
+
+async def _read_head(reader: asyncio.StreamReader) -> list[bytes]:
+    """The request line and header lines, up to the empty line that ends them."""
+    lines: list[bytes] = []
+    size = 0
+    while True:
+        line = await reader.readuntil(b"\n")
+        size += len(line)
+        if size > MAX_REQUEST_BYTES:
+            raise _BadRequest("431 Request Header Fields Too Large")
+        if line in (b"\r\n", b"\n"):
+            if lines:
+                return lines
+            continue  # empty lines before the request line are allowed (RFC 9112 2.2)
+        lines.append(line.rstrip(b"\r\n"))
+
+
+def _parse_head(lines: list[bytes]) -> tuple[str, str, dict[str, str]]:
+    """(method, target, headers with lower-case names) of one request head."""
+    try:
+        method, target, version = lines[0].decode("ascii").split(" ")
+    except (UnicodeDecodeError, ValueError):
+        raise _BadRequest("400 Bad Request") from None
+    if not version.startswith("HTTP/1."):
+        raise _BadRequest("505 HTTP Version Not Supported")
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, sep, value = line.decode("latin-1").partition(":")
+        if not sep or not name or name != name.strip():
+            raise _BadRequest("400 Bad Request")
+        headers[name.lower()] = value.strip()
+    return method, target, headers
+
+
+def _response(status: str, headers: list[tuple[str, str]], body: bytes) -> bytes:
+    lines = [f"HTTP/1.1 {status}", "Server: memsight", f"Content-Length: {len(body)}", "Connection: close"]
+    lines += [f"{name}: {value}" for name, value in headers]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+def _listening_socket(host: str, port: int) -> socket.socket:
+    try:
+        family = socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
+    except ValueError:
+        family = socket.AF_INET  # a host name: resolved by bind()
+    sock = socket.create_server((host, port), family=family, backlog=LISTEN_BACKLOG)
+    sock.setblocking(False)
+    return sock
 
 
 class PrometheusExporter:
@@ -479,68 +593,96 @@ class PrometheusExporter:
         host: str = DEFAULT_HOST,
         port: int = 0,
         top_processes: int = 15,
-        connection_timeout_s: float = CONNECTION_TIMEOUT_S,
+        request_deadline_s: float = REQUEST_DEADLINE_S,
+        response_deadline_s: float = RESPONSE_DEADLINE_S,
+        max_connections: int = MAX_CONNECTIONS,
     ) -> None:
         self.state_fn = state_fn
-        self.timeout_s = connection_timeout_s
+        self.request_deadline_s = request_deadline_s
+        self.response_deadline_s = response_deadline_s
+        self.max_connections = max_connections
         self.host = host
         self.port = port
         self.top_processes = top_processes
-        self.refused = 0  # connections closed unserved (MAX_CONNECTIONS busy)
-        self.errors = 0  # connections that ended in an error (reset, timeout)
+        self.refused = 0  # connections closed unserved to stay under max_connections
+        self.errors = 0  # connections that ended in an error (deadline, reset, malformed)
         self.lock = threading.Lock()
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_StateCollector(self))
         self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
 
     def count_error(self) -> None:
         with self.lock:
             self.errors += 1
 
+    def count_refused(self) -> None:
+        with self.lock:
+            self.refused += 1
+
     def render(self) -> str:
         """What a scrape gets: the state's series and the exporter's own counters (0.0.4 text)."""
         return generate_latest(self.registry).decode("utf-8")
+
+    def respond(self, method: str, target: str, headers: dict[str, str]) -> tuple[str, list, bytes]:
+        """(status, headers, body) for one request: prometheus_client's content negotiation (0.0.4 text or
+        OpenMetrics, gzip, `name[]` filters) for GET /metrics, a 404 or 405 for anything else."""
+        if method != "GET":
+            return "405 Method Not Allowed", [*PLAIN_TEXT, ("Allow", "GET")], b"memsight serves GET only\n"
+        url = urlsplit(target)
+        if url.path != "/metrics":
+            return "404 Not Found", PLAIN_TEXT, b"memsight serves /metrics only\n"
+        try:
+            encoder, content_type = choose_encoder(headers.get("accept", ""))
+            registry = self.registry
+            names = parse_qs(url.query).get("name[]")
+            if names:
+                registry = registry.restricted_registry(names)
+            body = encoder(registry)
+        except Exception as exc:  # a bug in rendering: say so to the scraper, keep serving
+            error = f"memsight: {type(exc).__name__}: {exc}\n"
+            return "500 Internal Server Error", PLAIN_TEXT, error.encode()
+        out = [("Content-Type", content_type)]
+        if gzip_accepted(headers.get("accept-encoding", "")):
+            body = gzip.compress(body)
+            out.append(("Content-Encoding", "gzip"))
+        return "200 OK", out, body
 
     @property
     def address(self) -> tuple[str, int]:
         """(host, port) actually bound (the real port when 0 was asked)."""
         if self._server is None:
             return self.host, self.port
-        return self.host, self._server.server_address[1]
+        return self.host, self._server.sock.getsockname()[1]
 
     @property
     def url(self) -> str:
         host, port = self.address
         return f"http://{f'[{host}]' if ':' in host else host}:{port}/metrics"
 
+    @property
+    def socket_address(self) -> tuple:
+        """What the listening socket is bound to (the resolved address)."""
+        assert self._server is not None
+        return self._server.sock.getsockname()
+
     def start(self) -> PrometheusExporter:
         if self._server is not None:
             return self
         try:
-            self._server = _Server((self.host, self.port), self)
+            sock = _listening_socket(self.host, self.port)
         except OSError as exc:
             raise CollectorError(
                 f"--prometheus: cannot listen on {self.host}:{self.port}: {exc.strerror or exc}"
             ) from None
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.2},
-            name="memsight-prometheus",
-            daemon=True,
-        )
-        self._thread.start()
+        self._server = _Server(self, sock)
+        self._server.start()
         return self
 
     def stop(self) -> None:
         if self._server is None:
             return
-        self._server.shutdown()
-        self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=2.0)
+        self._server.stop()
         self._server = None
-        self._thread = None
 
     def __enter__(self) -> PrometheusExporter:
         return self.start()

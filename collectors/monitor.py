@@ -27,7 +27,7 @@ from collections.abc import Callable
 from collectors import agent_format as fmt
 from collectors.agent import sweep_dead_files
 from collectors.agent_info import InfoFile
-from collectors.agent_reader import AgentReader, discover, is_stale
+from collectors.agent_reader import AgentReader, discover, is_stale, skipped_files_line
 from collectors.alerts import AlertOptions
 from collectors.errors import CollectorError
 from collectors.nvml_collector import NVMLCollector
@@ -398,29 +398,44 @@ class Monitor:
     def _discover(self) -> None:
         unsafe = fmt.unsafe_dir_reason(self.agent_dir)
         if unsafe is not None:  # another user's (or a world-writable) directory: nothing in it is read
+            self._skip(self.agent_dir, unsafe)
             self.builder.status["agents"] = unsafe
             self.builder.input_warnings["agents"] = unsafe
             return
         found = discover(self.agent_dir)
+        present = set(found.values())
+        for path in [p for p in self._bad_files if p not in present]:
+            del self._bad_files[path]  # gone (or the directory made safe): no longer said
         for key, path in found.items():
-            if key in self._readers or path in self._bad_files:
+            if key in self._readers:
                 continue
             if fmt.process_start_ticks(key[0], self.proc_root) != key[1]:
                 continue  # a file left by a dead process (or its pid reused): not a live agent
             if not self._in_scope(key[0]):
                 continue  # another run's agent (memsight run): not read, recorded nor summed
             try:
-                reader = AgentReader(path)
+                reader = AgentReader(path)  # a skipped file is tried again: made safe, it is read
             except CollectorError as exc:
-                self._bad_files[path] = str(exc)
+                self._skip(path, str(exc))
                 continue
             if (reader.pid, reader.start_ticks) != key:
                 reader.close()
-                self._bad_files[path] = f"{path}: header names pid {reader.pid}, not the file name's"
+                self._skip(path, f"{path}: header names pid {reader.pid}, not the file name's")
                 continue
+            self._bad_files.pop(path, None)
             self._readers[key] = reader
             self.builder.agent_track(reader.pid, reader.start_ticks, reader.cmdline, reader.path, reader.hz)
         self._agents_status()
+
+    def _skip(self, path: str, reason: str) -> None:
+        """An agent file (or the directory) not read: kept to be said on screen, recorded once per reason."""
+        if self._bad_files.get(path) == reason:
+            return
+        self._bad_files[path] = reason
+        if self.recorder is not None:
+            with self._record_lock:
+                self.recorder.skip(self._clock(), "agents", path, reason)
+                self._recorded()
 
     def _agents_status(self) -> None:
         problems = []
@@ -428,9 +443,7 @@ class Monitor:
         if bad_records:
             problems.append(f"skipped {bad_records} bad agent record(s) (non-finite or out-of-range numbers)")
         if self._bad_files:
-            problems.append(
-                f"skipped {len(self._bad_files)} bad agent file(s): {next(iter(self._bad_files.values()))}"
-            )
+            problems.append(skipped_files_line(self._bad_files))
         self.builder.status["agents"] = "; ".join([f"{len(self._readers)} agent(s)", *problems])
         if self._info_errors:
             self.builder.status["agents"] += f"; {next(iter(self._info_errors.values()))}"

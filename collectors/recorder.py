@@ -13,6 +13,7 @@ One JSON object per line, `"k"` saying which kind:
                "gpu_memory_utilization","samples","models":[{...VLLMModelStats...}]}   (--vllm-url only)
   alert       {"k":"alert","t","kind","severity","message","pid","device","value"}  (raised during the run)
   summary     {"k":"summary","t",...collectors.summary.summary_to_json...}         (last line, at the end)
+  skip        {"k":"skip","t","source":"agents","path","reason"}   (an agent file or directory not read: why)
   scope       {"k":"scope","t","own":[pid,...]}   (`memsight run`: the command's own agents, each time the set
                grows; a replay sums those alone in its chart and summary, as the run did)
 Numbers are bytes; null is unknown; the string "unsupported" never appears for a number (DeviceInfo keeps
@@ -32,7 +33,7 @@ import socket
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
-from typing import IO, Any
+from typing import Any
 
 from collectors import agent_format as fmt
 from collectors.errors import CollectorError
@@ -49,6 +50,7 @@ from collectors.snapshots import (
     VLLMSnapshot,
 )
 from collectors.summary import RunSummary, alert_to_json, summary_to_json
+from collectors.vllm_metrics import checked_snapshot
 from planner import limits  # a stdlib-only leaf: the limits every reader shares
 
 FORMAT_VERSION = 1
@@ -83,13 +85,17 @@ def record_from_values(values: list) -> AgentRecord:
     return decode((*floats, str(label).encode()))
 
 
+PENDING_MAX_BYTES = 256 * 1024  # lines held before a write, between the once-a-second flushes
+
+
 class Recorder:
     """Appends snapshots to a file. Not thread-safe by itself: the Monitor calls it under its own lock."""
 
     def __init__(self, path: str | os.PathLike, hz: float = 0.0, flush_interval_s: float = 1.0) -> None:
         self.path = os.fspath(path)
         try:
-            self._file: IO[str] | None = open(self.path, "w", encoding="utf-8")  # noqa: SIM115
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+            self._fd: int | None = os.open(self.path, flags, 0o666)
         except OSError as exc:
             raise CollectorError(f"cannot write the recording {self.path}: {exc}") from exc
         self.flush_interval_s = flush_interval_s
@@ -98,7 +104,12 @@ class Recorder:
         self._seen_agents: set[tuple[int, int]] = set()
         self._last_nvml: str | None = None
         self._last_vllm: str | None = None
-        self.lines = 0
+        # Lines wait here, not in a file object's buffer, and are written by os.write: what the file holds is
+        # then known exactly (a full disk takes part of a write, then refuses), so a failure says how many
+        # whole records reached the file, never how many were handed to a buffer that was then lost.
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        self.lines = 0  # records written whole to the file
         self.failed: str | None = None  # why recording stopped (a write failed), once it has
         self._write(
             {
@@ -111,49 +122,54 @@ class Recorder:
         )
 
     def _write(self, obj: dict) -> None:
-        if self._file is None:
+        if self._fd is None:
             return
-        try:
-            self._file.write(json.dumps(obj, separators=(",", ":")) + "\n")
-            self.lines += 1
-            now = time.monotonic()
-            if now - self._last_flush >= self.flush_interval_s:
-                self._file.flush()
-                self._last_flush = now
-        except OSError as exc:
-            self._stop(exc)
-
-    def _stop(self, exc: OSError) -> None:
-        """A write failed (disk full, I/O error): stop recording, say why once, keep what is on disk.
-        What reached the file is a prefix of the stream, so it stays readable (a cut last line is skipped)."""
-        file, self._file = self._file, None
-        self.failed = (
-            f"recording stopped: cannot write {self.path}: {exc.strerror or exc} "
-            f"(kept the first {self.lines} record(s) that reached it)"
-        )
-        try:
-            file.close()  # closes the descriptor even when the flush inside fails again
-        except OSError:
-            pass
+        line = (json.dumps(obj, separators=(",", ":")) + "\n").encode("utf-8")
+        self._pending.append(line)
+        self._pending_bytes += len(line)
+        due = time.monotonic() - self._last_flush >= self.flush_interval_s
+        if due or self._pending_bytes >= PENDING_MAX_BYTES:
+            self.flush()
 
     def flush(self) -> None:
-        if self._file is not None:
+        """Write what is pending; on a failed write (disk full, I/O error) stop and say why, once."""
+        if self._fd is None:
+            return
+        data = b"".join(self._pending)
+        self._pending.clear()
+        self._pending_bytes = 0
+        written = 0
+        try:
+            while written < len(data):
+                written += os.write(self._fd, data[written:])
+        except OSError as exc:
+            self.lines += data.count(b"\n", 0, written)  # a cut last line is skipped by the reader
+            self._stop(exc)
+            return
+        self.lines += data.count(b"\n")
+        self._last_flush = time.monotonic()
+
+    def _stop(self, exc: OSError) -> None:
+        """A write failed: stop recording, say why once, keep what is on disk. What reached the file is a
+        prefix of the stream, so it stays readable (a cut last line is skipped)."""
+        fd, self._fd = self._fd, None
+        kept = f"kept the first {self.lines} record(s), whole" if self.lines else "no record reached it"
+        self.failed = f"recording stopped: cannot write {self.path}: {exc.strerror or exc} ({kept})"
+        self._pending.clear()
+        if fd is not None:
             try:
-                self._file.flush()
-            except OSError as exc:
-                self._stop(exc)
-                return
-            self._last_flush = time.monotonic()
+                os.close(fd)
+            except OSError:
+                pass
 
     def close(self) -> None:
-        if self._file is not None:
+        self.flush()
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
             try:
-                self._file.flush()
-            except OSError as exc:
-                self._stop(exc)
-                return
-            self._file.close()
-            self._file = None
+                os.close(fd)
+            except OSError as exc:  # an NFS server reports a failed write at close
+                self.failed = f"recording stopped: cannot write {self.path}: {exc.strerror or exc}"
 
     def os(self, snap: OSSnapshot) -> None:
         for p in snap.processes:
@@ -206,6 +222,7 @@ class Recorder:
             "block_size": snap.block_size,
             "gpu_memory_utilization": snap.gpu_memory_utilization,
             "samples": snap.samples,
+            "refused": list(snap.refused),
             "models": [
                 {k: (_num(v) if isinstance(v, float) else v) for k, v in asdict(m).items()}
                 for m in snap.models
@@ -222,6 +239,10 @@ class Recorder:
 
     def scope(self, t: float, own: frozenset[int]) -> None:
         self._write({"k": "scope", "t": t, "own": sorted(own)})
+
+    def skip(self, t: float, source: str, path: str, reason: str) -> None:
+        """Input the monitor did not read (an unsafe or corrupt agent file), and why: once per reason."""
+        self._write({"k": "skip", "t": t, "source": source, "path": path, "reason": reason})
 
     def summary(self, summary: RunSummary) -> None:
         self._write({"k": "summary", "t": summary.end_t, **summary_to_json(summary)})
@@ -356,6 +377,7 @@ _GPU_PROCESS_FIELDS = {"pid": "int", "used_bytes": "num?", "kind": "str"}
 _VLLM_FIELDS = {
     "t": "time", "url": "str?", "status": "str", "available": "bool", "models": "list-",
     "num_gpu_blocks": "int?", "block_size": "int?", "gpu_memory_utilization": "num?", "samples": "int?",
+    "refused": "list-",
 }  # fmt: skip
 _VLLM_MODEL_FIELDS = {
     "model_name": "str", "engine": "str?", "kv_cache_usage": "num?", "kv_cache_metric": "str?",
@@ -363,6 +385,7 @@ _VLLM_MODEL_FIELDS = {
     "preemptions_total": "int?", "prefix_cache_hits": "int?", "prefix_cache_queries": "int?",
     "prefix_cache_metrics": "list-", "gpu_prefix_cache_hit_rate": "num?", "cpu_cache_usage": "num?",
 }  # fmt: skip
+_SKIP_FIELDS = {"t": "time", "source": "str", "path": "str", "reason": "str"}
 _AGENT_META_FIELDS = {"pid": "int", "start": "int", "cmdline": "str?", "path": "str?", "hz": "num?"}
 _AGENT_FIELDS = {
     "pid": "int", "start": "int", "status": "str?", "alive": "bool?", "lost": "int?", "r": "list",
@@ -454,12 +477,15 @@ def check_event(e: dict) -> None:
             _check_strings(d.get("errors"), "nvml device: errors")
     elif k == "vllm":
         _check_fields(e, _VLLM_FIELDS, "vllm event: ")
+        _check_strings(e.get("refused"), "vllm event: refused")
         models = e.get("models") or []
         _check_list(models, _VLLM_MODEL_FIELDS, VLLMModelStats, "vllm model: ")
         for m in models:
             _check_strings(m.get("prefix_cache_metrics"), "vllm model: prefix_cache_metrics")
     elif k == "agent_meta":
         _check_fields(e, _AGENT_META_FIELDS, "agent_meta event: ")
+    elif k == "skip":
+        _check_fields(e, _SKIP_FIELDS, "skip event: ")
     elif k == "scope":
         own = e.get("own")
         if not isinstance(own, list) or not all(_fits(p, "int") for p in own):
@@ -515,7 +541,7 @@ def vllm_snapshot_from(event: dict) -> VLLMSnapshot:
         VLLMModelStats(**{**m, "prefix_cache_metrics": tuple(m.get("prefix_cache_metrics", ()))})
         for m in event.get("models", [])
     )
-    return VLLMSnapshot(
+    snap = VLLMSnapshot(
         t=event["t"],
         url=event.get("url", ""),
         status=event["status"],
@@ -525,7 +551,9 @@ def vllm_snapshot_from(event: dict) -> VLLMSnapshot:
         block_size=event.get("block_size"),
         gpu_memory_utilization=event.get("gpu_memory_utilization"),
         samples=event.get("samples", 0),
+        refused=tuple(event.get("refused", ())),
     )
+    return checked_snapshot(snap)  # a recording made before values were checked, or an edited one
 
 
 def vllm_source_id(model_name: str, engine: str | None) -> str:
@@ -622,6 +650,7 @@ def summarize(recording: Recording) -> dict:
     cmdlines: dict[tuple, str] = {}
     agent_cmdlines: dict[tuple, str] = {}
     alerts: list[dict] = []
+    skipped: list[dict] = []
     recorded_summary = None
     for e in _events(recording):
         k, t = e["k"], e.get("t")
@@ -631,6 +660,8 @@ def summarize(recording: Recording) -> dict:
             agent_cmdlines[(e.get("pid"), e.get("start"))] = e.get("cmdline", "")
         elif k == "alert":
             alerts.append({key: e.get(key) for key in ALERT_KEYS})
+        elif k == "skip":
+            skipped.append({key: e[key] for key in ("t", "source", "path", "reason")})
         elif k == "summary":
             recorded_summary = {key: value for key, value in e.items() if key not in ("k", "t")}
         elif k == "os":
@@ -718,6 +749,7 @@ def summarize(recording: Recording) -> dict:
         "bad_lines": recording.bad_lines,
         "sources": [s.to_json() for s in sources.values()],
         "alerts": alerts,  # as raised during the run (recordings made before alerts were recorded: [])
+        "skipped": skipped,  # input the monitor did not read (unsafe or corrupt agent files), with why
         "summary": recorded_summary,  # collectors.summary.summary_to_json; None in older recordings
     }
 

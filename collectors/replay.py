@@ -16,6 +16,7 @@ import threading
 import time
 
 from collectors.agent_info import parse_info
+from collectors.agent_reader import skipped_files_line
 from collectors.alerts import AlertOptions
 from collectors.errors import CollectorError
 from collectors.recorder import (
@@ -94,6 +95,7 @@ class ReplayMonitor:
         self.builder.status["agents"] = "replay"
         self._cursor = 0
         self._cmdlines: dict[tuple[int, int], str] = {}
+        self._skipped: dict[str, str] = {}  # agent files the recorded monitor did not read, path -> why
         self.position_t = self.start_t
         self._show_bad()
 
@@ -151,6 +153,9 @@ class ReplayMonitor:
         elif k == "agent_meta":
             b.agent_track(e["pid"], e["start"], e.get("cmdline", ""), e.get("path", ""), e.get("hz", 0.0))
             return False
+        elif k == "skip" and e["source"] == "agents":  # said as the live monitor said it
+            self._skipped[e["path"]] = e["reason"]
+            b.input_warnings["agents"] = skipped_files_line(self._skipped)
         elif k == "agent_info":
             key = (e["pid"], e["start"])
             if key not in b.agents:

@@ -288,6 +288,9 @@ class VLLMSnapshot:
     gpu_memory_utilization: float | None = None  # cache_config_info
     samples: int = 0  # samples in the scrape (all names)
     scrape_s: float | None = None  # how long the request took
+    # values refused as outside what vLLM can report (a usage of -3, 5, inf, NaN; a negative count), one line
+    # each: those figures are None (unknown) in `models`, and said on screen (collectors/vllm_metrics.py)
+    refused: tuple[str, ...] = ()
 
     @property
     def kv_capacity_tokens(self) -> int | None:

@@ -137,6 +137,11 @@ class StateBuilder:
         with self._lock:
             self.vllm = snap
             self.status["vllm"] = snap.status
+            if snap.refused:  # out-of-range values: said on screen, never shown or exported as figures
+                more = f" (and {len(snap.refused) - 1} more)" if len(snap.refused) > 1 else ""
+                self.input_warnings["vllm"] = f"refused vLLM value(s): {snap.refused[0]}{more}"
+            else:
+                self.input_warnings.pop("vllm", None)
 
     def update_nvml(self, snap: NVMLSnapshot) -> None:
         with self._lock:

@@ -28,7 +28,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from prometheus_client.metrics_core import METRIC_TYPES
@@ -36,6 +36,7 @@ from prometheus_client.parser import text_fd_to_metric_families
 
 from collectors.errors import CollectorError
 from collectors.snapshots import VLLMModelStats, VLLMSnapshot
+from planner import limits  # a stdlib-only leaf: the limits every reader shares
 
 # A /metrics body bigger than this is not a vLLM server (vLLM's is tens of KiB); never read more.
 MAX_BODY_BYTES = 8 * 2**20
@@ -166,28 +167,81 @@ def parse_prometheus_text(text: str) -> PromScrape:
 KV_USAGE_NAMES = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")  # newest name first
 PREFIX_HITS_NAMES = ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total")
 PREFIX_QUERIES_NAMES = ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")
+# VLLMModelStats field -> the metric names it is read from, newest first
+MODEL_METRICS: Mapping[str, tuple[str, ...]] = {
+    "kv_cache_usage": KV_USAGE_NAMES,
+    "requests_running": ("vllm:num_requests_running",),
+    "requests_waiting": ("vllm:num_requests_waiting",),
+    "requests_swapped": ("vllm:num_requests_swapped",),
+    "preemptions_total": ("vllm:num_preemptions_total",),
+    "prefix_cache_hits": PREFIX_HITS_NAMES,
+    "prefix_cache_queries": PREFIX_QUERIES_NAMES,
+    "gpu_prefix_cache_hit_rate": ("vllm:gpu_prefix_cache_hit_rate",),
+    "cpu_cache_usage": ("vllm:cpu_cache_usage_perc",),
+}
 
 
-def _int_or_none(x: float | None) -> int | None:
-    if x is None or not math.isfinite(x):
+# What each figure can be, as vLLM defines it: a usage or hit rate is a fraction (0..1; 1.0 = every KV block
+# in use), everything else a count. A value outside (-3, 5, +Inf, NaN from a broken or hostile server) is not
+# a measurement: it is refused (None: unknown, neither shown nor exported) and said, never passed on.
+MODEL_FRACTIONS = ("kv_cache_usage", "gpu_prefix_cache_hit_rate", "cpu_cache_usage")  # VLLMModelStats
+MODEL_COUNTS = (
+    "requests_running", "requests_waiting", "requests_swapped", "preemptions_total", "prefix_cache_hits",
+    "prefix_cache_queries",
+)  # fmt: skip
+CONFIG_FRACTIONS = ("gpu_memory_utilization",)  # VLLMSnapshot, from vllm:cache_config_info's labels
+CONFIG_COUNTS = ("num_gpu_blocks", "block_size")
+FRACTION_FIELDS = MODEL_FRACTIONS + CONFIG_FRACTIONS
+COUNT_FIELDS = MODEL_COUNTS + CONFIG_COUNTS
+
+
+def in_range(field: str, value: float | int) -> bool:
+    """Whether a vLLM figure is one vLLM can report: a fraction within 0..1, or a whole count >= 0."""
+    if field in FRACTION_FIELDS:
+        return limits.finite(value, 0.0, 1.0)
+    return limits.finite(value, 0, limits.MAX_MEASURED) and float(value).is_integer()
+
+
+def checked(field: str, value: float | int | None, where: str, refused: list[str]) -> float | int | None:
+    """`value` when in range (a count as an int), else None with one line in `refused` naming it."""
+    if value is None:
         return None
-    return int(x)
+    if in_range(field, value):
+        return int(value) if field in COUNT_FIELDS else float(value)
+    wanted = "a fraction within 0..1" if field in FRACTION_FIELDS else "a count"
+    refused.append(f"{where}: {value!r} is not {wanted}")
+    return None
 
 
-def _label_int(sample: PromSample | None, key: str) -> int | None:
+def checked_snapshot(snap: VLLMSnapshot) -> VLLMSnapshot:
+    """A snapshot built elsewhere (a replayed recording) with each out-of-range value refused as a scrape
+    refuses it, so a replay never shows what the live monitor would not."""
+    refused = list(snap.refused)
+    models = []
+    for stats in snap.models:
+        where = f"{stats.model_name or 'vLLM'}{'' if stats.engine is None else f' engine {stats.engine}'}"
+        changes = {
+            field: checked(field, getattr(stats, field), f"{where} {field}", refused)
+            for field in MODEL_FRACTIONS + MODEL_COUNTS
+            if getattr(stats, field) is not None and not in_range(field, getattr(stats, field))
+        }
+        models.append(replace(stats, **changes) if changes else stats)
+    config = {
+        field: checked(field, getattr(snap, field), f"vllm:cache_config_info {field}", refused)
+        for field in CONFIG_FRACTIONS + CONFIG_COUNTS
+        if getattr(snap, field) is not None and not in_range(field, getattr(snap, field))
+    }
+    if len(refused) == len(snap.refused):
+        return snap
+    return replace(snap, models=tuple(models), refused=tuple(refused), **config)
+
+
+def _label_number(sample: PromSample | None, key: str) -> float | None:
     value = sample.label(key) if sample is not None else None
     try:
-        return int(value) if value is not None else None
+        return float(value) if value is not None and value != "None" else None
     except ValueError:
-        return None  # "None" or a non-integer: the server did not fix a number
-
-
-def _label_float(sample: PromSample | None, key: str) -> float | None:
-    value = sample.label(key) if sample is not None else None
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
+        return math.nan  # not a number: refused by checked() as out of range
 
 
 def vllm_snapshot_from_text(
@@ -249,39 +303,41 @@ def vllm_snapshot_from_scrape(
         return None, None
 
     models = []
+    refused: list[str] = []
     for key in keys:
-        kv, kv_name = first(KV_USAGE_NAMES, key)
-        hits, hits_name = first(PREFIX_HITS_NAMES, key)
-        queries, queries_name = first(PREFIX_QUERIES_NAMES, key)
+        where = f"{key[0] or 'vLLM'}{'' if key[1] is None else f' engine {key[1]}'}"
+        figures = {}
+        for field, names in MODEL_METRICS.items():
+            raw, name = first(names, key)
+            figures[field] = checked(field, raw, f"{where} {name}", refused)
+        hits_name = first(PREFIX_HITS_NAMES, key)[1]
+        queries_name = first(PREFIX_QUERIES_NAMES, key)[1]
         models.append(
             VLLMModelStats(
                 model_name=key[0],
                 engine=key[1],
-                kv_cache_usage=kv,
-                kv_cache_metric=kv_name,
-                requests_running=_int_or_none(first(("vllm:num_requests_running",), key)[0]),
-                requests_waiting=_int_or_none(first(("vllm:num_requests_waiting",), key)[0]),
-                requests_swapped=_int_or_none(first(("vllm:num_requests_swapped",), key)[0]),
-                preemptions_total=_int_or_none(first(("vllm:num_preemptions_total",), key)[0]),
-                prefix_cache_hits=_int_or_none(hits),
-                prefix_cache_queries=_int_or_none(queries),
+                kv_cache_metric=first(KV_USAGE_NAMES, key)[1],
                 prefix_cache_metrics=tuple(n for n in (hits_name, queries_name) if n is not None),
-                gpu_prefix_cache_hit_rate=first(("vllm:gpu_prefix_cache_hit_rate",), key)[0],
-                cpu_cache_usage=first(("vllm:cpu_cache_usage_perc",), key)[0],
+                **figures,
             )
         )
     config = next(iter(scrape.values("vllm:cache_config_info")), None)
+
+    def label(field: str) -> float | int | None:
+        return checked(field, _label_number(config, field), f"vllm:cache_config_info {field}", refused)
+
     return VLLMSnapshot(
         t=t,
         url=url,
         status="ok",
         available=True,
         models=tuple(models),
-        num_gpu_blocks=_label_int(config, "num_gpu_blocks"),
-        block_size=_label_int(config, "block_size"),
-        gpu_memory_utilization=_label_float(config, "gpu_memory_utilization"),
+        num_gpu_blocks=label("num_gpu_blocks"),
+        block_size=label("block_size"),
+        gpu_memory_utilization=label("gpu_memory_utilization"),
         samples=len(all_samples),
         scrape_s=scrape_s,
+        refused=tuple(refused),
     )
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.errors import PlannerError
+from planner.limits import MAX_HIDDEN_SIZE, MAX_POSITIONS, finite
 from planner.spec import ModelSpec
 
 Version = tuple[int, int, int]
@@ -180,32 +181,70 @@ ROTARY_CACHE_MODELS: dict[str, int | None] = {
 }  # fmt: skip
 
 
+MAX_ROPE_FACTOR = 4096.0  # a rope scaling factor (real ones: 4 to 64; YaRN on 1M-token models: 128)
+
+
+def _rope_parameters(spec: ModelSpec) -> dict:
+    """The config's rope_parameters (transformers 5) or rope_scaling (earlier): absent, null or an object. A
+    number, list or string there is no rope configuration transformers or vLLM would read: refused by name."""
+    for key in ("rope_parameters", "rope_scaling"):
+        value = spec.config.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            raise PlannerError(
+                f"{spec.name}: config field {key!r} must be an object (or null), found {repr(value)[:80]}"
+            )
+        if value:
+            return value
+    return {}
+
+
+def _rope_number(
+    spec: ModelSpec, params: dict, key: str, lo: float, hi: float, *, integer: bool = False
+) -> float | int | None:
+    """One number of the rope parameters within [lo, hi] (None when absent or null), else a PlannerError."""
+    value = params.get(key)
+    if value is None:
+        return None
+    valid = finite(value, lo, hi) and (not integer or float(value).is_integer())
+    if not valid:
+        kind = "an integer" if integer else "a number"
+        wanted = f"{kind} in [{lo:g}, {hi:g}]"
+        raise PlannerError(f"{spec.name}: rope parameter {key!r} must be {wanted}, found {repr(value)[:80]}")
+    return int(value) if integer else value
+
+
 def rotary_cache_bytes(spec: ModelSpec, activation_bytes: int = BF16_BYTES) -> tuple[int, str]:
     """Bytes of the rotary cos/sin cache one rank holds per pipeline stage, and how they were found (0 and
     the reason where the model or its rope type is not one read)."""
     if spec.model_type not in ROTARY_CACHE_MODELS:
         return 0, f"rotary cos/sin cache of model_type {spec.model_type!r}: not derived (vLLM model not read)"
     config = spec.config
-    params = dict(config.get("rope_parameters") or config.get("rope_scaling") or {})
+    params = _rope_parameters(spec)
     rope_type = str(params.get("rope_type") or params.get("type") or "default")
     max_position = spec.max_position_embeddings
     if not max_position:
         return 0, "rotary cos/sin cache: the config has no max_position_embeddings"
-    factor = params.get("factor")
+    factor = _rope_number(spec, params, "factor", 0.0, MAX_ROPE_FACTOR)
+    original = _rope_number(spec, params, "original_max_position_embeddings", 1, MAX_POSITIONS, integer=True)
     if rope_type in ("default", "llama3"):
         positions = max_position  # llama3_rope.py: the base cache over max_position
     elif rope_type == "linear" and factor:
         positions = int(max_position * factor)
-    elif rope_type == "yarn" and factor and params.get("original_max_position_embeddings"):
-        positions = int(params["original_max_position_embeddings"] * factor)
+    elif rope_type == "yarn" and factor and original:
+        positions = int(original * factor)
     else:
         return 0, f"rotary cos/sin cache of rope type {rope_type!r}: not derived"
     if "mrope_section" in params:
         positions *= 4  # MRotaryEmbedding: cache_max_position_num = max_position_embeddings * 4
     shapes = spec.shapes
     head_dim = shapes.head_dim if shapes is not None else spec.hidden_size // spec.num_attention_heads
-    partial = params.get("partial_rotary_factor", config.get("partial_rotary_factor", 1.0)) or 1.0
-    rotary_dim = int(params.get("rope_dim") or int(head_dim * float(partial)))
+    partial = _rope_number(spec, params, "partial_rotary_factor", 0.0, 1.0) or _rope_number(
+        spec, config, "partial_rotary_factor", 0.0, 1.0
+    )
+    rope_dim = _rope_number(spec, params, "rope_dim", 1, MAX_HIDDEN_SIZE, integer=True)
+    rotary_dim = int(rope_dim or int(head_dim * float(partial or 1.0)))
     dtype_bytes = ROTARY_CACHE_MODELS[spec.model_type] or activation_bytes
     size = positions * rotary_dim * dtype_bytes
     return size, (

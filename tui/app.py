@@ -455,6 +455,7 @@ class MemsightApp(App[int]):
             processes=self.process_rows,
             alerts=alert_rows(state, self.origin_t),
             vllm=vllm_line(state),
+            agents_skipped=state.input_warnings.get("agents", ""),
             **child_fields,
         )
         self._push_to_screen()

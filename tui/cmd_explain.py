@@ -8,6 +8,7 @@ import json
 import os
 import sys
 
+from planner import limits
 from planner.errors import PlannerError
 from planner.units import GiB
 
@@ -15,7 +16,6 @@ GIVEN_FLAGS = (
     "max_model_len", "tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_utilization",
     "max_num_seqs", "max_num_batched_tokens", "quantization",
 )  # fmt: skip
-MAX_LOG_BYTES = 64 * 2**20  # a startup log is a few MB at most; refuse to slurp a disk image
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
@@ -41,17 +41,13 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
 
 def _read(path: str) -> str:
     if path == "-":
-        data = sys.stdin.buffer.read(MAX_LOG_BYTES + 1)
+        data = sys.stdin.buffer.read(limits.MAX_LOG_BYTES + 1)
         where = "stdin"
-    else:
-        try:
-            with open(path, "rb") as fh:
-                data = fh.read(MAX_LOG_BYTES + 1)
-        except OSError as exc:
-            raise PlannerError(f"cannot read {path}: {exc.strerror or exc}") from exc
+        if len(data) > limits.MAX_LOG_BYTES:
+            raise PlannerError(f"stdin: over {limits.bound('MAX_LOG_BYTES')}: not a plausible startup log")
+    else:  # a regular file only, opened without blocking: a FIFO or device is refused, never waited on
+        data = limits.read_regular(path, "MAX_LOG_BYTES", PlannerError, "startup log")
         where = path
-    if len(data) > MAX_LOG_BYTES:
-        raise PlannerError(f"{where}: larger than {MAX_LOG_BYTES // 2**20} MiB, not a startup log")
     if b"\x00" in data[:65536]:
         raise PlannerError(f"{where}: binary data, not a text log")
     return data.decode("utf-8", errors="replace")

@@ -407,7 +407,26 @@ def _run(args: argparse.Namespace, cmd: list[str], headless: bool, record: str |
 
         print("\n".join(f"memsight: {line}" for line in summary_lines(summary)), file=sys.stderr)
     if args.json:
-        from collectors.recorder import read_recording, summarize  # noqa: PLC0415
-
-        print(json.dumps(summarize(read_recording(record)), indent=1))
+        print(json.dumps(run_json(record, monitor.recording_failed, monitor.state()), indent=1))
     return returncode
+
+
+def run_json(record: str, recording_failed: str | None, state) -> dict:  # noqa: ANN001  (MonitorState)
+    """`run --json`'s document: the recording's summary (as `memsight replay --json`). When recording stopped
+    (disk full), the cause is in it ("recording_failed"), the sources and alerts are what reached the file
+    (none when nothing did: then the monitor's last alerts), and the summary is the monitor's own, which the
+    file lost."""
+    from collectors.errors import CollectorError  # noqa: PLC0415
+    from collectors.recorder import read_recording, summarize  # noqa: PLC0415
+    from collectors.summary import alert_to_json, summary_to_json  # noqa: PLC0415
+
+    if recording_failed is None:
+        return summarize(read_recording(record))
+    try:
+        doc = summarize(read_recording(record))
+    except CollectorError as exc:
+        doc = {"unreadable": str(exc), "sources": [], "alerts": [alert_to_json(a) for a in state.alerts]}
+    doc["recording_failed"] = recording_failed
+    doc["summary"] = None if state.summary is None else summary_to_json(state.summary)
+    doc["summary_from"] = "the monitor (the recording stopped before its end)"
+    return doc

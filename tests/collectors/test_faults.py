@@ -31,9 +31,9 @@ class _NoNVML:
 def test_recorder_on_a_full_device_stops_and_says_why():
     """/dev/full fails every write with ENOSPC, as a full disk does."""
     recorder = Recorder("/dev/full", flush_interval_s=0.0)  # the header's flush already meets ENOSPC
-    assert recorder.failed == (
-        "recording stopped: cannot write /dev/full: No space left on device "
-        "(kept the first 1 record(s) that reached it)"
+    assert (
+        recorder.failed
+        == "recording stopped: cannot write /dev/full: No space left on device (no record reached it)"
     )
     recorder.flush()
     recorder.close()  # nothing raised: the error was said once, in `failed`
@@ -51,6 +51,72 @@ def test_monitor_recording_to_a_full_device_keeps_sampling_and_shows_it(tmp_path
     assert "recording stopped: cannot write /dev/full" in live_status(state, "pid 1")
     monitor.stop()
     assert monitor.recording_failed == state.source_status["recording"]
+
+
+# A writer that may not grow a file past LIMIT bytes (RLIMIT_FSIZE, SIGXFSZ ignored: a write past it takes
+# what fits, then fails with EFBIG), as a disk that fills does; no root needed.
+LIMITED_RECORDER = """
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[2]), int(sys.argv[2])))
+from collectors.recorder import Recorder
+recorder = Recorder(sys.argv[1])
+for k in range(200):
+    recorder.scope(1000.0 + k, frozenset(range(k % 7)))
+recorder.close()
+print(recorder.failed)
+"""
+
+
+def _file_size_limit():
+    """preexec_fn: the child and what it runs may not write past 0 bytes into any file; SIG_IGN on SIGXFSZ is
+    inherited across exec, so writes fail with EFBIG instead of killing the process."""
+    import resource
+    import signal
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+
+
+def test_a_failed_write_says_how_many_whole_records_reached_the_file(tmp_path):
+    """issue 17 item 5: the count was of the records handed to a buffer, not of those in the file (on a full
+    disk: "kept the first 22 record(s)" of a 0-byte file)."""
+    out = tmp_path / "rec.jsonl"
+    done = subprocess.run(
+        [sys.executable, "-c", LIMITED_RECORDER, str(out), "3000"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    data = out.read_bytes()
+    whole = data.count(b"\n")
+    assert 0 < whole < 201 and len(data) == 3000  # the limit cut the stream, mid-line
+    assert done.stdout.strip() == (
+        f"recording stopped: cannot write {out}: File too large (kept the first {whole} record(s), whole)"
+    )
+    recording = read_recording(out)  # the header and every whole record read back; the cut line is skipped
+    assert len(recording.events) == whole - 1 and recording.truncated_tail
+
+
+def test_run_json_with_a_recording_that_cannot_be_written_says_why_and_keeps_the_summary(tmp_path):
+    """issue 17 item 5: when nothing reached the recording, `run --json` failed with "empty or not a memsight
+    recording", hiding the cause; now the JSON carries the cause and the monitor's own summary."""
+    import json
+
+    out = tmp_path / "run.jsonl"
+    done = subprocess.run(
+        [sys.executable, "-m", "tui.cli", "run", "--headless", "--json", "--record", str(out),
+         "--agent-dir", str(tmp_path / "agents"), "--", sys.executable, "-c", "raise SystemExit(3)"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, preexec_fn=_file_size_limit,
+    )  # fmt: skip
+    assert done.returncode == 3, done.stderr  # the command's status
+    assert "Traceback" not in done.stderr
+    cause = f"recording stopped: cannot write {out}: File too large (no record reached it)"
+    assert f"memsight: {cause}" in done.stderr.splitlines()
+    doc = json.loads(done.stdout)
+    assert doc["recording_failed"] == cause
+    assert doc["unreadable"] == f"{out}: empty or not a memsight recording" and doc["sources"] == []
+    assert doc["summary"]["start"] <= doc["summary"]["end"]  # the monitor's, not lost with the file
+    assert os.path.getsize(out) == 0
 
 
 @pytest.fixture

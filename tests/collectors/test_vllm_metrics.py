@@ -14,6 +14,7 @@ import pytest
 
 from collectors.errors import CollectorError
 from collectors.recorder import read_recording, summarize
+from collectors.snapshots import VLLMModelStats
 from collectors.vllm_metrics import (
     VLLMMetrics,
     normalize_url,
@@ -291,6 +292,78 @@ def test_scrape_a_recorded_fixture_over_loopback_http(server):
     srv.routes["/metrics"] = (200, (SHARED_FIXTURES / HELP_ONLY).read_bytes(), 0.0)
     empty = metrics.sample()
     assert empty.status.startswith("no samples: ") and empty.models == ()
+
+
+# engine 0's KV usage -3, engine 1's 5 and a running count of -2; a second model's +Inf, a third's NaN; a
+# cache_config_info claiming a gpu_memory_utilization of 7
+LLAMA = 'model_name="meta-llama/Llama-3.1-8B"}'
+OUT_OF_RANGE = (
+    V1_TWO_ENGINES.replace(f"{LLAMA} 0.875", f"{LLAMA} -3")
+    .replace(f"{LLAMA} 0.5", f"{LLAMA} 5")
+    .replace(f'engine="1",{LLAMA} 5.0', f'engine="1",{LLAMA} -2')
+    .replace('gpu_memory_utilization="0.9"', 'gpu_memory_utilization="7"')
+    + 'vllm:kv_cache_usage_perc{model_name="b"} +Inf\nvllm:kv_cache_usage_perc{model_name="c"} NaN\n'
+)  # fmt: skip
+
+
+def test_out_of_range_values_are_refused_said_never_exported_and_refused_again_in_replay(server, tmp_path):
+    """issue 17 item 7: a KV usage of -3, 5, inf or NaN went to the exporter and the screen as it was."""
+    from collectors.exporter import render_metrics
+    from collectors.monitor import Monitor
+    from collectors.nvml_collector import NVMLCollector
+    from collectors.replay import ReplayMonitor
+
+    snap = vllm_snapshot_from_text(OUT_OF_RANGE, url="u")
+    assert snap.status == "ok"
+    e0, e1, b, c = snap.models
+    assert [m.kv_cache_usage for m in (e0, e1, b, c)] == [None, None, None, None]  # unknown, never the value
+    assert (e0.requests_running, e1.requests_running, e0.preemptions_total) == (7, None, 12)  # the rest kept
+    assert (snap.gpu_memory_utilization, snap.num_gpu_blocks) == (None, 27153)
+    assert snap.refused == (
+        "meta-llama/Llama-3.1-8B engine 0 vllm:kv_cache_usage_perc: -3.0 is not a fraction within 0..1",
+        "meta-llama/Llama-3.1-8B engine 1 vllm:kv_cache_usage_perc: 5.0 is not a fraction within 0..1",
+        "meta-llama/Llama-3.1-8B engine 1 vllm:num_requests_running: -2.0 is not a count",
+        "b vllm:kv_cache_usage_perc: inf is not a fraction within 0..1",
+        "c vllm:kv_cache_usage_perc: nan is not a fraction within 0..1",
+        "vllm:cache_config_info gpu_memory_utilization: 7.0 is not a fraction within 0..1",
+    )
+
+    srv, hostport = server
+    srv.routes["/metrics"] = (200, OUT_OF_RANGE.encode(), 0.0)
+    out = tmp_path / "rec.jsonl"
+    nvml = NVMLCollector(_NoNVML())
+    monitor = Monitor(agent_dir=str(tmp_path / "a"), record_to=out, nvml=nvml, vllm_url=hostport)
+    state = monitor.sample_once()
+    monitor.stop()
+    warning = state.input_warnings["vllm"]
+    assert warning == f"refused vLLM value(s): {snap.refused[0]} (and 5 more)"
+    scrape = parse_prometheus_text(render_metrics(state))
+    assert scrape.values("memsight_vllm_kv_cache_usage") == ()  # no engine's usage is exported
+    assert [s.value for s in scrape.values("memsight_vllm_values_refused")] == [6]
+    assert [s.value for s in scrape.values("memsight_vllm_requests_running")] == [7]  # engine 0's only
+
+    replayed = ReplayMonitor(out).advance_to(60.0)
+    assert replayed.vllm.refused == snap.refused and replayed.input_warnings["vllm"] == warning
+
+
+def test_a_recording_holding_out_of_range_values_is_refused_on_replay(tmp_path):
+    """A recording made before values were checked (or edited): replay refuses what the scrape would."""
+    import json
+
+    from collectors.recorder import FORMAT_VERSION
+    from collectors.replay import ReplayMonitor
+
+    header = {"k": "header", "version": FORMAT_VERSION, "created": 1.0, "host": "h", "hz": 1.0}
+    fields = {f.name: None for f in dataclasses.fields(VLLMModelStats)} | {"prefix_cache_metrics": []}
+    model = fields | {"model_name": "m", "kv_cache_usage": 5.0, "requests_running": 3}
+    event = {"k": "vllm", "t": 2.0, "url": "u", "status": "ok", "available": True, "models": [model]}
+    path = tmp_path / "old.jsonl"
+    path.write_text(json.dumps(header) + "\n" + json.dumps(event) + "\n")
+    state = ReplayMonitor(path).advance_to(10.0)
+    (m,) = state.vllm.models
+    assert (m.kv_cache_usage, m.requests_running) == (None, 3)
+    assert state.vllm.refused == ("m kv_cache_usage: 5.0 is not a fraction within 0..1",)
+    assert state.input_warnings["vllm"].startswith("refused vLLM value(s): m kv_cache_usage: 5.0")
 
 
 def test_every_failure_is_a_status(server):

@@ -123,6 +123,18 @@ def test_config_json_that_is_a_fifo_does_not_block(tmp_path):
 # ---------------------------------------------------------------------------------------------- checkpoints
 
 
+def test_explain_of_a_fifo_does_not_block(tmp_path):
+    """issue 17 item 4: `memsight explain FIFO` blocked in open() until something wrote to the FIFO."""
+    os.mkfifo(tmp_path / "vllm.log")
+    line = one_line_refusal(memsight("explain", str(tmp_path / "vllm.log")))
+    assert line == f"memsight: {tmp_path / 'vllm.log'}: not a regular file (a FIFO), so not a startup log"
+
+
+def test_explain_of_a_device_is_refused_before_reading():
+    line = one_line_refusal(memsight("explain", "/dev/zero"))
+    assert line == "memsight: /dev/zero: not a regular file (a character device), so not a startup log"
+
+
 def write_safetensors(path, header: dict, data: bytes = b"") -> None:
     raw = json.dumps(header).encode()
     path.write_bytes(struct.pack("<Q", len(raw)) + raw + data)
@@ -192,3 +204,44 @@ def test_limits_name_their_values():
     assert limits.bound("MAX_LAYERS") == "MAX_LAYERS = 4096"
     assert limits.bound("MAX_SAFETENSORS_HEADER") == "MAX_SAFETENSORS_HEADER = 32 MiB"
     assert limits.bound("MAX_MEASURED") == "MAX_MEASURED = 2**63"
+
+
+# -------------------------------------------------------------------------------------------- rope parameters
+
+
+def catalog_config(name: str) -> dict:
+    """A model's shape fields from the project's own catalog (no ../shared needed)."""
+    catalog = json.loads((REPO_ROOT / "planner" / "data" / "catalog.json").read_text())
+    return dict(catalog["models"][name]["config"])
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "named"),
+    [
+        ("rope_scaling", 2.0, "'rope_scaling' must be an object (or null), found 2.0"),
+        ("rope_scaling", [1, 2], "'rope_scaling' must be an object (or null), found [1, 2]"),
+        ("rope_parameters", 8, "'rope_parameters' must be an object (or null), found 8"),
+        ("rope_parameters", "yarn", "'rope_parameters' must be an object (or null), found 'yarn'"),
+        ("rope_scaling", {"rope_type": "linear", "factor": [4]}, "'factor' must be a number in [0, 4096]"),
+        ("rope_scaling", {"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": "8192"},
+         "'original_max_position_embeddings' must be an integer"),
+        ("rope_scaling", {"rope_type": "linear", "factor": 2, "partial_rotary_factor": "half"},
+         "'partial_rotary_factor' must be a number in [0, 1]"),
+    ],
+)  # fmt: skip
+def test_malformed_rope_parameters_are_refused_by_plan_engine_vllm(tmp_path, field, value, named):
+    """A number or list as rope_scaling/rope_parameters raised TypeError in the vLLM rotary cache (a
+    traceback, exit 1; 2 of the 12,000 fuzzed configs): now one line naming the field."""
+    config = catalog_config("llama-3.1-8b") | {field: value}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    line = one_line_refusal(memsight("plan", str(path), "--engine", "vllm"))
+    assert named in line
+
+
+def test_a_real_rope_scaling_object_still_plans_with_vllm(tmp_path):
+    config = catalog_config("llama-3.1-8b") | {"rope_scaling": {"rope_type": "linear", "factor": 2.0}}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    proc = memsight("plan", str(path), "--engine", "vllm", "--json")
+    assert proc.returncode == 0, proc.stderr[-2000:]

@@ -531,7 +531,7 @@ def test_stdin():
          "memsight: the log stops after the engine configuration, before the weights finished loading"),
         ((str(LOGS / "pr10511_v0.6.5dev_llama3-8b_h100_tp2_cut.log"),), None,
          "memsight: the log stops after the memory profile, before the KV cache was sized"),
-        (("/nonexistent/vllm.log",), None, "memsight: cannot read /nonexistent/vllm.log"),
+        (("/nonexistent/vllm.log",), None, "memsight: /nonexistent/vllm.log: cannot read startup log: No"),
         ((str(LOGS / "pr17122_v1_0.8_llama31-8b_l40s.log"),), None,
          "memsight: the log does not name the model"),
         ((str(LOGS / "myoceane_v0.19.0_gpt-oss-20b_a100.log"),), None,

@@ -46,6 +46,18 @@ class LiveView:
     log_lines: tuple[str, ...] = ()  # its last lines
     ended: str = ""  # "ended at HH:MM:SS" once the command exited: its figures are kept, greyed
     summary: tuple[str, ...] = ()  # the end-of-run summary (collectors/summary.py), shown once it ended
+    # agent files (or records) the monitor did not read, and why: said where the agents are, since the user
+    # otherwise sees fewer agents and no reason ("" when none)
+    agents_skipped: str = ""
+
+
+def agents_note(view: LiveView) -> str:
+    """The line above the agents table: why there is none, or which agent files were not read."""
+    if view.agents:
+        return view.agents_skipped
+    if view.agents_skipped:
+        return f"no agent shown: {view.agents_skipped}"
+    return "no memsight agent found (start one with `memsight run -- CMD`)"
 
 
 class LiveScreen(Screen):
@@ -197,11 +209,12 @@ class LiveScreen(Screen):
         agents = self.query_one(AgentsTable)
         if agents.update_rows(view.agents):
             self.query_one("#agents-title", Static).update(AGENTS_TITLE.format(unit=agents.unit.name))
-        missing = "" if view.agents else "no memsight agent found (start one with `memsight run -- CMD`)"
         agents_missing = self.query_one("#agents-missing", Static)
-        if previous is None or bool(previous.agents) != bool(view.agents):
-            agents_missing.update(missing)
-            agents_missing.display = bool(missing)
+        shown = (bool(view.agents), view.agents_skipped)
+        if previous is None or (bool(previous.agents), previous.agents_skipped) != shown:
+            note = agents_note(view)
+            agents_missing.update(note)
+            agents_missing.display = bool(note)
             self.query_one(AgentsTable).display = bool(view.agents)
         self.query_one("#top-processes", ProcessSummary).update_rows(view.processes)
         self.query_one(AlertLog).update_rows(view.alerts)

@@ -367,6 +367,7 @@ def agent_rows(state: MonitorState) -> tuple[AgentRow, ...]:
                     ooms=rec.num_ooms,
                     busiest=False,
                     where=where,
+                    key=f"{agent.pid}/{agent.start_ticks}/{rec.device}",
                 )
             )
     if len(rows) > 1:

@@ -47,6 +47,6 @@ class AgentsTable(DataTable):
                 Text(figure(r.gap, unit), style="red" if r.gap and r.gap > 2**30 else ""),
                 "—" if r.retries is None else str(r.retries),
                 "—" if r.ooms is None else str(r.ooms),
-                key=str(r.pid),
+                key=r.key or None,  # one row per agent and device: the pid alone repeats (DuplicateKey)
             )
         return True

@@ -142,6 +142,9 @@ class AgentRow:
     ooms: int | None
     busiest: bool
     where: str = ""  # "cuda:0", or why there is no device yet ("no CUDA yet", "no torch")
+    # what the row is: one agent process (pid and start time: a reused pid is another process) on one device;
+    # a process on several devices (transformers' device_map="auto", one row each) shares its pid
+    key: str = ""
 
 
 @dataclass(frozen=True, slots=True)
