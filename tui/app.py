@@ -654,7 +654,7 @@ class MemsightApp(App[int]):
             vllm_label = "vLLM's own model, on the device it runs on: " + vllm_plan_label(vllm[0].explanation)
         waiting = self._waiting_for_model(follow)
         if waiting and not follow_line:
-            follow_line = f"{waiting.split(':')[0]}: the bars plan the inputs below"
+            follow_line = f"{waiting.split(' (')[0].split(':')[0]}: the bars plan the inputs below"
         shown = (follow.pid, follow.inputs, follow.spec_key) if follow is not None else None
         reserve = self.unified_os_reserve_bytes
         key = (self.plan_inputs, self.plan_error, live_pools, this, reserve, followed, groups, shown,
@@ -691,15 +691,10 @@ class MemsightApp(App[int]):
         default model's verdict would otherwise stand there for seconds, "does NOT fit" on a small box."""
         if self.child is None or "model" in self.plan_explicit or follow is not None:
             return ""
+        pid = self.child.pid
         if self.child_status is None:
-            return (
-                f"waiting for pid {self.child.pid} to load a model: the plan follows what it loads "
-                "(transformers, tracked automatically; vLLM's log); --model M plans one now"
-            )
-        return (
-            f"pid {self.child.pid} loaded no model memsight could plan (transformers' models are tracked "
-            "automatically; agent.track_model for your own): --model M compares with a plan"
-        )
+            return f"waiting for pid {pid} to load a model (the plan follows it); --model M plans one now"
+        return f"pid {pid} loaded no model memsight could plan: --model M compares with a plan"
 
     def _live_plans(self, state, live_pools, this, sources, waiting: str) -> tuple[dict, dict]:
         """(pool key -> Plan, pool key -> why there is none) for each comparison the Live screen draws."""
