@@ -654,7 +654,7 @@ class MemsightApp(App[int]):
             vllm_label = "vLLM's own model, on the device it runs on: " + vllm_plan_label(vllm[0].explanation)
         waiting = self._waiting_for_model(follow)
         if waiting and not follow_line:
-            follow_line = f"{waiting.split(' (')[0].split(':')[0]}: the bars plan the inputs below"
+            follow_line = f"{waiting.split(':')[0]}: the bars plan the inputs below"
         shown = (follow.pid, follow.inputs, follow.spec_key) if follow is not None else None
         reserve = self.unified_os_reserve_bytes
         key = (self.plan_inputs, self.plan_error, live_pools, this, reserve, followed, groups, shown,
@@ -693,7 +693,7 @@ class MemsightApp(App[int]):
             return ""
         pid = self.child.pid
         if self.child_status is None:
-            return f"waiting for pid {pid} to load a model (the plan follows it); --model M plans one now"
+            return f"waiting for pid {pid} to load a model: the plan follows it (or give --model M)"
         return f"pid {pid} loaded no model memsight could plan: --model M compares with a plan"
 
     def _live_plans(self, state, live_pools, this, sources, waiting: str) -> tuple[dict, dict]:

@@ -329,9 +329,8 @@ async def test_before_the_command_loads_a_model_the_live_screen_waits_instead_of
         if proc.poll() is None:
             proc.kill()
     assert running.planned is None and "NOT fit" not in running.plan_label
-    assert running.plan_label == (
-        f"waiting for pid {proc.pid} to load a model (the plan follows it); --model M plans one now"
-    )
+    waiting = f"waiting for pid {proc.pid} to load a model: the plan follows it (or give --model M)"
+    assert running.plan_label == waiting
     assert "no plan: waiting for pid" in bars
     assert follows == f"waiting for pid {proc.pid} to load a model: the bars plan the inputs below"
     assert ended.planned is None

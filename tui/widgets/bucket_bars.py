@@ -160,9 +160,10 @@ class BucketBars(Widget):
         plan_line = Text("plan      ", style="bold")
         if data.planned:
             plan_line.append_text(stacked_bar(data.planned, cells, scale))
-        else:
+        else:  # one line, as the bar it stands for (the reason is also the row's whole plan label)
             plan_line.append("no plan: ", style="yellow")
             plan_line.append(data.plan_label)
+            plan_line.no_wrap, plan_line.overflow = True, "ellipsis"
         lines.append(plan_line)
         if data.planned:
             lines.append(Text(f"plan: {data.plan_label}", style="grey62", overflow="ellipsis", no_wrap=True))
