@@ -6,6 +6,7 @@ bucket_comparisons, weights_check, phase_line), fed with agent info documents sh
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -80,7 +81,7 @@ def test_plan_follows_the_loaded_model_and_its_cache_and_says_where_each_input_c
     (source,) = plan_sources(state, BASE, frozenset())
     assert (source.inputs.format, source.inputs.context, source.inputs.users) == ("fp32", 4096, 8)
     (c,) = comparisons(state)
-    assert c.plan_label.startswith("pid 4121's LlamaForCausalLM fp32, KV auto, 4,096 ctx × 8 users")
+    assert c.plan_label.startswith("pid 4121's LlamaForCausalLM fp32, KV fp32, 4,096 ctx × 8 users")
     assert c.notes[0].startswith("model: from pid 4121's loaded model · context: from its cache, 4,096 tokens")
     assert "context: from its cache, 4,096 tokens" in c.notes[0]
     # the plan's KV is the planner's per-token figure x tokens x batch for the loaded config
@@ -159,6 +160,21 @@ def test_a_draft_beside_its_target_is_planned_and_checked_with_it():
     assert any(n.startswith("weights: 2 models") and f"{draft_planned:+,} B" in n for n in c.notes)
 
 
+def test_the_kv_cache_is_planned_in_the_dtype_the_model_was_built_in():
+    """Seen with MiB figures on a run of collectors/lab/tiny_llama.json (its config says bfloat16, the script
+    built it in float32): KV measured 0.350 MiB against 0.188 planned, since KV "auto" read the config's
+    dtype. The cache holds the dtype the model computes in: the plan follows it, and says so."""
+    bf16 = dict(CONFIG, torch_dtype="bfloat16")
+    doc = info_doc(4121, params=planned_fp32(), tokens=320, batch=4, config=bf16, dtype="float32")
+    (c,) = comparisons(state_with(doc))
+    assert c.plan_label.startswith("pid 4121's LlamaForCausalLM fp32, KV fp32, 320 ctx × 4 users")
+    assert c.planned_bytes("kv") == c.measured_bytes("kv") == 2048 * 4 * 320  # 2,048 B/token in fp32
+    assert "KV fp32 as loaded" in c.notes[0]
+    # a given KV dtype (a flag, the config file, a Plan screen edit) still wins
+    (c,) = comparisons(state_with(doc), explicit=frozenset({"kv_dtype"}), base=replace(BASE, kv_dtype="bf16"))
+    assert "KV bf16" in c.plan_label and c.planned_bytes("kv") * 2 == c.measured_bytes("kv")
+
+
 def test_flags_and_the_config_file_still_win():
     state = state_with(info_doc(4121, params=planned_fp32(), tokens=4096, batch=8))
     (c,) = comparisons(state, explicit=frozenset({"model", "context"}))
@@ -217,7 +233,7 @@ def test_demo_transformers_recording_shows_the_automatic_buckets_and_the_plan_it
     assert c.planned_bytes("weights") == planned_fp32()
     assert "weights: measured = planned 18.6 MiB + buffers 128 B: as planned" in c.notes
     cache = view.info.caches[0]
-    assert c.plan_label.startswith(f"pid {view.pid}'s LlamaForCausalLM fp32, KV auto, {cache.tokens:,} ctx × 8 users")
+    assert c.plan_label.startswith(f"pid {view.pid}'s LlamaForCausalLM fp32, KV fp32, {cache.tokens:,} ctx × 8 users")
     # 200 decode steps so far, 3 of them set a new RSS high, none above its own entry level: said in words
     # (issue 21, item 9: the line read "decode peak 0 KiB", as if measured)
     (line,) = [n for n in c.notes if n.startswith("activations: prefill peak")]

@@ -558,6 +558,13 @@ def plan_sources(state: MonitorState, base: PlanInputs, explicit: frozenset[str]
             if fmt_name is not None:
                 fields["format"] = fmt_name
                 notes.append(f"{fmt_name} as loaded")
+        kv_loaded = DTYPE_FORMATS.get(model.dtype or "")
+        quantized_cache = cache is not None and "Quantized" in cache.cls
+        if "kv_dtype" not in explicit and spec is not None and kv_loaded and not quantized_cache:
+            # the cache holds keys and values in the dtype the model computes in (a config saying bfloat16
+            # built in float32 keeps a float32 cache), not the config's torch_dtype KV "auto" reads
+            fields["kv_dtype"] = kv_loaded
+            notes.append(f"KV {kv_loaded} as loaded")
         if spec is not None:  # the other models it loaded (a draft beside its target): their weights too
             extra, said = _other_models_weights(info, model)
             fields["extra_weight_bytes"] = extra
