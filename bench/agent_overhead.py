@@ -296,4 +296,6 @@ def transformers_main(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from taken import finish  # bench/taken.py: the date and machine, for the README
+
+    raise SystemExit(finish(main()))

@@ -95,4 +95,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from taken import finish  # bench/taken.py: the date and machine, for the README
+
+    raise SystemExit(finish(main()))

@@ -194,4 +194,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from taken import finish  # bench/taken.py: the date and machine, for the README
+
+    sys.exit(finish(main()))

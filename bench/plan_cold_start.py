@@ -110,4 +110,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from taken import finish  # bench/taken.py: the date and machine, for the README
+
+    sys.exit(finish(main()))

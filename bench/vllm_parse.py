@@ -43,4 +43,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from taken import finish  # bench/taken.py: the date and machine, for the README
+
+    sys.exit(finish(main()))

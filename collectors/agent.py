@@ -281,6 +281,7 @@ def sweep_dead_files(directory: str) -> int:
 # ------------------------------------------------------------------------------------ the agent
 # Share of one core the agent's thread may use over time (ticks + wake-ups); see Agent.cpu_budget.
 DEFAULT_CPU_BUDGET = 0.005
+MAX_PROBLEMS = 10  # statuses kept in the info file (each a line on the Live screen)
 
 
 class CpuCredit:
@@ -380,6 +381,9 @@ class Agent:
         self._last_tick_cost = _NAN
         self.errors = 0
         self._error_reported = False
+        # what went wrong that a reader would otherwise take for "no data" (a model's unreadable config, a
+        # failed restart after fork, a failed last sample): published in the info file, shown on screen
+        self.problems: list[str] = []
         self._last_records: dict[int, dict[str, float]] = {}
 
     # ---- lifecycle
@@ -443,12 +447,24 @@ class Agent:
         mm, path = self._mm, self.path
         if mm is None or os.getpid() != self.pid:
             return
+        problem = ""
         try:
             self.tick()
+        except Exception as exc:
+            problem = f"the last sample at stop failed: {type(exc).__name__}: {exc}"
+        try:
             self._flush_coarse()
             fmt.write_u64(mm, fmt.OFF_CLOSED, 1)
-        except Exception:
+        except Exception as exc:
+            problem = problem or f"closing the ring file failed: {type(exc).__name__}: {exc}"
+        if problem:  # the file may go with the process: said on stderr, and in the info file when kept
             self.errors += 1
+            self.note_problem(problem)
+            try:
+                self._publish(self._clock(), force=True)
+            except Exception:
+                pass  # the line below says it
+            _say(f"memsight agent (pid {self.pid}): {problem}")
         self._mm = None
         try:
             mm.close()
@@ -494,17 +510,17 @@ class Agent:
             if self._stop.wait(delay):
                 break
 
+    def note_problem(self, text: str) -> None:
+        """A status the monitor shows with this agent (collectors/agent_info.py `problems`); kept once."""
+        text = text[:300]
+        if text not in self.problems and len(self.problems) < MAX_PROBLEMS:
+            self.problems.append(text)
+
     def _report(self, exc: BaseException) -> None:
         self.errors += 1
         if not self._error_reported:
             self._error_reported = True
-            try:
-                print(
-                    f"memsight agent (pid {self.pid}): {type(exc).__name__}: {exc} (further errors counted)",
-                    file=sys.stderr,
-                )
-            except Exception:
-                pass
+            _say(f"memsight agent (pid {self.pid}): {type(exc).__name__}: {exc} (further errors counted)")
 
     # ---- tracking
     # The same object tracked twice (automatically and by an explicit call, or twice by hand) is held once;
@@ -633,13 +649,14 @@ class Agent:
             "phases": tracker.phases.as_json() if tracker is not None else {},
             "phase_counter": tracker.phases.counter if tracker is not None else "",
             "untracked": list(self._untracked),
+            "problems": list(self.problems),
         }
 
-    def _publish(self, now: float) -> None:
-        if self.info_path is None or now - self._info_t < self.info_interval_s:
+    def _publish(self, now: float, force: bool = False) -> None:
+        if self.info_path is None or (now - self._info_t < self.info_interval_s and not force):
             return
         self._info_t = now
-        if self.autotrack is None and not self._models and not self._caches:
+        if self.autotrack is None and not self._models and not self._caches and not self.problems:
             return
         body = self.info()
         text = json.dumps(body, separators=(",", ":"), default=str, sort_keys=True)
@@ -826,12 +843,13 @@ def describe_model(model: Any) -> dict[str, Any]:
     three. Read once per model, in the agent's thread."""
     config = getattr(model, "config", None)
     as_dict = None
+    config_error = ""
     to_dict = getattr(config, "to_dict", None)
     if callable(to_dict):
         try:
             as_dict = json.loads(json.dumps(to_dict(), default=str))
-        except Exception:
-            as_dict = None
+        except Exception as exc:  # published as such: the plan cannot follow this model, and says why
+            config_error = f"config.to_dict() failed: {type(exc).__name__}: {exc}"[:300]
     dtype = getattr(model, "dtype", None)
     if dtype is None:
         first = next(iter(model.parameters()), None)
@@ -842,6 +860,7 @@ def describe_model(model: Any) -> dict[str, Any]:
         "name": str(name),
         "dtype": str(dtype).replace("torch.", "") if dtype is not None else None,
         "config": as_dict,
+        "config_error": config_error,
     }
 
 
@@ -894,10 +913,7 @@ def _safe(fn):
         try:
             return fn(*args, **kwargs)
         except Exception as exc:
-            try:
-                print(f"memsight agent: {fn.__name__} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-            except Exception:
-                pass
+            _say(f"memsight agent: {fn.__name__} failed: {type(exc).__name__}: {exc}")
             return None
 
     wrapper.__name__ = fn.__name__
@@ -910,6 +926,10 @@ def start(hz: float | None = None, directory: str | None = None, autotrack: bool
     """Start (or return) this process's agent. hz defaults to $MEMSIGHT_AGENT_HZ or 10; the agent's CPU
     budget (share of one core, default 0.005) to $MEMSIGHT_AGENT_CPU_BUDGET. autotrack (default: on unless
     $MEMSIGHT_AUTOTRACK=0) tracks the models and caches transformers builds, without any other call."""
+    return _start(hz, directory, autotrack)
+
+
+def _start(hz: float | None, directory: str | None, autotrack: bool | None) -> Agent:
     agent = _PROCESS.agent
     if agent is not None and agent.pid == os.getpid():
         return agent
@@ -951,19 +971,38 @@ def _after_fork_in_child() -> None:
     # the parent's mapping and thread are not ours: forget them (never write the parent's file), start anew
     inherited = _PROCESS.agent
     _PROCESS.agent = None
-    if inherited is not None:
-        inherited._mm = None  # noqa: SLF001  (the child must not touch the parent's ring)
-        inherited.info_path = None
-        tracker = inherited.autotrack
-        try:
-            agent = start(hz=inherited.hz, directory=inherited.directory, autotrack=False)
-            if tracker is not None and agent is not None:  # the patched classes call this tracker: rebind it
-                tracker.rebind(agent)
-                agent.autotrack, agent.autotrack_note = tracker, inherited.autotrack_note
-                for model in tracker.top_models():
-                    agent.track_model(model, auto=True)
-        except Exception:
-            pass
+    if inherited is None:
+        return
+    inherited._mm = None  # noqa: SLF001  (the child must not touch the parent's ring)
+    inherited.info_path = None
+    where = f"memsight agent (pid {os.getpid()}, forked from pid {inherited.pid})"
+    try:
+        agent = _start(hz=inherited.hz, directory=inherited.directory, autotrack=False)
+    except Exception as exc:  # never into the program; said, since this process now has no agent at all
+        why = f"{type(exc).__name__}: {exc}"
+        _say(f"{where}: no agent in this process: starting it after the fork failed: {why}")
+        return
+    tracker = inherited.autotrack
+    if tracker is None:
+        return
+    try:  # the patched classes call this tracker: rebind it to the child's agent
+        tracker.rebind(agent)
+        agent.autotrack, agent.autotrack_note = tracker, inherited.autotrack_note
+        for model in tracker.top_models():
+            agent.track_model(model, auto=True)
+    except Exception as exc:  # the agent samples on; what it no longer tracks is said on screen
+        problem = f"automatic tracking not restored after the fork: {type(exc).__name__}: {exc}"
+        agent.autotrack_note = f"failed after fork: {type(exc).__name__}: {exc}"
+        agent.note_problem(problem)
+        _say(f"{where}: {problem}")
+
+
+def _say(text: str) -> None:
+    """One line on stderr; never raises (a closed stderr must not break the program)."""
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except Exception:
+        pass
 
 
 def current() -> Agent | None:

@@ -1,9 +1,10 @@
 """The agent's info file (beside its ring file): reading, validating, and the values the monitor keeps.
 
 The agent (collectors/agent.py Agent.info) rewrites `agent-<pid>-<start>.info.json` atomically when what it
-knows besides the per-tick numbers changes: the models it tracks (class, dtype, config.json content, parameter
-and buffer bytes per device), its caches (class, batch, token slots per layer, bytes per device), the largest
-cache it has seen, the prefill/decode activation peaks and the automatic-tracking hooks' status. The monitor
+knows besides the per-tick numbers changes: the models it tracks (class, dtype, config.json content or why it
+could not be read, parameter and buffer bytes per device), its caches (class, batch, token slots per layer,
+bytes per device), the largest cache it has seen, the prefill/decode activation peaks, the automatic-tracking
+hooks' status and the problems that would otherwise read as "no data". The monitor
 re-reads the file when its size or mtime changed; the recorder keeps each new version (kind "agent_info") so
 a replay shows the same. A file that is too large, not JSON or not shaped as below is refused with a
 CollectorError naming it (the monitor keeps the last good one and reports the reason).
@@ -31,6 +32,7 @@ class TrackedModel:
     auto: bool  # tracked automatically (False: the script called agent.track_model too)
     params_bytes: Mapping[int, int]  # per device (-1: not on a CUDA device)
     buffers_bytes: Mapping[int, int]
+    config_error: str = ""  # why `config` is None for a model that has one ("config.to_dict() failed: ...")
 
     def weights_on(self, device: int) -> int:
         return self.params_bytes.get(device, 0) + self.buffers_bytes.get(device, 0)
@@ -88,6 +90,9 @@ class AgentInfo:
     phases: tuple[PhasePeak, ...]
     phase_counter: str  # what the phase figures are measured with
     untracked: tuple[str, ...]  # "MyCache, unknown structure"
+    # what went wrong that would otherwise read as "no data": "the last sample at stop failed: ...",
+    # "automatic tracking not restored after the fork: ..." (Agent.note_problem)
+    problems: tuple[str, ...] = ()
 
     def phase(self, name: str) -> PhasePeak | None:
         for p in self.phases:
@@ -171,6 +176,7 @@ def parse_info(raw: Any, where: str = "agent info") -> AgentInfo:
                     auto=bool(m.get("auto")),
                     params_bytes=_by_device(m.get("params_bytes", {}), "params_bytes"),
                     buffers_bytes=_by_device(m.get("buffers_bytes", {}), "buffers_bytes"),
+                    config_error=_str(m.get("config_error"), "model config error"),
                 )
             )
         phases = []
@@ -194,8 +200,11 @@ def parse_info(raw: Any, where: str = "agent info") -> AgentInfo:
         hooks = raw.get("hooks") or {}
         versions = raw.get("versions") or {}
         untracked = raw.get("untracked") or []
-        if not isinstance(hooks, dict) or not isinstance(versions, dict) or not isinstance(untracked, list):
-            raise ValueError("hooks / versions / untracked of the wrong type")
+        problems = raw.get("problems") or []
+        if not all(isinstance(x, dict) for x in (hooks, versions)) or not all(
+            isinstance(x, list) for x in (untracked, problems)
+        ):
+            raise ValueError("hooks / versions / untracked / problems of the wrong type")
         largest = raw.get("largest_cache")
         t = raw.get("t", 0.0)
         return AgentInfo(
@@ -211,6 +220,7 @@ def parse_info(raw: Any, where: str = "agent info") -> AgentInfo:
             phases=tuple(phases),
             phase_counter=_str(raw.get("phase_counter"), "phase counter"),
             untracked=tuple(_str(u, "untracked") for u in untracked[:50]),
+            problems=tuple(_str(x, "problem") for x in problems[:20]),
         )
     except ValueError as exc:
         raise CollectorError(f"{where}: malformed agent info: {exc}") from None

@@ -29,6 +29,8 @@ from collectors.agent import sweep_dead_files
 from collectors.agent_info import InfoFile
 from collectors.agent_reader import AgentReader, discover, is_stale, skipped_files_line
 from collectors.alerts import AlertOptions
+from collectors.engine_log_follow import EngineLogFollower
+from collectors.engine_metrics import EngineMetrics
 from collectors.errors import CollectorError
 from collectors.nvml_collector import NVMLCollector
 from collectors.os_collector import OSCollector
@@ -48,6 +50,10 @@ def _describe(exc: BaseException) -> str:
         return f"{type(exc).__name__} (its message could not be formatted)"
 
 
+# the engines whose log the monitor follows (vLLM's is followed by the Live screen, tui/app.py)
+FOLLOWED_ENGINES = ("sglang", "ollama", "llamacpp")
+
+
 class Monitor:
     def __init__(
         self,
@@ -64,6 +70,7 @@ class Monitor:
         vllm_url: str | None = None,
         vllm_hz: float = 1.0,
         vllm_timeout_s: float = 0.8,
+        engine_url: str | None = None,
         prometheus: str | None = None,
         alert_options: AlertOptions | None = None,
     ) -> None:
@@ -86,6 +93,10 @@ class Monitor:
         # bad input (an ftp:// URL, "host:port:x") fails here, before any thread starts
         self.vllm = VLLMMetrics(vllm_url, timeout_s=vllm_timeout_s, clock=clock) if vllm_url else None
         self.vllm_hz = min(vllm_hz, VLLM_MAX_HZ)
+        # an engine's own endpoint (--engine-url) and the child's log followed for SGLang / llama.cpp / Ollama
+        # (vLLM's log is followed by the Live screen itself, tui/app.py)
+        self.engine = EngineMetrics(engine_url, timeout_s=vllm_timeout_s, clock=clock) if engine_url else None
+        self.engine_follow: EngineLogFollower | None = None  # follow_log(path) sets it
         self.prometheus_address = None
         if prometheus is not None:
             from collectors.exporter import parse_listen_address  # noqa: PLC0415
@@ -127,6 +138,8 @@ class Monitor:
             loops.append(("nvml", 1.0 / self.nvml_hz, self._tick_nvml, False))
         if self.vllm is not None:
             loops.append(("vllm", 1.0 / self.vllm_hz, self.sample_vllm, True))
+        if self.engine is not None:
+            loops.append(("engine", 1.0 / VLLM_MAX_HZ, self.sample_engine, True))
         for name, period, fn, at_once in loops:
             thread = threading.Thread(
                 target=self._supervised,
@@ -257,6 +270,10 @@ class Monitor:
             self._read_os()
         except Exception as exc:
             self._failed("os", exc)
+        try:
+            self.follow_engine_log()
+        except Exception as exc:  # an engine's reader failing on odd text must not stop sampling
+            self._failed("engine_log", exc)
         self.builder.build(self._clock())
 
     def _tick_nvml(self) -> None:
@@ -268,12 +285,14 @@ class Monitor:
         """One round of every source, on the calling thread (tests; the last round after a run)."""
         self._sample_local()
         self.sample_vllm()
+        self.sample_engine()
         return self.state()
 
     def _sample_local(self) -> None:
         self._read_nvml()
         self._read_agents(self._clock())
         self._read_os()
+        self.follow_engine_log()
         self.builder.build(self._clock())
 
     def sample_vllm(self) -> None:
@@ -286,6 +305,36 @@ class Monitor:
                 self.recorder.vllm(snap)
                 self._recorded()
         self.builder.build(self._clock())
+
+    def sample_engine(self) -> None:
+        """One scrape of --engine-url (never raises; bounded by the scrape timeout)."""
+        if self.engine is None:
+            return
+        snap = self.engine.sample()
+        self.builder.update_engine(snap)
+        if self.recorder is not None:
+            with self._record_lock:
+                self.recorder.engine(snap)
+                self._recorded()
+        self.builder.build(self._clock())
+
+    def follow_log(self, path: str | os.PathLike) -> None:
+        """Follow `path` (the run's child log) for an engine's own figures, from the next local tick."""
+        self.engine_follow = EngineLogFollower(path, engines=FOLLOWED_ENGINES)
+
+    def follow_engine_log(self) -> None:
+        """Read what the child's log added (bounded, never raises); record what an engine said anew."""
+        follower = self.engine_follow
+        if follower is None:
+            return
+        followed = follower.poll()
+        if followed is None:
+            return
+        self.builder.update_engine_log(followed)
+        if self.recorder is not None:
+            with self._record_lock:
+                self.recorder.engine_log(self._clock(), followed)
+                self._recorded()
 
     def sample_os(self) -> None:
         self._read_os()

@@ -11,6 +11,11 @@ One JSON object per line, `"k"` saying which kind:
                tracked models' config, caches, phase peaks, hook status; collectors/agent_info.py)
   vllm        {"k":"vllm","t","url","status","available","num_gpu_blocks","block_size",
                "gpu_memory_utilization","samples","models":[{...VLLMModelStats...}]}   (--vllm-url only)
+  engine      {"k":"engine","t","url","kind","status","available","kv_usage","kv_tokens_used",
+               "kv_tokens_total","running","waiting","loads":[{name,size,size_vram,context_length}],
+               "slots":[{id,n_ctx,processing}]}                            (--engine-url only)
+  engine_log  {"k":"engine_log","t","engine","stage","devices":[{device,weights,kv,activations,overhead}],
+               "ranks","figures":{name: value}}   (each time the followed child log says something new)
   alert       {"k":"alert","t","kind","severity","message","pid","device","value"}  (raised during the run)
   summary     {"k":"summary","t",...collectors.summary.summary_to_json...}         (last line, at the end)
   skip        {"k":"skip","t","source":"agents","path","reason"}   (an agent file or directory not read: why)
@@ -104,6 +109,8 @@ class Recorder:
         self._seen_agents: set[tuple[int, int]] = set()
         self._last_nvml: str | None = None
         self._last_vllm: str | None = None
+        self._last_engine: str | None = None
+        self._last_engine_log: str | None = None
         # Lines wait here, not in a file object's buffer, and are written by os.write: what the file holds is
         # then known exactly (a full disk takes part of a write, then refuses), so a failure says how many
         # whole records reached the file, never how many were handed to a buffer that was then lost.
@@ -233,6 +240,35 @@ class Recorder:
             return  # unchanged: replay holds the previous one
         self._last_vllm = text
         self._write({"k": "vllm", "t": snap.t, **body})
+
+    def engine(self, snap) -> None:  # noqa: ANN001  (collectors.engine_metrics.EngineSnapshot)
+        body = {
+            "url": snap.url, "kind": snap.kind, "status": snap.status, "available": snap.available,
+            "kv_usage": _num(snap.kv_usage) if snap.kv_usage is not None else None,
+            "kv_tokens_used": snap.kv_tokens_used, "kv_tokens_total": snap.kv_tokens_total,
+            "running": snap.running, "waiting": snap.waiting,
+            "loads": [asdict(load) for load in snap.loads], "slots": [asdict(s) for s in snap.slots],
+        }  # fmt: skip
+        text = json.dumps(body, sort_keys=True)
+        if text == self._last_engine:
+            return  # unchanged: replay holds the previous one
+        self._last_engine = text
+        self._write({"k": "engine", "t": snap.t, **body})
+
+    def engine_log(self, t: float, followed) -> None:  # noqa: ANN001  (engine_log_follow.FollowedLog)
+        buckets = followed.buckets
+        body = {
+            "engine": followed.engine,
+            "stage": buckets.stage if buckets is not None else getattr(followed.log, "stage", ""),
+            "devices": [asdict(d) for d in buckets.devices] if buckets is not None else [],
+            "ranks": buckets.ranks if buckets is not None else 1,
+            "figures": {name: _num(value) for name, value in buckets.figures} if buckets is not None else {},
+        }
+        text = json.dumps(body, sort_keys=True)
+        if text == self._last_engine_log:
+            return
+        self._last_engine_log = text
+        self._write({"k": "engine_log", "t": t, **body})
 
     def alert(self, alert: Alert) -> None:
         self._write({"k": "alert", **alert_to_json(alert)})
@@ -385,6 +421,16 @@ _VLLM_MODEL_FIELDS = {
     "preemptions_total": "int?", "prefix_cache_hits": "int?", "prefix_cache_queries": "int?",
     "prefix_cache_metrics": "list-", "gpu_prefix_cache_hit_rate": "num?", "cpu_cache_usage": "num?",
 }  # fmt: skip
+_ENGINE_FIELDS = {
+    "t": "time", "url": "str?", "kind": "str?", "status": "str?", "available": "bool?", "kv_usage": "num?",
+    "kv_tokens_used": "int?", "kv_tokens_total": "int?", "running": "int?", "waiting": "int?",
+    "loads": "list-", "slots": "list-",
+}  # fmt: skip
+_ENGINE_LOAD_FIELDS = {"name": "str?", "size": "num?", "size_vram": "num?", "context_length": "int?"}
+_ENGINE_LOG_FIELDS = {"t": "time", "engine": "str", "stage": "str?", "devices": "list-", "ranks": "int?"}
+_ENGINE_DEVICE_FIELDS = {
+    "device": "str", "weights": "num?", "kv": "num?", "activations": "num?", "overhead": "num?",
+}  # fmt: skip
 _SKIP_FIELDS = {"t": "time", "source": "str", "path": "str", "reason": "str"}
 _AGENT_META_FIELDS = {"pid": "int", "start": "int", "cmdline": "str?", "path": "str?", "hz": "num?"}
 _AGENT_FIELDS = {
@@ -482,6 +528,19 @@ def check_event(e: dict) -> None:
         _check_list(models, _VLLM_MODEL_FIELDS, VLLMModelStats, "vllm model: ")
         for m in models:
             _check_strings(m.get("prefix_cache_metrics"), "vllm model: prefix_cache_metrics")
+    elif k == "engine":
+        _check_fields(e, _ENGINE_FIELDS, "engine event: ")
+        for load in e.get("loads") or []:
+            _check_fields(load, _ENGINE_LOAD_FIELDS, "engine load: ")
+        for slot in e.get("slots") or []:
+            _check_fields(slot, {}, "engine slot: ")
+    elif k == "engine_log":
+        _check_fields(e, _ENGINE_LOG_FIELDS, "engine_log event: ")
+        for device in e.get("devices") or []:
+            _check_fields(device, _ENGINE_DEVICE_FIELDS, "engine_log device: ")
+        figures = e.get("figures", {})
+        if not isinstance(figures, dict) or not all(_fits(v, "num?") for v in figures.values()):
+            raise ValueError("engine_log event: figures must map names to numbers")
     elif k == "agent_meta":
         _check_fields(e, _AGENT_META_FIELDS, "agent_meta event: ")
     elif k == "skip":
@@ -720,6 +779,23 @@ def summarize(recording: Recording) -> dict:
             src.add(r.t, values)
             src.cmdline = agent_cmdlines.get((e["pid"], e["start"]), "")
             src.status = r.cuda_state
+        elif k == "engine":
+            src = source(f"engine:{e.get('kind') or 'unknown'}", "engine", None)
+            keys = ("kv_usage", "kv_tokens_used", "kv_tokens_total", "running", "waiting")
+            src.add(t, {key: e.get(key) for key in keys})
+            for load in e.get("loads") or []:
+                source(f"engine:ollama:{load.get('name')}", "engine", None).add(
+                    t, {"size": load.get("size"), "size_vram": load.get("size_vram")}
+                )
+            src.status = e.get("status")
+        elif k == "engine_log":
+            src = source(f"engine_log:{e.get('engine')}", "engine_log", None)
+            fields = dict(e.get("figures") or {})
+            for d in e.get("devices") or []:
+                for key in ("weights", "kv", "activations", "overhead"):
+                    fields[f"{key}:{d.get('device')}"] = d.get(key)
+            src.add(t, fields)
+            src.status = e.get("stage")
         elif k == "vllm":
             snap = vllm_snapshot_from(e)
             if not snap.models:  # a failed scrape: one "vllm" source that says why

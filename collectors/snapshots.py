@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collectors.agent_info import AgentInfo
@@ -331,5 +331,9 @@ class MonitorState:
     # "skipped 3 bad record(s) ...", "replay": "skipped 2 bad event(s) ..."); shown on screen
     input_warnings: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     vllm: VLLMSnapshot | None = None  # the latest scrape of --vllm-url; None when no URL was given
+    # --engine-url's latest scrape (collectors.engine_metrics.EngineSnapshot) and what the followed child log
+    # says (collectors.engine_log_follow.FollowedLog): None when not asked for / not recognized yet
+    engine: Any = None
+    engine_log: Any = None
     # peaks, lowest headroom and alerts since the monitor started (collectors/summary.py); None before a build
     summary: RunSummary | None = None

@@ -74,6 +74,8 @@ class StateBuilder:
         self.os: OSSnapshot | None = None
         self.nvml: NVMLSnapshot = NO_NVML
         self.vllm: VLLMSnapshot | None = None
+        self.engine = None  # collectors.engine_metrics.EngineSnapshot (--engine-url)
+        self.engine_log = None  # collectors.engine_log_follow.FollowedLog (the child's log)
         self.agents: dict[tuple[int, int], AgentTrack] = {}
         self.os_ring = Ring("os", OS_FIELDS)
         self.headroom_ring = Ring("headroom", ("headroom",))
@@ -142,6 +144,15 @@ class StateBuilder:
                 self.input_warnings["vllm"] = f"refused vLLM value(s): {snap.refused[0]}{more}"
             else:
                 self.input_warnings.pop("vllm", None)
+
+    def update_engine(self, snap) -> None:  # noqa: ANN001  (collectors.engine_metrics.EngineSnapshot)
+        with self._lock:
+            self.engine = snap
+            self.status["engine"] = snap.status
+
+    def update_engine_log(self, followed) -> None:  # noqa: ANN001  (engine_log_follow.FollowedLog)
+        with self._lock:
+            self.engine_log = followed
 
     def update_nvml(self, snap: NVMLSnapshot) -> None:
         with self._lock:
@@ -330,6 +341,8 @@ class StateBuilder:
                 agents=views,
                 buckets=measured,
                 vllm=self.vllm,
+                engine=self.engine,
+                engine_log=self.engine_log,
                 alerts=(),
                 unified=unified,
                 headroom_bytes=headroom,

@@ -1,9 +1,10 @@
 """vLLM's own memory numbers, read from its log as it streams (the `memsight run` child's log file).
 
-VLLMLogFollower reads only the bytes appended since the previous poll (at most max_read_bytes per poll; the
-rest is read on the next polls, nothing is skipped, so no vLLM line is lost) and feeds complete lines to
-planner.vllm_log.LogReader. log_buckets() turns what was read into the vLLM process's buckets, each one "from
-vLLM's log": weights, KV pool, activation peak and overhead (non-torch + CUDA graphs).
+VLLMLogFollower reads only the bytes appended since the previous poll (the engines' file follower,
+collectors.engine_log_follow.LogFollower: at most max_read_bytes per poll; the rest is read on the next polls,
+nothing is skipped, so no vLLM line is lost) and feeds the text to planner.engines.vllm.log.LogReader.
+log_buckets() turns what was read into the vLLM process's buckets, each one "from vLLM's log": weights, KV
+pool, activation peak and overhead (non-torch + CUDA graphs).
 Never raises on file trouble: a missing file reads as nothing yet, a read error is kept in `error`.
 """
 
@@ -13,62 +14,37 @@ import os
 import pathlib
 from dataclasses import dataclass
 
-from planner.vllm_log import LogReader, VLLMLog
-
-MAX_READ_BYTES = 1 << 20  # per poll: a startup log is a few hundred KB; a chatty server catches up over polls
+from collectors.engine_log_follow import MAX_READ_BYTES, LogFollower
+from planner.engines.vllm.log import LogReader, VLLMLog
 
 
 class VLLMLogFollower:
+    """vLLM's reader behind the engines' file follower (collectors.engine_log_follow.LogFollower)."""
+
     def __init__(self, path: str | os.PathLike, max_read_bytes: int = MAX_READ_BYTES) -> None:
-        self.path = pathlib.Path(path)
-        self.max_read_bytes = max_read_bytes
-        self.offset = 0
-        self.error = ""
+        self._file = LogFollower(path, max_read_bytes)
         self._reader = LogReader()
         self._result: VLLMLog | None = None
-        self._decoder_tail = b""  # bytes of a UTF-8 character cut by the read limit
+
+    @property
+    def path(self) -> pathlib.Path:
+        return self._file.path
+
+    @property
+    def error(self) -> str:
+        return self._file.error
 
     def poll(self) -> VLLMLog:
         """What the log says so far (the same object as last time when nothing new arrived)."""
-        try:
-            with open(self.path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                if size < self.offset:  # truncated or replaced: start over
-                    self.offset = 0
-                    self._reader = LogReader()
-                    self._result = None
-                    self._decoder_tail = b""
-                f.seek(self.offset)
-                data = f.read(min(size - self.offset, self.max_read_bytes))
-        except FileNotFoundError:
-            data = b""
-        except OSError as exc:
-            self.error = f"cannot read {self.path}: {exc.strerror or exc}"
-            data = b""
-        else:
-            self.error = ""
-        if data:
-            self.offset += len(data)
-            data = self._decoder_tail + data
-            cut = _complete_utf8(data)
-            self._decoder_tail = data[cut:]
-            self._reader.feed_text(data[:cut].decode("utf-8", errors="replace"))
+        text, restarted = self._file.read_new()
+        if restarted:  # truncated or replaced: start over
+            self._reader, self._result = LogReader(), None
+        if text:
+            self._reader.feed_text(text)
             self._result = None
         if self._result is None:
             self._result = self._reader.result()
         return self._result
-
-
-def _complete_utf8(data: bytes) -> int:
-    """Length of the prefix of data that does not end inside a multi-byte UTF-8 character."""
-    for back in range(1, min(4, len(data)) + 1):
-        byte = data[-back]
-        if byte < 0x80:
-            return len(data)
-        if byte >= 0xC0:  # a lead byte: is its sequence complete?
-            need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
-            return len(data) if back >= need else len(data) - back
-    return len(data)
 
 
 @dataclass(frozen=True, slots=True)

@@ -343,22 +343,61 @@ def vllm_snapshot_from_scrape(
 
 def normalize_url(url: str) -> str:
     """ "localhost:8000", "http://host:8000", "http://host:8000/metrics" -> a full /metrics URL."""
+    parts = split_url(url, "--vllm-url", "http://localhost:8000")
+    path = parts.path if parts.path not in ("", "/") else "/metrics"
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+
+
+def split_url(url: str, flag: str, example: str) -> urllib.parse.SplitResult:
+    """A scrape URL's parts, http:// added where no scheme is written; CollectorError (one line, naming
+    `flag`) for an empty one, another scheme, no host, a port that is not a number."""
     text = url.strip()
     if not text:
-        raise CollectorError("--vllm-url is empty: give the server's address, e.g. http://localhost:8000")
+        raise CollectorError(f"{flag} is empty: give the server's address, e.g. {example}")
     if "://" not in text:
         text = "http://" + text
     parts = urllib.parse.urlsplit(text)
     if parts.scheme not in ("http", "https"):
-        raise CollectorError(f"--vllm-url {url!r}: only http:// and https:// URLs are scraped")
+        raise CollectorError(f"{flag} {url!r}: only http:// and https:// URLs are scraped")
     if not parts.hostname:
-        raise CollectorError(f"--vllm-url {url!r} names no host")
+        raise CollectorError(f"{flag} {url!r} names no host")
     try:
         parts.port  # noqa: B018  (raises on a port that is not a number)
     except ValueError:
-        raise CollectorError(f"--vllm-url {url!r}: the port is not a number") from None
-    path = parts.path if parts.path not in ("", "/") else "/metrics"
-    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+        raise CollectorError(f"{flag} {url!r}: the port is not a number") from None
+    return parts
+
+
+def fetch_text(
+    url: str, timeout_s: float, accept: str, max_bytes: int, opener=None, what: str = "/metrics"
+) -> str:
+    """GET `url` as UTF-8 text of at most `max_bytes`, or CollectorError saying why not (refused, timeout,
+    HTTP status, too big, not text). No proxy: a proxy configured for the user's web traffic must not see
+    (or break) a scrape of a local server."""
+    opener = opener or urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    request = urllib.request.Request(url, headers={"Accept": accept})
+    try:
+        with opener.open(request, timeout=timeout_s) as response:
+            body = response.read(max_bytes + 1)
+    except urllib.error.HTTPError as exc:
+        raise CollectorError(f"HTTP {exc.code} {exc.reason} from {url}") from None
+    except urllib.error.URLError as exc:
+        reason = exc.reason
+        if isinstance(reason, ConnectionRefusedError):
+            raise CollectorError(f"connection refused: nothing listens at {url}") from None
+        if isinstance(reason, TimeoutError):
+            raise CollectorError(f"timed out after {timeout_s:g} s: {url}") from None
+        raise CollectorError(f"cannot reach {url}: {reason}") from None
+    except TimeoutError:
+        raise CollectorError(f"timed out after {timeout_s:g} s: {url}") from None
+    except (OSError, ValueError) as exc:  # reset connections, bad status lines (http.client errors)
+        raise CollectorError(f"cannot read {url}: {type(exc).__name__}: {exc}") from None
+    if len(body) > max_bytes:
+        raise CollectorError(f"{url} served more than {max_bytes // 2**20} MiB: not a {what} page")
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CollectorError(f"malformed {what} from {url}: not UTF-8 text ({exc.reason})") from None
 
 
 class VLLMMetrics:
@@ -375,33 +414,7 @@ class VLLMMetrics:
 
     def fetch(self) -> str:
         """The body, or CollectorError saying why not (refused, timeout, HTTP status, not text)."""
-        request = urllib.request.Request(self.url, headers={"Accept": "text/plain;version=0.0.4"})
-        try:
-            with self._opener.open(request, timeout=self.timeout_s) as response:
-                body = response.read(MAX_BODY_BYTES + 1)
-        except urllib.error.HTTPError as exc:
-            raise CollectorError(f"HTTP {exc.code} {exc.reason} from {self.url}") from None
-        except urllib.error.URLError as exc:
-            reason = exc.reason
-            if isinstance(reason, ConnectionRefusedError):
-                raise CollectorError(f"connection refused: nothing listens at {self.url}") from None
-            if isinstance(reason, TimeoutError):
-                raise CollectorError(f"timed out after {self.timeout_s:g} s: {self.url}") from None
-            raise CollectorError(f"cannot reach {self.url}: {reason}") from None
-        except TimeoutError:
-            raise CollectorError(f"timed out after {self.timeout_s:g} s: {self.url}") from None
-        except (OSError, ValueError) as exc:  # reset connections, bad status lines (http.client errors)
-            raise CollectorError(f"cannot read {self.url}: {type(exc).__name__}: {exc}") from None
-        if len(body) > MAX_BODY_BYTES:
-            raise CollectorError(
-                f"{self.url} served more than {MAX_BODY_BYTES // 2**20} MiB: not a /metrics page"
-            )
-        try:
-            return body.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise CollectorError(
-                f"malformed /metrics from {self.url}: not UTF-8 text ({exc.reason})"
-            ) from None
+        return fetch_text(self.url, self.timeout_s, "text/plain;version=0.0.4", MAX_BODY_BYTES, self._opener)
 
     def sample(self) -> VLLMSnapshot:
         t = self._clock()

@@ -2,7 +2,8 @@
 
 Everything here is importable from its submodule too; those are the stable homes:
 spec/catalog (what the model is), params/formats/kv/checkpoint (what it weighs), topology/activations/
-budget/machines (where it goes on a box), vllm (how vLLM carves its pool), work (compute and traffic).
+budget/machines (where it goes on a box), engines (each serving engine's own memory: engines/vllm carves
+vLLM's pool), work (compute and traffic).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ _HOMES = {
     "PlanInputs": "planner.budget",
     "PlannerError": "planner.errors",
     "RankPlan": "planner.budget",
-    "VLLMPool": "planner.vllm",
+    "VLLMPool": "planner.engines.vllm.pool",
     "WeightBytes": "planner.formats",
     "attention_prefill_flops": "planner.work",
     "catalog_names": "planner.catalog",
@@ -45,7 +46,7 @@ _HOMES = {
     "read_checkpoint": "planner.checkpoint",
     "roofline_gflops": "planner.work",
     "state_bytes_per_sequence": "planner.kv",
-    "vllm_pool": "planner.vllm",
+    "vllm_pool": "planner.engines.vllm.pool",
     "weight_bytes": "planner.formats",
     "weight_formats": "planner.formats",
 }

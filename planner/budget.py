@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from planner.activations import ActivationPeak, activation_peak
+from planner.activations import ActivationPeak, activation_dtype, activation_peak
 from planner.checkpoint import CheckpointInfo
 from planner.errors import PlannerError
 from planner.formats import WeightBytes, weight_bytes
@@ -24,7 +24,7 @@ from planner.machines import Machine, get_machine
 from planner.params import ParamCount, count_params
 from planner.spec import ModelSpec, load_spec
 from planner.topology import Topology, make_topology, stage_kv_bytes_per_token, stage_weight_bytes
-from planner.units import GiB
+from planner.units import GiB, dtype_bytes
 
 # Without a max_position_embeddings the context search stops here (tokens) and says so.
 CONTEXT_SEARCH_LIMIT = 2**24
@@ -203,6 +203,9 @@ def make_plan(
             )
         )
 
+    act_dtype = activation_dtype(spec, weights.format)
+    act_bytes = dtype_bytes(act_dtype)
+
     def activation(stage: _Stage, users: int) -> ActivationPeak:
         return activation_peak(
             spec,
@@ -212,6 +215,7 @@ def make_plan(
             attention=inputs.attention,
             tp=topology.tp,
             has_head=stage.has_head,
+            dtype_bytes=act_bytes,
         )
 
     def total(stage: _Stage, users: int, seq_tokens: int) -> int:
@@ -294,7 +298,7 @@ def make_plan(
     act = activation(stages[busiest_stage], inputs.users)
     assumptions.append(
         f"activation peak: {act.phase} ({inputs.prefill_chunk}-token prefill chunk, "
-        "(4h + 3I) x 2 B per token; "
+        f"(4h + 3I) x {act_bytes} B per token, {act_dtype} activations; "
         f"logits {inputs.logits}; {inputs.attention} attention)"
     )
     assumptions.append(f"overhead: {inputs.overhead_bytes / GiB:.2f} GiB per rank (CUDA context, workspaces)")

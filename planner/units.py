@@ -53,3 +53,8 @@ def to_gib(n_bytes: int) -> float:
 
 def to_gb(n_bytes: int) -> float:
     return n_bytes / GB
+
+
+def ceil_div(a: int, b: int) -> int:
+    """⌈a / b⌉ in exact integers (blocks, pages, padded widths)."""
+    return -(-a // b)

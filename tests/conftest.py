@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import pathlib
 import subprocess
 import sys
@@ -32,3 +33,17 @@ needs_shared = pytest.mark.skipif(
     not SHARED_CONFIGS.is_dir(),
     reason="../shared/ (real configs and recorded fixtures) is not beside this checkout",
 )
+
+
+def installed(module: str) -> bool:
+    """Whether `module` can be imported here, without importing it (torch takes seconds)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package missing, or a module without a spec
+        return False
+
+
+def needs_torch(why: str) -> pytest.MarkDecorator:
+    """Skip where torch is absent (the monitor's own install has none), saying what needed it: for tests whose
+    child processes import torch, which importorskip in the test process would not see."""
+    return pytest.mark.skipif(not installed("torch"), reason=f"torch is not installed: {why}")

@@ -27,6 +27,7 @@ from planner.catalog import catalog_names
 from planner.formats import weight_formats
 from planner.machines import MACHINES, Machine
 from tui import options
+from tui.screens.engine_live import device_for_pool, engine_comparison, engine_line, engine_plan, held_bytes
 from tui.screens.help import HelpScreen
 from tui.screens.live import LiveScreen, LiveView
 from tui.screens.plan import FIELDS, PlanChoices, PlanScreen, PlanView
@@ -89,7 +90,7 @@ REPLAY_BINDINGS = (
 )
 REPLAY_ACTIONS = frozenset(b.action.split("(")[0] for b in REPLAY_BINDINGS)
 PLAN_MEMO_SIZE = 256
-# the logged figures vLLM's plan reads (planner/vllm_explain.explain): a new one re-plans
+# the logged figures vLLM's plan reads (planner/engines/vllm/explain.py): a new one re-plans
 PLAN_FIGURES = ("total", "max_model_len", "utilization")
 # "this" machine's reserve is what is in use now; re-planning it at every tick would cost a make_plan per
 # tick for figures that move by megabytes.
@@ -253,6 +254,7 @@ class MemsightApp(App[int]):
         self._vllm_plan: tuple[tuple, VLLMPlan] | None = None  # (inputs key, vLLM's plan for them)
         self._base_comparisons: tuple = ()  # the bucket comparisons before the vLLM process's is put in
         self._vllm_parts_memo: tuple | None = None  # (log, state, plan inputs, _vllm_parts of them)
+        self._engine_plan_memo: tuple | None = None  # (followed log, model, its EnginePlan): not vLLM's
         self._child_key: tuple | None = None
         self.replay_note = ""  # what the last replay key did ("at the peak reserved (t+85.0s)")
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -522,7 +524,7 @@ class MemsightApp(App[int]):
             "log_lines": lines,
             "ended": ended,
             "summary": summary,
-            "vllm_log": self._vllm_log_text(),
+            "vllm_log": self._vllm_log_text() or self._engine_log_text(),
         }
 
     def _vllm_parts(self):
@@ -579,7 +581,7 @@ class MemsightApp(App[int]):
 
     def _live_comparisons(self, ended: str) -> tuple:
         """The bucket comparisons, the vLLM process's (from its log) in place of its pool's, "ended" titles
-        once the command exited."""
+        once the command exited; another engine's (SGLang, Ollama, llama.cpp) the same way."""
         comparisons = self._base_comparisons
         parts = self._vllm_parts()
         state = self.scoped_state or self.state
@@ -587,7 +589,37 @@ class MemsightApp(App[int]):
             log, buckets, plan, nvml_bytes, pool, _ = parts
             vllm = vllm_comparison(state, pool, log, buckets, plan, nvml_bytes, self.child.pid)
             comparisons = with_vllm(comparisons, pool, vllm)
+        engine = self._engine_parts() if parts is None else None
+        if engine is not None and engine[2] is not None:
+            followed, pool, device, plan, held, what = engine
+            shown = engine_comparison(state, pool, followed, device, plan, held, what, self.child.pid)
+            comparisons = with_vllm(comparisons, pool, shown)
         return ended_comparisons(comparisons, ended)
+
+    def _engine_parts(self):
+        """(followed log, its pool, its buckets there, its own plan, what the system sees it hold, how) for
+        the engine whose log the monitor follows under memsight run; None when there is none."""
+        state = self.scoped_state or self.state
+        if self.child is None or state is None or state.engine_log is None:
+            return None
+        followed = state.engine_log
+        pids = frozenset(self.child.family(a.pid for a in state.agents)) | {self.child.pid}
+        if state.os is not None:  # the engine's workers are the command's descendants (their parent chain)
+            pids |= self.child.family(p.pid for p in state.os.processes)
+        pool = vllm_pool_for(state, pids)
+        model = self.plan_inputs.model if "model" in self.plan_explicit else None
+        memo = self._engine_plan_memo
+        if memo is None or memo[0] is not followed or memo[1] != model:
+            memo = self._engine_plan_memo = (followed, model, engine_plan(followed, model))
+        held, what = held_bytes(state, pool, pids)
+        return followed, pool, device_for_pool(followed.buckets, pool), memo[2], held, what
+
+    def _engine_log_text(self) -> str:
+        parts = self._engine_parts()
+        if parts is None:
+            return ""
+        followed, _, device, plan, held, what = parts
+        return engine_line(followed, device, plan, held, what)
 
     def _push_to_screen(self) -> None:
         screen = self.screen

@@ -1,5 +1,6 @@
-"""`memsight explain LOG|-`: a vLLM startup log, each logged memory figure next to the planner's prediction
-for the same model, GPU and engine arguments (the prediction uses none of the log's measured figures)."""
+"""`memsight explain LOG|-`: an engine's startup log (the engine recognized from the log: planner/engines),
+each logged memory figure next to the planner's prediction for the same model, GPU and engine arguments (the
+prediction uses none of the log's measured figures), on the worksheet every engine shares."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import sys
 from planner import limits
 from planner.errors import PlannerError
 from planner.units import GiB
+from tui import explain_engines
 
 GIVEN_FLAGS = (
     "max_model_len", "tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_utilization",
@@ -19,7 +21,9 @@ GIVEN_FLAGS = (
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
-    parser.add_argument("log", metavar="LOG", help="a vLLM startup log file, or - for stdin")
+    parser.add_argument(
+        "log", metavar="LOG", help="an engine's startup log (vLLM, SGLang, Ollama), or - for stdin"
+    )
     parser.add_argument("--model", help="model config / catalog name / repo id (default: the one in the log)")
     parser.add_argument("--vllm-version", help="when the log does not say which version wrote it")
     parser.add_argument("--gpu", help="GPU whose recorded mem_get_info total to use when the log has none")
@@ -36,6 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     given.add_argument(
         "--quantization", "-q", help="vLLM's --quantization (awq, gptq, fp8, bitsandbytes, ...)"
     )
+    explain_engines.add_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the same as one JSON object (stable keys)")
 
 
@@ -53,52 +58,52 @@ def _read(path: str) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def _fmt(key: str, value: float | None) -> str:
+def _fmt(value: float | None, whole: bool) -> str:
     if value is None:
         return "-"
-    if key in ("num_blocks", "kv_tokens"):
+    if whole:
         return f"{value:,.0f}"
     return f"{value:,.2f}"
 
 
-def render(ex, log) -> str:  # noqa: ANN001  (planner.vllm_explain types, imported lazily)
-    from planner.vllm_explain import ROW_LABELS  # noqa: PLC0415
-
-    lines = [ex.worksheet, ""]
-    lines.append(f"memsight explain: {ex.model}, vLLM {ex.version} ({ex.engine})")
-    for name, value, where in ex.inputs:
+def render(sheet) -> str:  # noqa: ANN001  (planner.engines.worksheet.Worksheet, imported lazily)
+    lines = [sheet.line, ""]
+    lines.append(f"memsight explain: {sheet.model}, {sheet.title}")
+    for name, value, where in sheet.inputs:
         lines.append(f"  {name:<26}{value:<32} from {where}")
     lines.append("")
     lines.append(f"  {'':<24}{'logged':>12}{'predicted':>12}{'diff':>10}  cause")
-    for r in ex.rows:
+    for r in sheet.rows:
         where = f"  (line {r.logged_line})" if r.logged_line else ""
         diff = r.difference
         rel = r.relative
         diff_text = (
             "-"
             if diff is None
-            else (f"{rel:+.1%}" if rel is not None and r.key != "max_concurrency" else f"{diff:+.2f}")
+            else (f"{rel:+.1%}" if rel is not None and r.key not in sheet.absolute else f"{diff:+.2f}")
         )
+        whole = r.key in sheet.counts
         lines.append(
-            f"  {ROW_LABELS[r.key]:<24}{_fmt(r.key, r.logged):>12}"
-            f"{_fmt(r.key, r.predicted):>12}{diff_text:>10}  {r.cause}{where}"
+            f"  {sheet.labels[r.key]:<24}{_fmt(r.logged, whole):>12}"
+            f"{_fmt(r.predicted, whole):>12}{diff_text:>10}  {r.cause}{where}"
         )
     lines.append("")
     lines.append("  how each predicted term is known:")
-    for t in ex.terms:
+    for t in sheet.terms:
         lines.append(f"    {t.name:<16}{t.bytes / GiB:>9.2f} GiB  {t.how:<9} {t.source}")
-    for note in ex.notes:
+    for note in sheet.notes:
         lines.append(f"  note: {note}")
     return "\n".join(lines)
 
 
 def main(args: argparse.Namespace, name: str) -> int:
-    from planner.vllm_explain import explain, explanation_json, stage_problem  # noqa: PLC0415
-    from planner.vllm_log import parse_log  # noqa: PLC0415
+    from planner.engines import recognize  # noqa: PLC0415
+    from planner.engines.worksheet import worksheet_json  # noqa: PLC0415
 
     text = _read(args.log)
-    log = parse_log(text)
-    problem = stage_problem(log)
+    engine = recognize(text)
+    log = engine.read_log(text)
+    problem = engine.log_problem(log)
     if problem is not None:
         raise PlannerError(problem)
     if args.total_gib is not None and not 0 < args.total_gib < 1e6:
@@ -113,15 +118,16 @@ def main(args: argparse.Namespace, name: str) -> int:
             continue
         if value <= 0 or (key == "gpu_memory_utilization" and value > 1):
             raise PlannerError(f"--{key.replace('_', '-')} out of range: {value}")
-    ex = explain(
-        log,
-        given=given,
-        model=args.model,
-        version=args.vllm_version,
-        gpu=args.gpu,
-        total_bytes=None if args.total_gib is None else round(args.total_gib * GiB),
-    )
-    out = json.dumps(explanation_json(ex, log), indent=1) if args.json else render(ex, log)
+    given = explain_engines.given(args, engine.name, given)
+    options = {
+        "given": given,
+        "model": args.model,
+        "version": explain_engines.version(args, engine.name),
+        "gpu": args.gpu,
+        "total_bytes": None if args.total_gib is None else round(args.total_gib * GiB),
+    }
+    sheet = engine.explain(log, options)
+    out = json.dumps(worksheet_json(sheet), indent=1) if args.json else render(sheet)
     try:
         print(out)
         sys.stdout.flush()

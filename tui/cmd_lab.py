@@ -456,7 +456,8 @@ def predict_edge(lab_model: LabModel, args, cap: int, out: Out) -> dict | int:
     )
     out(
         f"  activation peak     {b(act.peak_bytes):>20}   ({act.phase}: {ctx}-token chunk x "
-        f"{act.per_token_layer_bytes:,} B/token = (4h + 3I) x 2 B, + logits {act.logits_bytes:,} B)"
+        f"{act.per_token_layer_bytes:,} B/token = (4h + 3I) x {act.dtype_bytes} B, "
+        f"+ logits {act.logits_bytes:,} B)"
     )
     free = cap - one.weight_bytes - act.peak_bytes
     out(
@@ -567,7 +568,8 @@ def compare_edge(lab: Lab, pred: dict, m: dict, out: Out) -> dict:
             + f"   predicted {predicted_c}"
             + ("" if capped_c else f"   difference {found_c - predicted_c:+d}")
         )
-        cause_chunked = edge_cause(found_c, predicted_c, a.hi, chunked=True)
+        logit_bytes = dtype_bytes_of(lab.model)
+        cause_chunked = edge_cause(found_c, predicted_c, a.hi, chunked=True, logit_bytes=logit_bytes)
     state = lab.monitor.state()
     if state.os is not None:
         where = "unified memory: this is the real headroom" if state.unified else "not unified memory"
@@ -582,6 +584,7 @@ def compare_edge(lab: Lab, pred: dict, m: dict, out: Out) -> dict:
         "edge": found,
         "predicted_edge": pred["predicted_edge"],
         "capped": capped,
+        "planner_max_users": pred["planner_max_users"],
         "prefill_spike_bytes": spike,
         "trials": m["trials"],
         "trials_chunked": m.get("trials_chunked"),
@@ -592,8 +595,9 @@ def compare_edge(lab: Lab, pred: dict, m: dict, out: Out) -> dict:
     }
 
 
-def edge_cause(found: int, predicted: int, hi: int, *, chunked: bool) -> str:
-    """The likely cause of an edge's difference from its prediction, in words."""
+def edge_cause(found: int, predicted: int, hi: int, *, chunked: bool, logit_bytes: int = 2) -> str:
+    """The likely cause of an edge's difference from its prediction, in words (`logit_bytes`: bytes per
+    logit, the model's dtype's)."""
     if found >= hi:
         return (
             f"the search stopped at its ceiling (--hi {hi}): the edge is at least {hi}, not found; "
@@ -602,9 +606,9 @@ def edge_cause(found: int, predicted: int, hi: int, *, chunked: bool) -> str:
     if found < predicted and chunked:
         return (
             "below the prediction: each pass ends with the last position's logits of every sequence "
-            "(batch x vocab x 2 B; the planner counts one row per prefill chunk), and each chunk grows the "
-            "DynamicCache with torch.cat, which holds a layer's old and new keys/values at once (the "
-            "lesson's brief double copy)"
+            f"(batch x vocab x {logit_bytes} B; the planner counts one row per prefill chunk), and each "
+            "chunk grows the DynamicCache with torch.cat, which holds a layer's old and new keys/values at "
+            "once (the lesson's brief double copy)"
         )
     if found < predicted:
         return (
@@ -698,10 +702,10 @@ def compare_logits(lab: Lab, pred: dict, m: dict, out: Out) -> dict:
 def predict_eager(lab_model: LabModel, args, cap: int, out: Out) -> dict | int:
     from planner.activations import eager_attention_bytes  # noqa: PLC0415
 
-    spec = lab_model.spec
+    spec, nb = lab_model.spec, dtype_bytes_of(lab_model)
     rows = []
     out(
-        f"  score matrix per layer = heads x N² x (2 B scores + 4 B fp32 softmax copy), "
+        f"  score matrix per layer = heads x N² x ({nb} B scores + 4 B fp32 softmax copy), "
         f"{spec.num_attention_heads} heads"
     )
     first_fail = None
@@ -710,7 +714,7 @@ def predict_eager(lab_model: LabModel, args, cap: int, out: Out) -> dict | int:
             m: plan(lab_model, cap, context=n, users=1, prefill_chunk=n, attention=m)
             for m in ("eager", "fused")
         }
-        scores = eager_attention_bytes(spec, n)
+        scores = eager_attention_bytes(spec, n, dtype_bytes=nb)
         fits = {m: p[m].weight_bytes + p[m].activation_bytes <= cap for m in p}
         out(
             f"  N={n:>7}: scores {b(scores):>18}   activation peak eager {b(p['eager'].activation_bytes)} / "

@@ -18,6 +18,7 @@ from planner.budget import Plan, PlanInputs, make_plan, plan_to_json
 from planner.errors import PlannerError
 from planner.machines import CUSTOM_MACHINE, THIS_MACHINE, Machine, get_machine, machine_names, this_machine
 from planner.units import GiB
+from tui import plan_engines
 from tui.config import ConfigError, PlanDefaults, load_config, merge_plan_args
 from tui.options import (
     DEFAULT_MODEL,
@@ -148,7 +149,9 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     )
     vllm = parser.add_argument_group("vLLM pool (--engine vllm)")
     vllm.add_argument(
-        "--engine", **_choice("vllm", what="--engine"), help="also compute the serving engine's KV pool"
+        "--engine",
+        **_choice("vllm", *plan_engines.ENGINES, what="--engine"),
+        help="also compute the serving engine's own figures (vLLM's KV pool, SGLang's, Ollama's)",
     )
     vllm.add_argument(
         "--gpu-memory-utilization",
@@ -240,6 +243,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         **_choice("torch-sort", "triton", "flashinfer", what="--sampler-path"),
         help="the sampler the profile run uses (default: the version's)",
     )
+    plan_engines.add_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object (bytes as integers)")
 
 
@@ -352,13 +356,14 @@ def _check_vllm_flags(args: argparse.Namespace) -> None:
             ("--cudagraph-gib", args.cudagraph_gib),
             ("--kv-pool-gib", args.kv_pool_gib),
             ("--vllm-version", args.vllm_version),
-            ("--max-model-len", args.max_model_len),
-            ("--total-gib", args.total_gib),
+            ("--max-model-len", None if args.engine == "sglang" else args.max_model_len),
+            ("--total-gib", None if args.engine in plan_engines.ENGINES else args.total_gib),
         )
         if value is not None
     ]
     if given:
         raise PlannerError(f"{', '.join(given)} only make sense with --engine vllm")
+    plan_engines.check_flags(args)
 
 
 def compute(args: argparse.Namespace, defaults: PlanDefaults | None = None) -> tuple[Plan, Any]:
@@ -381,112 +386,40 @@ def compute(args: argparse.Namespace, defaults: PlanDefaults | None = None) -> t
         plan = _with_assumption(plan, *weight_notes)
     pool = None
     if args.engine == "vllm":
-        pool = _vllm_pool(args, inputs, spec, plan)
+        pool = _vllm_pool(args, spec, plan)
+    elif args.engine in plan_engines.ENGINES:
+        pool = plan_engines.engine_plan(args, spec, plan)
     return plan, pool
 
 
-def _vllm_pool(args: argparse.Namespace, inputs: Any, spec: Any, plan: Plan) -> Any:
-    """vLLM's KV pool for the plan's model and arguments. Non-torch memory, the CUDA-graph estimate and the
-    weights vLLM holds beyond the checkpoint (padded MoE experts) are what `memsight explain` predicts for
-    the same version, so both commands give one pool; a flag replaces a prediction."""
-    from planner.vllm import (  # noqa: PLC0415
-        DEFAULT_VLLM_VERSION,
-        default_engine,
-        device_total,
-        parse_version,
-        predicted_cudagraphs,
-        predicted_non_torch,
-        vllm_pool,
+def _vllm_pool(args: argparse.Namespace, spec: Any, plan: Plan) -> Any:
+    """vLLM's KV pool for the plan's model and arguments (planner/engines/vllm/plan.py)."""
+    from planner.engines import get_engine  # noqa: PLC0415
+    from planner.engines.vllm.plan import VLLMArguments  # noqa: PLC0415
+
+    arguments = VLLMArguments(
+        version=args.vllm_version,
+        engine=args.vllm_engine,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+        max_model_len=args.max_model_len,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        max_num_seqs=args.max_num_seqs,
+        usage_context=args.usage_context,
+        gpu_name=args.gpu_name,
+        cuda_capability=args.cuda_capability,
+        enforce_eager=args.enforce_eager,
+        sampler_path=args.sampler_path,
+        enable_prefix_caching=args.enable_prefix_caching,
+        mamba_ssm_cache_dtype=args.mamba_ssm_cache_dtype,
+        total_bytes=args.total_gib,
+        capacity_given=args.capacity_gib is not None,
+        weights_bytes=args.weights_gib,
+        activation_bytes=args.activation_gib,
+        non_torch_bytes=args.non_torch_gib,
+        cudagraph_bytes=args.cudagraph_gib,
+        kv_pool_bytes=args.kv_pool_gib,
     )
-    from planner.vllm_moe import vllm_weight_extras  # noqa: PLC0415
-
-    version = args.vllm_version or DEFAULT_VLLM_VERSION
-    ver = parse_version(version)
-    engine = (args.vllm_engine or default_engine(ver)).upper()
-    capability = args.cuda_capability or plan.machine.cuda_capability
-    notes = []
-    if args.weights_gib is not None:
-        per_stage: Any = args.weights_gib
-    else:
-        per_stage = [next(r.weight_bytes for r in plan.ranks if r.pp_stage == s) for s in range(inputs.pp)]
-        extras, extra_notes = vllm_weight_extras(
-            spec, plan.weights.format, ver, capability, inputs.tp, inputs.pp
-        )
-        per_stage = [w + e for w, e in zip(per_stage, extras, strict=True)]
-        notes.extend(f"weights {n}" for n in extra_notes)
-    recorded = None  # the GPU's mem_get_info total and SM count, where memsight holds them
-    if args.gpu_name or plan.machine.device_name:
-        try:
-            recorded = device_total(args.gpu_name or plan.machine.device_name)
-        except PlannerError:
-            recorded = None  # not held for this GPU: the capacity stands in, and the notes say so
-    non_torch = None
-    if args.non_torch_gib is None and args.kv_pool_gib is None:
-        non_torch = predicted_non_torch(
-            version,
-            engine,
-            inputs.tp * inputs.pp,
-            tp=inputs.tp,
-            enforce_eager=args.enforce_eager,
-        )
-        notes.append(f"non-torch {_g(non_torch.bytes)} GiB PREDICTED: {non_torch.source}")
-    total = args.total_gib
-    if total is None and args.kv_pool_gib is None:
-        if recorded is not None and args.capacity_gib is None:
-            total = recorded.total_bytes
-            notes.append(f"device total {_g(total)} GiB as vLLM reads it (mem_get_info): {recorded.source}")
-        else:
-            total = plan.capacity_bytes
-            notes.append(
-                f"device total taken as the machine's capacity ({_g(total)} GiB); vLLM uses torch's "
-                "mem_get_info total, often a little less: --total-gib"
-            )
-
-    def pool_with(cudagraph_bytes: int) -> Any:
-        return vllm_pool(
-            spec,
-            max_model_len=args.max_model_len or inputs.context + inputs.output_tokens,
-            version=version,
-            engine=engine,
-            total_bytes=total if total is not None else plan.capacity_bytes,
-            gpu_memory_utilization=args.gpu_memory_utilization,
-            weights_bytes=per_stage,
-            activation_bytes=args.activation_gib,
-            non_torch_bytes=non_torch.bytes if non_torch is not None else args.non_torch_gib or 0,
-            cudagraph_bytes=cudagraph_bytes,
-            kv_pool_bytes=args.kv_pool_gib,
-            block_size=inputs.block_size,
-            kv_dtype=inputs.kv_dtype,
-            tp=inputs.tp,
-            pp=inputs.pp,
-            pp_layers=inputs.pp_layers,
-            max_num_batched_tokens=args.max_num_batched_tokens,
-            max_num_seqs=args.max_num_seqs,
-            usage_context=args.usage_context,
-            device_name=args.gpu_name or plan.machine.device_name,
-            cuda_capability=capability,
-            sm_count=recorded.sm_count if recorded is not None else None,
-            sampler_path=args.sampler_path,
-            enable_prefix_caching=args.enable_prefix_caching,
-            mamba_ssm_cache_dtype=args.mamba_ssm_cache_dtype,
-        )
-
-    if args.cudagraph_gib is not None or args.kv_pool_gib is not None:
-        pool = pool_with(args.cudagraph_gib or 0)
-    else:
-        # The estimate counts the capture sizes, which follow the max_num_seqs the pool resolves.
-        pool = pool_with(0)
-        graphs = predicted_cudagraphs(version, engine, pool.max_num_seqs, enforce_eager=args.enforce_eager)
-        if graphs.bytes:
-            pool = pool_with(graphs.bytes)
-        notes.append(f"CUDA graphs {_g(graphs.bytes)} GiB PREDICTED: {graphs.source}")
-    if args.kv_pool_gib is None and args.weights_gib is None:
-        notes.append("weights per rank are the plan's (busiest rank of each pipeline stage)")
-    if args.kv_pool_gib is not None:
-        return pool
-    from dataclasses import replace  # noqa: PLC0415
-
-    return replace(pool, notes=(*pool.notes, *notes))
+    return get_engine("vllm").predict(spec, arguments, plan)
 
 
 def _with_assumption(plan: Plan, *notes: str) -> Plan:
@@ -602,6 +535,11 @@ def main(args: argparse.Namespace, name: str) -> int:
         print(f"memsight: {exc}", file=sys.stderr)
         return 2
     plan, pool = compute(args, defaults)
+    if args.engine in plan_engines.ENGINES:
+        if args.json:
+            out = {**plan_to_json(plan), args.engine: plan_engines.to_json(args.engine, pool)}
+            return _print(json.dumps(out, indent=1))
+        return _print("\n".join([render(plan, None), *plan_engines.render(args.engine, pool)]))
     text = json.dumps(plan_to_json(plan, pool), indent=1) if args.json else render(plan, pool)
     return _print(text)
 

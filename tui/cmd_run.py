@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 FORWARDED_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
@@ -88,6 +89,12 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="URL",
         help="scrape a vLLM server's Prometheus /metrics (e.g. http://localhost:8000) once a second: "
         "KV cache usage, running/waiting requests, preemptions, prefix cache hits",
+    )
+    parser.add_argument(
+        "--engine-url",
+        metavar="URL",
+        help="scrape another engine's own endpoint once a second, found from what answers: SGLang's /metrics "
+        "(token usage), llama-server's /metrics and /slots (--metrics), Ollama's /api/ps (size, size_vram)",
     )
 
 
@@ -247,6 +254,28 @@ def default_log_path() -> pathlib.Path:
     return pathlib.Path(f"memsight-run-{os.getpid()}.log")
 
 
+def copy_output(source, log_file) -> threading.Thread:  # noqa: ANN001  (a pipe; an open binary file)
+    """Copy CMD's output to memsight's stdout and to `log_file` as it comes (headless --record: the log is
+    followed for an engine's figures, the user still sees the output). Never raises into the run."""
+
+    def copy() -> None:
+        out = sys.stdout.buffer
+        try:
+            for chunk in iter(lambda: source.read1(65536), b""):
+                for sink in (out, log_file):
+                    try:
+                        sink.write(chunk)
+                        sink.flush()
+                    except (OSError, ValueError):
+                        pass  # a closed stdout or a full disk: the other copy goes on
+        finally:
+            log_file.close()
+
+    thread = threading.Thread(target=copy, name="memsight-output", daemon=True)
+    thread.start()
+    return thread
+
+
 def main(args: argparse.Namespace, name: str) -> int:
     from collectors.errors import CollectorError  # noqa: PLC0415
 
@@ -294,6 +323,7 @@ def _run(args: argparse.Namespace, cmd: list[str], headless: bool, record: str |
         keep_dead_s=math.inf,  # agents stay after they exit: the Live screen keeps their last figures
 
         vllm_url=args.vllm_url,
+        engine_url=args.engine_url,
         prometheus=args.prometheus,
         alert_options=config.thresholds,
     )
@@ -315,6 +345,15 @@ def _run(args: argparse.Namespace, cmd: list[str], headless: bool, record: str |
     log_path = None
     log_file = None
     popen_kwargs: dict = {}
+    tee_to = None  # headless --record without --log: CMD's output is copied to a log memsight follows
+    if headless and record and not (args.log or args.json):
+        log_path = default_log_path()
+        try:
+            tee_to = open(log_path, "wb")  # noqa: SIM115  (closed when the copy ends)
+        except OSError as exc:
+            monitor.stop()
+            raise CollectorError(f"cannot write the log file {log_path}: {exc}") from exc
+        popen_kwargs = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT}
     if headless and (args.log or args.json):
         # --json: stdout carries the summary alone, so CMD's stdout joins its stderr (or the --log file)
         try:
@@ -350,8 +389,14 @@ def _run(args: argparse.Namespace, cmd: list[str], headless: bool, record: str |
     finally:
         if popen_kwargs and log_file is not None:
             log_file.close()
+    followed = log_path
+    if followed is None and headless and args.log:
+        followed = pathlib.Path(args.log)
+    if followed is not None:
+        monitor.follow_log(followed)  # an engine's own figures from its log (SGLang, llama.cpp, Ollama)
+    tee = copy_output(child.stdout, tee_to) if tee_to is not None else None
     command = " ".join(cmd)
-    run_child = RunChild(child, command, log_path)
+    run_child = RunChild(child, command, log_path if not headless else None)
     monitor.set_scope(run_child.family)  # the summary's peaks: this command's agents, not other runs'
     opened: list = []  # the app, once open (its summary froze when CMD ended)
     try:
@@ -395,6 +440,8 @@ def _run(args: argparse.Namespace, cmd: list[str], headless: bool, record: str |
         if child.poll() is None:  # memsight itself failed: do not leave CMD behind
             child.kill()
             child.wait()
+        if tee is not None:
+            tee.join(timeout=5)
         monitor.sample_once()  # the child's last records and the OS after it exited
         monitor.stop()  # a recording gets the summary as its last line
         if monitor.recording_failed is not None:  # disk full: said on exit too; CMD's status still counts

@@ -219,6 +219,7 @@ def app_arguments(args: argparse.Namespace, name: str) -> tuple[Any, dict[str, A
         "os_collector": OSCollector(top_n=args.processes),
         "alert_options": config.thresholds,
         "vllm_url": args.vllm_url,
+        "engine_url": args.engine_url,
         "prometheus": args.prometheus,
     }
     if args.record:

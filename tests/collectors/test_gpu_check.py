@@ -23,7 +23,10 @@ def _module():
     return module
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: the GPU path runs instead")
+@pytest.mark.skipif(
+    torch.cuda.is_available(),
+    reason="this machine has CUDA: test_the_check_runs_on_the_gpu runs the check instead",
+)
 def test_exits_with_a_clear_message_without_cuda():
     proc = subprocess.run(
         [sys.executable, "scripts/gpu_check.py", "--quick"],
@@ -35,6 +38,27 @@ def test_exits_with_a_clear_message_without_cuda():
     assert proc.returncode == 2
     assert "no CUDA device" in proc.stderr and "torch.cuda.is_available() == False" in proc.stderr
     assert not torch.cuda.is_initialized()
+
+
+@pytest.mark.skipif(
+    not torch.cuda.is_available(),
+    reason="no CUDA GPU here: the check itself needs one (python scripts/gpu_check.py on an NVIDIA GPU)",
+)
+def test_the_check_runs_on_the_gpu():
+    """Where a GPU is, the quick check runs on it: every exact figure equal, and the CUDA context measured
+    device-wide (a number, not the CPU run's n/a; NVML's per-process figure may be unknown in a container)."""
+    pytest.importorskip("transformers", reason="transformers is not installed: the check builds its model")
+    proc = subprocess.run(
+        [sys.executable, "scripts/gpu_check.py", "--quick"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "exact figures: all equal" in proc.stdout
+    context = _field(r"1\. CUDA context \(NVML per-process used − reserved, 1 tensor\): (.*)", proc.stdout)[0]
+    assert re.search(r"device-wide total − free − reserved -?\d+\.\d{3} GiB", context), context
 
 
 def test_helpers():

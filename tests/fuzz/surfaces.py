@@ -266,6 +266,59 @@ def run_vllm_metrics(data: bytes, folder: pathlib.Path) -> str:
     return "ok" if snap.available else "refused"
 
 
+@functools.cache
+def engine_log_seeds(folder: str) -> tuple[bytes, ...]:
+    """The published logs of tests/data/<folder> (SGLang's, Ollama's)."""
+    data = pathlib.Path(__file__).resolve().parents[1] / "data" / folder
+    return tuple(p.read_bytes() for p in sorted(data.glob("*.log")))
+
+
+def run_engine_log(data: bytes, folder: pathlib.Path, engine: str, options: dict) -> str:
+    """`memsight explain` on an engine's log, in process: read (the log reader never raises), then explained
+    against a fixed catalog architecture or refused in one PlannerError; streamed in pieces as a followed
+    child log is, to the same result."""
+    from planner.engines import get_engine
+
+    text = data.decode("utf-8", "replace")
+    eng = get_engine(engine)
+    log = eng.read_log(text)
+    reader = eng.new_reader()
+    for i in range(0, len(text), 97):
+        reader.feed_text(text[i : i + 97])
+    if hasattr(reader, "flush"):
+        reader.flush()
+    if reader.result() != log:
+        raise AssertionError("the log read in pieces differs from the log read whole")
+    eng.live_buckets(log)
+    if eng.log_problem(log) is not None:
+        return "refused"
+    try:
+        eng.explain(log, options)
+    except PlannerError:
+        return "refused"
+    return "ok"
+
+
+def run_engine_metrics(data: bytes, folder: pathlib.Path) -> str:
+    """--engine-url's parsers (SGLang / llama-server /metrics, Ollama /api/ps, llama-server /slots): never
+    raise; a malformed body is a status."""
+    from collectors.engine_metrics import slots_from_json, snapshot_from_metrics, snapshot_from_ps
+
+    text = data.decode("utf-8", "replace")
+    metrics = snapshot_from_metrics(text, url="http://x/metrics", t=1.0)
+    ps = snapshot_from_ps(text, url="http://x/api/ps", t=1.0)
+    try:
+        slots_from_json(text)
+    except CollectorError:
+        pass
+    return "ok" if metrics.available or ps.available else "refused"
+
+
+def engine_metrics_seeds() -> tuple[bytes, ...]:
+    data = pathlib.Path(__file__).resolve().parents[1] / "data" / "engine_metrics"
+    return tuple(p.read_bytes() for p in sorted(data.iterdir()) if p.suffix in (".txt", ".json"))
+
+
 # name -> (seeds, mutator, runner)
 Runner = Callable[[bytes, pathlib.Path], str]
 SURFACES: dict[str, tuple[Callable[[], tuple[bytes, ...]], Callable, Runner]] = {
@@ -291,6 +344,19 @@ SURFACES: dict[str, tuple[Callable[[], tuple[bytes, ...]], Callable, Runner]] = 
     "agent ring file": (lambda: (ring_seed(),), mutate.mutate_binary, run_ring),
     "config.toml": (lambda: (TOML_SEED,), mutate.mutate_toml, run_toml),
     "vLLM /metrics": (lambda: text_fixtures("vllm_metrics"), mutate.mutate_bytes, run_vllm_metrics),
+    "SGLang server log (explain)": (
+        lambda: engine_log_seeds("sglang_logs"),
+        mutate.mutate_lines,
+        lambda data, folder: run_engine_log(data, folder, "sglang", {"model": "qwen2.5-7b"}),
+    ),
+    "Ollama server log (explain)": (
+        lambda: engine_log_seeds("ollama_logs"),
+        mutate.mutate_lines,
+        lambda data, folder: run_engine_log(
+            data, folder, "ollama", {"model": "qwen3-4b", "given": {"format": "q4_k_m", "ctx_size": 4096}}
+        ),
+    ),
+    "engine /metrics, /api/ps, /slots": (engine_metrics_seeds, mutate.mutate_bytes, run_engine_metrics),
 }
 
 

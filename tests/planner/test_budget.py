@@ -112,6 +112,53 @@ def test_logits_and_eager_attention_flow_into_the_plan():
     assert every.max_users < base.max_users
 
 
+def _llama_config(**extra) -> dict:
+    """Llama 3.1 8B's shapes as a config.json document (the catalog's figures, written out here)."""
+    return {
+        "model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 4096,
+        "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 131072, **extra,
+    }  # fmt: skip
+
+
+def test_activation_bytes_follow_the_plans_activation_dtype():
+    """fp32 temporaries take 4 B a value: an fp32 plan, and a config naming no dtype (planned in fp32 as
+    transformers loads it), get (4h + 3I) x 4 B per token and 4 B logits; bf16 keeps 2 B."""
+    h, i, v, chunk = 4096, 14336, 128256, 8192
+    bf16 = plan(context=8192, users=1, machine="h100")
+    fp32 = plan(context=8192, users=1, machine="h100", format="fp32")
+    assert bf16.activation_bytes == chunk * (4 * h + 3 * i) * 2 + v * 2 == LLAMA8B_PREFILL_8K + v * 2
+    assert fp32.activation_bytes == chunk * (4 * h + 3 * i) * 4 + v * 4  # 1,946,670,080 B
+    assert fp32.activation_bytes == 1_946_670_080
+    assert fp32.activation.dtype_bytes == 4 and bf16.activation.dtype_bytes == 2
+    assert any("(4h + 3I) x 4 B per token, float32 activations" in a for a in fp32.assumptions)
+    # no torch_dtype: planned in fp32 (weights and activations alike); a bf16 plan of it computes in bf16
+    no_dtype = make_plan(PlanInputs(model="x", context=8192, users=1, machine="h100"),
+                         spec=load_spec(_llama_config()))  # fmt: skip
+    assert no_dtype.weights.format == "fp32" and no_dtype.activation_bytes == fp32.activation_bytes
+    as_bf16 = make_plan(PlanInputs(model="x", format="bf16", context=8192, users=1, machine="h100"),
+                        spec=load_spec(_llama_config()))  # fmt: skip
+    assert as_bf16.activation_bytes == bf16.activation_bytes
+    # eager scores in fp32 (4 B) plus the softmax's own fp32 output (4 B); decode rows and logits 4 B
+    eager = activation_peak(load_spec("llama-3.1-8b"), prefill_chunk=1024, users=1, attention="eager",
+                            dtype_bytes=4)  # fmt: skip
+    assert eager.attention_bytes == 32 * 1024**2 * (4 + 4)
+    decode = activation_peak(load_spec("llama-3.1-8b"), prefill_chunk=0, users=64, dtype_bytes=4)
+    assert decode.peak_bytes == 64 * (4 * h + 3 * i) * 4 + 64 * v * 4
+
+
+def test_a_quantized_plan_computes_in_the_configs_dtype():
+    """An AWQ / fp8 checkpoint keeps its unquantized tensors, and computes, in the config's torch_dtype."""
+    awq_config = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"}
+    fp16_awq = load_spec(_llama_config(torch_dtype="float16", quantization_config=awq_config))
+    awq = make_plan(PlanInputs(model="x", context=8192, users=1, machine="h100"), spec=fp16_awq)
+    assert awq.weights.format == "awq" and awq.activation.dtype_bytes == 2
+    assert awq.activation_bytes == LLAMA8B_PREFILL_8K + 128256 * 2
+    fp8_of_fp32 = make_plan(PlanInputs(model="x", format="fp8", context=8192, users=1, machine="h100"),
+                            spec=load_spec(_llama_config(torch_dtype="float32")))  # fmt: skip
+    assert fp8_of_fp32.activation.dtype_bytes == 4
+
+
 # ---- KV: output tokens, block rounding, prefix sharing ----------------------------------------------------
 
 

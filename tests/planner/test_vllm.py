@@ -14,16 +14,13 @@ from dataclasses import dataclass
 
 import pytest
 
+from planner.engines.vllm.activation import profile_activation
+from planner.engines.vllm.pool import vllm_pool
+from planner.engines.vllm.scheduler import default_scheduler_limits
+from planner.engines.vllm.version import DEFAULT_VLLM_VERSION, parse_version
 from planner.errors import PlannerError
 from planner.spec import load_spec
 from planner.units import GiB
-from planner.vllm import (
-    DEFAULT_VLLM_VERSION,
-    default_scheduler_limits,
-    parse_version,
-    profile_activation,
-    vllm_pool,
-)
 
 LLAMA3_8B_BLOCK = 32 * 2 * 16 * 8 * 128 * 2  # 2 MiB: 32 layers x K+V x 16 tokens x 8 heads x 128 x bf16
 
@@ -435,9 +432,12 @@ def test_hybrid_qwen35_block_size_follows_the_fp32_state():
             assert pool.num_blocks == 20 * GiB // pool.bytes_per_block
             assert pool.blocks_per_request == math.ceil(32_768 / 1056) + 3
     # --mamba-ssm-cache-dtype bfloat16 brings the state back to the model dtype: 544-token blocks
-    assert vllm_pool(
-        spec, version="0.20.0", max_model_len=32_768, kv_pool_bytes=GiB, mamba_ssm_cache_dtype="bfloat16"
-    ).block_size == 544
+    assert (
+        vllm_pool(
+            spec, version="0.20.0", max_model_len=32_768, kv_pool_bytes=GiB, mamba_ssm_cache_dtype="bfloat16"
+        ).block_size
+        == 544
+    )
 
 
 def test_hybrid_align_mode_v024_logs():

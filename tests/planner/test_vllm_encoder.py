@@ -7,8 +7,7 @@ import json
 
 import pytest
 
-from planner.errors import PlannerError
-from planner.vllm_encoder import (
+from planner.engines.vllm.encoder import (
     encoder_profile,
     full_config,
     images_per_prompt,
@@ -16,6 +15,7 @@ from planner.vllm_encoder import (
     vision_tower,
     vision_weight_bytes,
 )
+from planner.errors import PlannerError
 from tests.conftest import REPO_ROOT
 
 CONFIG = REPO_ROOT / "tests" / "data" / "vllm_logs" / "configs" / "Qwen3.5-35B-A3B.json"

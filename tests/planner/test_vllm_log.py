@@ -1,7 +1,7 @@
-"""planner.vllm_log on real vLLM startup logs (tests/data/vllm_logs, sources in its SOURCES.md): every figure
-parsed exactly, with its line; versions, engines, models and engine arguments found in the wordings of 0.6 to
-0.27; partial logs reported with the stage they reached; streaming (line by line, chunk by chunk) gives the
-same result as reading the whole text."""
+"""planner.engines.vllm.log on real vLLM startup logs (tests/data/vllm_logs, sources in its SOURCES.md):
+every figure parsed exactly, with its line; versions, engines, models and engine arguments found in the
+wordings of 0.6 to 0.27; partial logs reported with the stage they reached; streaming (line by line, chunk by
+chunk) gives the same result as reading the whole text."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pathlib
 
 import pytest
 
-from planner.vllm_log import LogReader, parse_log, strip_line
+from planner.engines.vllm.log import LogReader, parse_log, strip_line
 
 LOGS = pathlib.Path(__file__).resolve().parent.parent / "data" / "vllm_logs"
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from planner.engines.vllm.moe import mxfp4_backend, mxfp4_expert_layout, vllm_weight_extras
 from planner.errors import PlannerError
 from planner.spec import load_spec
-from planner.vllm_moe import mxfp4_backend, mxfp4_expert_layout, vllm_weight_extras
 
 
 def _expert_bytes(hidden: int, width: int) -> int:
@@ -68,7 +68,7 @@ def test_no_padding_rule_without_mxfp4_or_a_gpu():
 
 
 def test_fused_moe_buffers_of_an_fp8_block_moe_exact():
-    from planner.vllm_moe import fused_moe_forward_bytes
+    from planner.engines.vllm.moe import fused_moe_forward_bytes
 
     spec = load_spec("qwen3-235b-a22b")  # h 4096, 128 experts of width 1536, top-8
     peak = fused_moe_forward_bytes(spec, 8192, tp=4, fmt="fp8_block")
@@ -92,7 +92,7 @@ def test_fused_moe_buffers_of_an_fp8_block_moe_exact():
 
 
 def test_fused_moe_chunks_and_formats():
-    from planner.vllm_moe import FUSED_MOE_CHUNK, fused_moe_forward_bytes
+    from planner.engines.vllm.moe import FUSED_MOE_CHUNK, fused_moe_forward_bytes
 
     spec = load_spec("qwen3-30b-a3b")
     big = fused_moe_forward_bytes(spec, 65536, fmt="bf16")
@@ -114,8 +114,8 @@ WEIGHT_CASES = (
 
 @pytest.mark.parametrize("case", WEIGHT_CASES, ids=[c[0] for c in WEIGHT_CASES])
 def test_mxfp4_weights_against_real_logs(case):
+    from planner.engines.vllm.log import parse_log
     from planner.formats import weight_bytes
-    from planner.vllm_log import parse_log
     from tests.conftest import REPO_ROOT
 
     log_name, model, version, capability, recorded = case
@@ -133,14 +133,17 @@ def test_rotary_cos_sin_cache_by_rope_type_exact():
     (v0.24.0 rotary_embedding/base.py:58-63), shared by all layers (get_rope's cache): yarn holds
     original_max x factor positions, linear max x factor, mrope 4 x max; rotary_dim follows
     partial_rotary_factor; the dtype is the model's unless the model file passes one (gpt-oss: fp32)."""
-    from planner.vllm_moe import rotary_cache_bytes
+    from planner.engines.vllm.moe import rotary_cache_bytes
     from tests.conftest import REPO_ROOT
 
     assert rotary_cache_bytes(load_spec("llama-3.1-8b"))[0] == 131_072 * 128 * 2
     assert rotary_cache_bytes(load_spec("gpt-oss-20b"))[0] == 131_072 * 64 * 4
     llama = dict(load_spec("llama-3.1-8b").config)
-    yarn = {**llama, "max_position_embeddings": 40_960,
-            "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32_768}}
+    yarn = {
+        **llama,
+        "max_position_embeddings": 40_960,
+        "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32_768},
+    }
     assert rotary_cache_bytes(load_spec(yarn))[0] == 4 * 32_768 * 128 * 2
     linear = {**llama, "max_position_embeddings": 4096, "rope_scaling": {"type": "linear", "factor": 2.0}}
     assert rotary_cache_bytes(load_spec(linear))[0] == 8192 * 128 * 2
@@ -149,7 +152,8 @@ def test_rotary_cos_sin_cache_by_rope_type_exact():
     assert size == 4 * 262_144 * 64 * 2 and "mrope" in note and "mrope.py:236-246" in note
     longrope = {**llama, "rope_scaling": {"rope_type": "longrope", "long_factor": [1.0]}}
     assert rotary_cache_bytes(load_spec(longrope)) == (
-        0, "rotary cos/sin cache of rope type 'longrope': not derived"
+        0,
+        "rotary cos/sin cache of rope type 'longrope': not derived",
     )
     size, note = rotary_cache_bytes(load_spec("deepseek-v2-lite"))
     assert size == 0 and "not derived" in note

@@ -5,12 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from planner.errors import PlannerError
-from planner.formats import weight_bytes
-from planner.params import count_params
-from planner.spec import load_spec
-from planner.units import GiB
-from planner.vllm import (
+from planner.engines.vllm.overheads import (
     CUDAGRAPH_BYTES_PER_GRAPH,
     NON_TORCH_GROWTH_DISTRIBUTED,
     NON_TORCH_GROWTH_ONE_GPU,
@@ -20,6 +15,11 @@ from planner.vllm import (
     predicted_cudagraphs,
     predicted_non_torch,
 )
+from planner.errors import PlannerError
+from planner.formats import weight_bytes
+from planner.params import count_params
+from planner.spec import load_spec
+from planner.units import GiB
 
 
 def test_bnb_4bit_bytes_exact():

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from planner.spec import load_spec
-from planner.units import GiB
-from planner.vllm import (
+from planner.engines.vllm.activation import (
     CUBLAS_WORKSPACE_HOPPER,
-    default_scheduler_limits,
     profile_activation,
     v1_persistent_buffer_bytes,
 )
+from planner.engines.vllm.scheduler import default_scheduler_limits
+from planner.spec import load_spec
+from planner.units import GiB
 
 H, FF, V = 8192, 28672, 128256  # Llama-3.1-70B hidden, intermediate, vocabulary (a multiple of 64)
 N, R = 8192, 1024  # V1 0.7.1 `vllm serve` on an H100: max_num_batched_tokens, max_num_seqs
@@ -109,7 +109,7 @@ def test_v1_defaults_before_085_follow_the_device_name():
 
 
 def test_non_torch_eras_say_what_is_counted_and_that_the_size_is_empirical():
-    from planner.vllm import predicted_non_torch  # noqa: PLC0415
+    from planner.engines.vllm.overheads import predicted_non_torch  # noqa: PLC0415
 
     context = predicted_non_torch("0.7.1", "V1", 1)
     assert "v0.7.1:vllm/v1/worker/gpu_worker.py:180-187" in context.source
@@ -123,7 +123,7 @@ def test_non_torch_eras_say_what_is_counted_and_that_the_size_is_empirical():
 
 
 def test_pipeline_stages_before_the_last_run_the_forward_only():
-    from planner.vllm import vllm_pool  # noqa: PLC0415
+    from planner.engines.vllm.pool import vllm_pool  # noqa: PLC0415
 
     spec = load_spec("qwen2.5-32b")  # 64 layers: 32 / 32 under PP=2 (get_pp_indices)
     kw = dict(version="0.8.5", engine="V0", cuda_capability=(12, 0))
@@ -203,7 +203,7 @@ def test_non_torch_018_to_026_profiles_graphs_inside_the_window():
     """From 0.18 the CUDA-graph estimate runs inside memory_profiling(), so what its captures leave counts;
     the sizes are EMPIRICAL (llm-d-planner's 0.19.0 H100 logs) and say so; enforce_eager and the other eras
     keep their constants."""
-    from planner.vllm import predicted_non_torch  # noqa: PLC0415
+    from planner.engines.vllm.overheads import predicted_non_torch  # noqa: PLC0415
 
     one = predicted_non_torch("0.19.0", "V1", 1)
     assert one.bytes == round(0.25 * GiB) and "EMPIRICAL" in one.source and "H100" in one.source

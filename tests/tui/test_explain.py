@@ -523,7 +523,7 @@ def test_stdin():
 @pytest.mark.parametrize(
     ("args", "stdin", "message"),
     [
-        (("-",), "hello\nworld\n", "memsight: not a vLLM startup log"),
+        (("-",), "hello\nworld\n", "memsight: not a SGLang or Ollama or vLLM startup log"),
         ((str(LOGS / "kvcached29_v0.9.2_free_memory_error.log"),), None,
          "memsight: vLLM died at start-up, before it printed its engine configuration (line 3): "
          "ValueError: Free"),

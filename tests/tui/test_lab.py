@@ -16,6 +16,7 @@ from collectors.alerts import AlertOptions
 from collectors.errors import CollectorError
 from collectors.recorder import read_recording
 from tests.conftest import REPO_ROOT
+from tests.tui.lab_targets import assert_edge_targets
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -71,8 +72,7 @@ def test_edge_is_the_largest_batch_that_really_holds(tmp_path, tiny):
     r = lab_json(tmp_path, "edge", "--model", str(tiny), *cap, "--record", str(rec), "--prefill-chunk", "16")
     edge = r["edge"]
     assert edge >= 2
-    # the prediction is printed and kept with the measurement
-    assert isinstance(r["predicted_edge"], int)
+    assert_edge_targets(r)
     # each trial is a marked step in the recording, which replay reads
     labels = step_labels(rec)
     assert f"edge batch {edge} ctx 64" in labels

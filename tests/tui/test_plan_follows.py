@@ -13,8 +13,8 @@ from dataclasses import replace
 from textual.widgets import Input, Select, Static
 
 from planner.budget import make_plan
-from planner.vllm_explain import explain
-from planner.vllm_log import parse_log
+from planner.engines.vllm.explain import explain
+from planner.engines.vllm.log import parse_log
 from tests.tui.fixed_states import FixedMonitor, two_rank_state
 from tests.tui.test_vllm_live import LOGS, PRINTER
 from tui import cmd_run

@@ -12,11 +12,14 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from collectors.monitor import Monitor
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, needs_torch
 from tui import cmd_run
 from tui.app import MemsightApp
 
+pytestmark = needs_torch("the child processes build a torch model that their agents track")
 PY = sys.executable
 # a model of ARG input features x 256 outputs, fp32, tracked by the agent `memsight run` started in it; it
 # says it is ready (file 2), then waits for the other process (file 3) and stays 2 s more, so both monitors
@@ -42,6 +45,13 @@ def _child_env() -> dict[str, str]:
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env.pop("MEMSIGHT_AGENT", None)
     return env
+
+
+def _alive(*children: subprocess.Popen) -> None:
+    """A child that died before it was ready fails the test now, with its status, not at the deadline."""
+    for child in children:
+        if child.poll() is not None:
+            pytest.fail(f"child pid {child.pid} exited {child.returncode} before both agents were seen")
 
 
 def test_two_simultaneous_runs_each_summarize_only_their_own_agent(tmp_path):
@@ -93,9 +103,12 @@ async def test_live_bars_count_the_runs_own_agent_and_leave_the_other_as_a_proce
     try:
         deadline = time.monotonic() + 90
         while not ((tmp_path / "a").exists() and (tmp_path / "b").exists()) and time.monotonic() < deadline:
+            _alive(own, stray)
             time.sleep(0.1)
         state = monitor.sample_once()
+        weights: dict[int, int | None] = {}
         while time.monotonic() < deadline:
+            _alive(own, stray)
             weights = {b.pid: b.weights_bytes for b in state.buckets}
             if weights.get(own.pid):
                 break

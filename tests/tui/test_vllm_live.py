@@ -13,7 +13,7 @@ from textual.widgets import Static
 
 from collectors.snapshots import GpuProcess
 from collectors.vllm_log_follow import VLLMLogFollower, log_buckets
-from planner.vllm_log import parse_log
+from planner.engines.vllm.log import parse_log
 from tests.conftest import REPO_ROOT
 from tests.tui.fixed_states import FixedMonitor, two_rank_state
 from tui import cmd_run
@@ -162,7 +162,7 @@ async def test_vllm_buckets_from_the_streaming_log_fill_the_bucket_table_with_ou
 
 
 async def test_the_vllm_plan_follows_the_logs_model_and_args_and_flags_win(tmp_path):
-    from planner.vllm_explain import explain  # noqa: PLC0415
+    from planner.engines.vllm.explain import explain  # noqa: PLC0415
 
     name = "myoceane_v0.19.0_gpt-oss-20b_a100.log"
     log = parse_log((LOGS / name).read_text(encoding="utf-8"))
@@ -238,7 +238,7 @@ async def test_an_agent_and_the_log_each_give_their_buckets_once_with_the_pool_u
 
 
 async def test_what_the_log_does_not_say_comes_from_memsight_run_flags(tmp_path):
-    from planner.vllm_explain import explain  # noqa: PLC0415
+    from planner.engines.vllm.explain import explain  # noqa: PLC0415
 
     name = "pr10511_v0.6.5dev_llama3-8b_h100_tp1.log"  # names no version; its model is not in the cache
     config = str(LOGS / "configs" / "Meta-Llama-3-8B.json")

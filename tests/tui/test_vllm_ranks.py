@@ -6,7 +6,7 @@ not; "outside vLLM's accounting" compares NVML's per-process sum with that whole
 from __future__ import annotations
 
 from collectors.vllm_log_follow import log_buckets
-from planner.vllm_log import parse_log
+from planner.engines.vllm.log import parse_log
 from tests.tui.test_vllm_live import LOGS, _live_line, _vllm_comparison
 
 GIB = 2**30

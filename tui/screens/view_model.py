@@ -267,7 +267,8 @@ def bucket_comparisons(
                 planned = None
                 label = plan_errors.get(key, "no plan inputs (set a model on the Plan screen, key 2)")
             if source is not None:
-                notes.append(" · ".join(source.provenance))
+                if source.provenance:
+                    notes.append(" · ".join(source.provenance))
                 if source.error:
                     notes.append(source.error)
             if info is not None:
@@ -523,6 +524,11 @@ def plan_sources(state: MonitorState, base: PlanInputs, explicit: frozenset[str]
         info = view.info
         model = _largest_model(info) if info is not None else None
         if model is None:
+            unreadable = [m for m in info.models if m.config_error] if info is not None else []
+            if unreadable and "model" not in explicit:  # said where the plan would be, not planned silently
+                m = unreadable[0]
+                why = f"pid {view.pid}'s loaded {m.cls}: {m.config_error}; give --model to plan it"
+                out.append(PlanSource(view.pid, base, None, "", (), why))
             continue
         notes = []
         fields: dict[str, Any] = {}
@@ -661,18 +667,20 @@ def weights_check(info, planned_weight_bytes: int, device: int) -> str:
 
 
 def agent_notes(info) -> tuple[str, ...]:
-    """Hook status worth a line: failed hooks, untracked caches (named once), autotrack off."""
+    """Status worth a line: the agent's problems (a failed last sample, tracking lost at a fork), failed
+    hooks, untracked caches (named once), autotrack off or failed."""
     if info is None:
         return ()
-    notes = [f"autotrack hook {h}" for h in info.failed_hooks]
+    notes = [f"agent: {p}" for p in info.problems]
+    notes += [f"autotrack hook {h}" for h in info.failed_hooks]
     notes += [f"untracked: {u}" for u in info.untracked]
-    if info.autotrack.startswith("off"):
+    if info.autotrack.startswith(("off", "failed")):
         notes.append(f"autotrack {info.autotrack}")
     return tuple(notes)
 
 
 def vllm_log_line(log, buckets, plan_pool_bytes: int | None, plan_note: str, nvml_bytes: int | None) -> str:
-    """One line for the vLLM server whose log `memsight run` reads (planner.vllm_log.VLLMLog and
+    """One line for the vLLM server whose log `memsight run` reads (planner.engines.vllm.log.VLLMLog and
     collectors.vllm_log_follow.LogBuckets): its buckets "from vLLM's log", the pool the plan predicts for the
     same model and arguments, and NVML's per-process figure minus vLLM's own total ("outside vLLM's
     accounting"); "" when the child's log is not a vLLM log."""
@@ -733,10 +741,10 @@ def job_total_text(buckets, cut: int = 200) -> str:
 # --- the vLLM process's buckets, from its log, in the bucket table (memsight run -- vllm serve ...) ------
 @dataclass(frozen=True, slots=True)
 class VLLMPlan:
-    """The plan for the vLLM process: planner/vllm_explain.explain() on the log's model and engine arguments
-    (flags and the config file win), or why there is none."""
+    """The plan for the vLLM process: planner/engines/vllm/explain.explain() on the log's model and engine
+    arguments (flags and the config file win), or why there is none."""
 
-    explanation: Any  # planner.vllm_explain.Explanation | None
+    explanation: Any  # planner.engines.vllm.explain.Explanation | None
     error: str
     provenance: str  # "plan follows vLLM's log: model ... (log) · max_model_len 8,192 (log) · ..."
 
@@ -762,9 +770,9 @@ def vllm_plan(
     version: str | None = None,
     gpu: str | None = None,
 ) -> VLLMPlan:
-    """vLLM's own model of its memory (planner.vllm_explain.explain) for what the log says vLLM loaded;
-    version / gpu: `memsight run --vllm-version / --vllm-gpu`, for what the log does not say."""
-    from planner.vllm_explain import explain  # noqa: PLC0415  (stdlib-only planner; only for a vLLM log)
+    """vLLM's own model of its memory (planner.engines.vllm.explain.explain) for what the log says vLLM
+    loaded; version / gpu: `memsight run --vllm-version / --vllm-gpu`, for what the log does not say."""
+    from planner.engines.vllm.explain import explain  # noqa: PLC0415  (stdlib-only; only for a vLLM log)
 
     try:
         ex = explain(log, model=model, version=version, gpu=gpu, total_bytes=total_bytes, given=given)
@@ -887,8 +895,9 @@ def plan_follows(
         what = "loaded model" if source.spec is not None else given
         line = f"following pid {source.pid}'s {what}{more}: " + " · ".join(source.provenance)
         return source, (f"{why_not}; " if why_not else "") + line
-    if why_not:
-        return None, f"{why_not}; the bars plan the inputs below"
+    reasons = ([why_not] if why_not else []) + [s.error for s in sources if s.error]
+    if reasons:
+        return None, "; ".join(reasons) + "; the bars plan the inputs below"
     return None, ""
 
 
@@ -946,7 +955,7 @@ def vllm_comparison(
     """The vLLM process's buckets on `pool`: each from this run's agent where it measured it, else from vLLM's
     log (weights, KV pool, activation peak, non-torch + CUDA graphs as non-PyTorch), never both: the log's
     weights and KV are taken out of the agent's untracked tensors, its activation peak out of the allocator
-    gap. Drawn over vLLM's own plan for the same model and arguments (planner/vllm_explain)."""
+    gap. Drawn over vLLM's own plan for the same model and arguments (planner/engines/vllm/explain.py)."""
     agent, missing = measured_segments(state, pool)
     a = {s.key: s.bytes for s in agent}
     has_agent = bool(_buckets_for(state, pool))

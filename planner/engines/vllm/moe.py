@@ -14,11 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from planner.engines.vllm.version import Version
 from planner.errors import PlannerError
 from planner.limits import MAX_HIDDEN_SIZE, MAX_POSITIONS, finite
 from planner.spec import ModelSpec
-
-Version = tuple[int, int, int]
 
 MXFP4_FIRST_VERSION: Version = (0, 10, 1)
 MXFP4_BLOCK = 32  # elements per e8m0 scale (quantization/mxfp4.py create_weights: mxfp4_block = 32)

@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from planner.units import GiB
+from planner.engines.base import ANSI, Figure, LineReader, read_all
 
 GB = 10**9
 
@@ -53,7 +53,6 @@ STAGE_WORDS = {
     "ready": "the server was ready",
 }
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _HEADER = re.compile(
     r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d\s+\d\d:\d\d:\d\d(?:\.\d+)?\s+"
     r"\[?(?P<file>[\w./-]+\.py):(?P<lineno>\d+)\]\s?(?P<msg>.*)$"
@@ -62,27 +61,6 @@ _WORKER = re.compile(
     r"\((?P<who>[A-Za-z_]+?)(?:_DP(?P<dp>\d+))?(?:_PP(?P<pp>\d+))?(?:_TP(?P<tp>\d+))?\s+pid=(?P<pid>\d+)\)"
 )
 _NUM = r"(-?[\d.]+)"
-
-
-@dataclass(frozen=True, slots=True)
-class Figure:
-    """One number vLLM logged, with where it was read."""
-
-    name: str
-    value: float  # in the unit of `unit`
-    unit: str  # "GiB" | "GB" | "tokens" | "blocks" | "x" | "" (a ratio)
-    text: str  # the number as printed ("53.29")
-    line: int  # 1-based line number in the log
-    rank: str  # "" or the worker prefix ("Worker_TP1", "VllmWorkerProcess pid=521")
-
-    @property
-    def bytes(self) -> int:
-        """GiB/GB figures as bytes (int); others raise."""
-        if self.unit == "GiB":
-            return round(self.value * GiB)
-        if self.unit == "GB":  # vLLM < 0.8.5 printed "GB" for what it divided by 2**30
-            return round(self.value * GiB)
-        raise ValueError(f"{self.name} is not a memory figure")
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +130,7 @@ class _State:
 def strip_line(raw: str) -> tuple[str, str]:
     """(message, rank) of one raw log line: ANSI colours, container/journald prefixes, the worker prefix and
     the level/timestamp/file header removed. Lines without a vLLM header come back as they are (stripped)."""
-    line = _ANSI.sub("", raw).rstrip("\r\n")
+    line = ANSI.sub("", raw).rstrip("\r\n")
     rank = ""
     worker = _WORKER.search(line)
     if worker and worker.group("who") not in ("APIServer",):
@@ -346,29 +324,16 @@ _VERSION_PATTERNS = (
 _ARGS_WRAP_LINES = 20  # at most this many continuation lines of a wrapped "non-default args:" dict
 
 
-class LogReader:
+class LogReader(LineReader):  # feed_text(chunk) / flush(): whole lines to feed()
     """Incremental reader: feed() lines (or chunks of text), result() at any time."""
 
     def __init__(self) -> None:
         self._s = _State()
-        self._partial = ""
         self._command = ""  # a `vllm serve ... \` command continued over several lines
         # a "non-default args: {..." whose dict a terminal copy hard-wrapped onto the next lines (the
         # wrap falls anywhere, inside a word too: the pieces are joined as they are)
         self._args_text = ""
         self._args_lines = 0
-
-    def feed_text(self, chunk: str) -> None:
-        """Feed arbitrary text (a complete line is parsed when its newline arrives)."""
-        data = self._partial + chunk
-        *complete, self._partial = data.split("\n")
-        for line in complete:
-            self.feed(line)
-
-    def flush(self) -> None:
-        if self._partial:
-            line, self._partial = self._partial, ""
-            self.feed(line)
 
     def feed(self, raw: str) -> None:
         s = self._s
@@ -376,8 +341,8 @@ class LogReader:
         n = s.lines
         msg, rank = strip_line(raw)
         if self._args_text:
-            if _HEADER.search(_ANSI.sub("", raw)) is None and self._args_lines < _ARGS_WRAP_LINES:
-                self._args_text += _ANSI.sub("", raw).rstrip("\r\n")
+            if _HEADER.search(ANSI.sub("", raw)) is None and self._args_lines < _ARGS_WRAP_LINES:
+                self._args_text += ANSI.sub("", raw).rstrip("\r\n")
                 self._args_lines += 1
                 if self._non_default_args(self._args_text):
                     self._args_text = ""
@@ -390,7 +355,7 @@ class LogReader:
             if msg.endswith("\\"):
                 return
             msg, self._command = self._command.strip(), ""
-        header = _HEADER.search(_ANSI.sub("", raw))
+        header = _HEADER.search(ANSI.sub("", raw))
         is_header = header is not None
         if header is not None:
             s.vllm_lines += 1
@@ -542,11 +507,4 @@ def _engine_from_version(version: str, figures: Mapping[str, list[Figure]]) -> s
 
 def parse_log(text: str | Iterable[str]) -> VLLMLog:
     """Parse a whole log (a string, or an iterable of lines)."""
-    reader = LogReader()
-    if isinstance(text, str):
-        reader.feed_text(text)
-        reader.flush()
-    else:
-        for line in text:
-            reader.feed(line)
-    return reader.result()
+    return read_all(LogReader(), text)

@@ -1,44 +1,42 @@
 """A vLLM startup log next to the planner's prediction for the same model, GPU and engine arguments.
 
-explain() takes a parsed log (planner.vllm_log.VLLMLog) and predicts the pool from the config alone: the
-weights from the checkpoint's shapes and format, the activation peak from vLLM's profile run
-(planner.vllm.profile_activation), non-torch memory and CUDA graphs from the version's rules
-(predicted_non_torch / predicted_cudagraphs), and the device total as vLLM reads it. No figure the log
+explain() takes a parsed log (planner/engines/vllm/log.py VLLMLog) and predicts the pool from the config
+alone: the weights from the checkpoint's shapes and format, the activation peak from vLLM's profile run
+(activation.py profile_activation), non-torch memory and CUDA graphs from the version's rules (overheads.py
+predicted_non_torch / predicted_cudagraphs), and the device total as vLLM reads it. No figure the log
 measured is fed into the prediction; the device total and the settings (model, max_model_len, TP, dtype,
 gpu_memory_utilization, ...) are inputs, read from the log where it states them, else from flags.
+to_worksheet() puts the result on the worksheet every engine shares (planner/engines/worksheet.py).
 """
 
 from __future__ import annotations
 
-import math
 import re
-import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from planner.errors import PlannerError
-from planner.units import GiB
-from planner.vllm import (
-    DEFAULT_VLLM_VERSION,
-    Term,
-    VLLMPool,
-    default_engine,
-    device_total,
-    non_torch_era,
-    parse_version,
-    predicted_cudagraphs,
-    predicted_non_torch,
-    vllm_pool,
-)
-from planner.vllm_encoder import (
+from planner.engines.base import Figure
+from planner.engines.vllm.encoder import (
     encoder_profile,
     full_config,
     images_per_prompt,
     vision_tower,
     vision_weight_bytes,
 )
-from planner.vllm_log import STAGE_WORDS, Figure, VLLMLog
-from planner.vllm_moe import vllm_weight_extras
+from planner.engines.vllm.log import STAGE_WORDS, VLLMLog
+from planner.engines.vllm.moe import vllm_weight_extras
+from planner.engines.vllm.overheads import (
+    Device,
+    device_total,
+    non_torch_era,
+    predicted_cudagraphs,
+    predicted_non_torch,
+)
+from planner.engines.vllm.pool import VLLMPool, vllm_pool
+from planner.engines.vllm.version import default_engine, parse_version
+from planner.engines.worksheet import Row, Term, Worksheet, worksheet_json
+from planner.errors import PlannerError
+from planner.units import GiB
 
 # stable keys of the rows, in the order they are printed
 ROW_KEYS = (
@@ -57,28 +55,6 @@ ROW_LABELS = {
     "kv_tokens": "KV tokens",
     "max_concurrency": "max concurrency (x)",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Row:
-    key: str
-    logged: float | None  # in the row's unit (GiB, blocks, tokens, x)
-    logged_line: int | None
-    predicted: float | None
-    how: str  # how the predicted value is known: PREDICTED / given / log / default
-    cause: str  # the difference in words ("" when there is no logged figure)
-
-    @property
-    def difference(self) -> float | None:
-        if self.logged is None or self.predicted is None:
-            return None
-        return self.predicted - self.logged
-
-    @property
-    def relative(self) -> float | None:
-        if self.logged in (None, 0) or self.predicted is None:
-            return None
-        return self.predicted / self.logged - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +110,47 @@ def _weight_format(
     return None, f"the checkpoint's own format ({spec_format})"
 
 
+class _Settings:
+    """Engine settings by name: a flag (`given`, labelled "given") wins over the log ("log"); else "default"
+    (None)."""
+
+    def __init__(self, log: VLLMLog, given: dict[str, str]) -> None:
+        self.log = log
+        self.given = given
+
+    def __call__(self, *names: str) -> tuple[str | None, str]:
+        for name in names:
+            if self.given.get(name) is not None:
+                return str(self.given[name]), "given"
+        value = self.log.setting(*names)
+        return value, ("log" if value is not None else "default")
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """What explain() resolved about the run: the inputs of the prediction (each listed with its origin)."""
+
+    model_id: str
+    spec: Any  # planner.spec.ModelSpec
+    version: str
+    engine: str
+    device: Device | None
+    total_bytes: int
+    total_how: str
+    total_source: str
+    utilization: float
+    max_model_len: int
+    tp: int
+    pp: int
+    kv_dtype: str
+    enforce_eager: bool
+    prefix_caching: bool | None
+    max_num_seqs: int | None
+    max_num_batched_tokens: int | None
+    weight_format: str | None  # None: the checkpoint's own
+    sampler_path: str | None
+
+
 def explain(
     log: VLLMLog,
     *,
@@ -146,18 +163,128 @@ def explain(
 ) -> Explanation:
     """given: engine settings passed as flags (max_model_len, tensor_parallel_size, pipeline_parallel_size,
     gpu_memory_utilization, max_num_seqs, ...); they win over the log and are labelled "given"."""
-    from planner.spec import load_spec  # noqa: PLC0415  (reads configs; only needed here)
-
     inputs: list[tuple[str, str, str]] = []
     notes: list[str] = []
-    given = dict(given or {})
+    setting = _Settings(log, dict(given or {}))
+    run = _resolve_run(log, setting, inputs, model, version, gpu, total_bytes, allow_download)
+    spec = run.spec
+    non_torch = predicted_non_torch(
+        run.version, run.engine, run.tp * run.pp, tp=run.tp, enforce_eager=run.enforce_eager
+    )
+    era = non_torch_era(run.version, run.engine, run.enforce_eager)
+    pool, graphs, weight_notes, activation_notes, tower = _predict_pool(run, setting, non_torch, notes)
+    fmt = run.weight_format
+    terms = (
+        Term("device total", run.total_bytes, run.total_how, run.total_source),
+        Term("requested", pool.requested_bytes or 0, "PREDICTED",
+             f"device total x {run.utilization:g} (a.1)"),
+        Term("weights", pool.weights_bytes, "PREDICTED",
+             "; ".join((f"planner.formats.weight_bytes: {fmt or spec.default_format}", *weight_notes))),
+        Term("activation peak", pool.activation_bytes, "PREDICTED",
+             "; ".join(("planner.vllm.profile_activation (vLLM's profile run)", *activation_notes))),
+        non_torch,
+        graphs,
+        Term("KV pool", pool.pool_bytes, "PREDICTED",
+             "requested - weights - activation - non-torch - graphs"),
+    )  # fmt: skip
 
-    def setting(*names: str) -> tuple[str | None, str]:
-        for name in names:
-            if given.get(name) is not None:
-                return str(given[name]), "given"
-        value = log.setting(*names)
-        return value, ("log" if value is not None else "default")
+    rows = _rows(log, pool, terms, run.total_how, era, run.tp, fmt or spec.default_format)
+    worksheet = _worksheet(log, pool)
+    return Explanation(
+        model=run.model_id,
+        version=run.version,
+        engine=run.engine,
+        inputs=tuple(inputs),
+        terms=terms,
+        rows=rows,
+        pool=pool,
+        worksheet=worksheet,
+        notes=(
+            *notes,
+            *(
+                # the planner's "only the text decoder is counted": explain adds the vision tower itself
+                a
+                for a in spec.assumptions
+                if not (tower is not None and a.startswith("multimodal config ("))
+            ),
+        ),
+        stage=log.stage,
+    )
+
+
+def _resolve_run(
+    log: VLLMLog,
+    setting: _Settings,
+    inputs: list[tuple[str, str, str]],
+    model: str | None,
+    version: str | None,
+    gpu: str | None,
+    total_bytes: int | None,
+    allow_download: bool,
+) -> _Run:
+    """The model, version, device total and engine settings, from flags and the log, in the order a user
+    reads them (each appended to `inputs` with where it came from)."""
+    model_id, spec = _model(log, model, allow_download)
+    inputs.append(("model", model_id, "--model" if model else "log"))
+    ver_text = version or log.version
+    if ver_text is None:
+        raise PlannerError(
+            "the log does not say which vLLM version wrote it: give --vllm-version (e.g. 0.10.1)"
+        )
+    ver = parse_version(ver_text)
+    inputs.append(("vLLM version", ver_text, "--vllm-version" if version else "log"))
+    engine = log.engine or default_engine(ver)
+    inputs.append(("engine", engine, "log" if log.engine else "default for the version"))
+    device, total_bytes, total_how, total_source = _device_total(log, gpu, total_bytes, inputs)
+    utilization = _utilization(log, setting, inputs)
+    max_model_len = _max_model_len(log, setting, spec, inputs)
+    tp_text, tp_from = setting("tensor_parallel_size")
+    pp_text, pp_from = setting("pipeline_parallel_size")
+    tp = int(_number(tp_text) or 1)
+    pp = int(_number(pp_text) or 1)
+    inputs.append(("tensor/pipeline parallel", f"{tp}/{pp}", f"{tp_from}/{pp_from}"))
+    kv_dtype = (setting("kv_cache_dtype")[0] or "auto").strip()
+    enforce_eager = (setting("enforce_eager")[0] or "False").strip() in ("True", "true", "1")
+    epc_text = setting("enable_prefix_caching")[0]
+    prefix_caching = None if epc_text in (None, "None") else epc_text.strip() in ("True", "true", "1")
+    mns = setting("max_num_seqs")[0]
+    mnbt = setting("max_num_batched_tokens")[0]
+    quant_text, quant_from = setting("quantization")
+    names = f"{model_id} {log.model or ''}"
+    fmt, fmt_why = _weight_format(log, names, spec.default_format, quant_text or "", quant_from)
+    if spec.quantization is not None:  # the checkpoint's own quantization_config says what it is
+        fmt, fmt_why = None, f"the checkpoint's quantization_config ({spec.default_format})"
+    inputs.append(("weights format", fmt or spec.default_format, fmt_why))
+    # Which top-k/top-p implementation the dummy sampler run uses is the installation's (FlashInfer is
+    # optional before 0.26), not the config's; where the log states it, that line decides.
+    sampler_path = "flashinfer" if log.flashinfer_sampler_line is not None else None
+    if sampler_path is not None:
+        inputs.append(("sampler", "FlashInfer top-k/top-p", f"log line {log.flashinfer_sampler_line}"))
+    return _Run(
+        model_id=model_id,
+        spec=spec,
+        version=ver_text,
+        engine=engine,
+        device=device,
+        total_bytes=total_bytes,
+        total_how=total_how,
+        total_source=total_source,
+        utilization=utilization,
+        max_model_len=max_model_len,
+        tp=tp,
+        pp=pp,
+        kv_dtype="auto" if kv_dtype in ("auto", "None") else kv_dtype,
+        enforce_eager=enforce_eager,
+        prefix_caching=prefix_caching,
+        max_num_seqs=int(float(mns)) if mns else None,
+        max_num_batched_tokens=int(float(mnbt)) if mnbt else None,
+        weight_format=fmt,
+        sampler_path=sampler_path,
+    )
+
+
+def _model(log: VLLMLog, model: str | None, allow_download: bool) -> tuple[str, Any]:
+    from planner.spec import load_spec  # noqa: PLC0415  (reads configs; only needed here)
 
     model_id = model or log.model
     if not model_id:
@@ -172,23 +299,14 @@ def explain(
             f"the log's model {model_id!r} is not in the local cache or the catalog ({exc}); give --model "
             f"CONFIG"
         ) from exc
-    inputs.append(("model", model_id, "--model" if model else "log"))
+    return model_id, spec
 
-    ver_text = version or log.version
-    if ver_text is None:
-        raise PlannerError(
-            "the log does not say which vLLM version wrote it: give --vllm-version (e.g. 0.10.1)"
-        )
-    try:
-        parse_version(ver_text)
-    except PlannerError:
-        raise
-    inputs.append(("vLLM version", ver_text, "--vllm-version" if version else "log"))
-    ver = parse_version(ver_text)
-    engine = log.engine or default_engine(ver)
-    inputs.append(("engine", engine, "log" if log.engine else "default for the version"))
 
-    # The device total: a flag, the log, or the recorded mem_get_info total of the named GPU.
+def _device_total(
+    log: VLLMLog, gpu: str | None, total_bytes: int | None, inputs: list[tuple[str, str, str]]
+) -> tuple[Device | None, int, str, str]:
+    """(device, total, how, source): the device total from a flag, the log, or the recorded mem_get_info
+    total of the named GPU."""
     logged_total = _gib(log.first("total"))
     total_how = "given"
     total_source = "--total-gib"
@@ -209,7 +327,10 @@ def explain(
             "total) "
             "or --total-gib"
         )
+    return device, total_bytes, total_how, total_source
 
+
+def _utilization(log: VLLMLog, setting: _Settings, inputs: list[tuple[str, str, str]]) -> float:
     util_text, util_from = setting("gpu_memory_utilization")
     util_fig = log.first("utilization")
     if util_text is not None and util_from == "given":
@@ -221,7 +342,10 @@ def explain(
     else:
         util, util_how = 0.9, "default"
     inputs.append(("gpu_memory_utilization", f"{util:g}", util_how))
+    return util
 
+
+def _max_model_len(log: VLLMLog, setting: _Settings, spec: Any, inputs: list[tuple[str, str, str]]) -> int:
     mml_fig = log.first("max_model_len")
     mml_text, mml_from = setting("max_seq_len", "max_model_len")
     if mml_text is not None and mml_from == "given":
@@ -234,95 +358,63 @@ def explain(
         mml = int(spec.config.get("max_position_embeddings") or 0) or 4096
         mml_how = "default (the config's max_position_embeddings)"
     inputs.append(("max_model_len", str(mml), mml_how))
+    return mml
 
-    tp_text, tp_from = setting("tensor_parallel_size")
-    pp_text, pp_from = setting("pipeline_parallel_size")
-    tp = int(_number(tp_text) or 1)
-    pp = int(_number(pp_text) or 1)
-    inputs.append(("tensor/pipeline parallel", f"{tp}/{pp}", f"{tp_from}/{pp_from}"))
-    kv_dtype = (setting("kv_cache_dtype")[0] or "auto").strip()
-    enforce_eager = (setting("enforce_eager")[0] or "False").strip() in ("True", "true", "1")
-    epc_text = setting("enable_prefix_caching")[0]
-    prefix_caching = None if epc_text in (None, "None") else epc_text.strip() in ("True", "true", "1")
-    mns = setting("max_num_seqs")[0]
-    mnbt = setting("max_num_batched_tokens")[0]
-    quant_text, quant_from = setting("quantization")
-    names = f"{model_id} {log.model or ''}"
-    fmt, fmt_why = _weight_format(log, names, spec.default_format, quant_text or "", quant_from)
-    if spec.quantization is not None:  # the checkpoint's own quantization_config says what it is
-        fmt, fmt_why = None, f"the checkpoint's quantization_config ({spec.default_format})"
-    inputs.append(("weights format", fmt or spec.default_format, fmt_why))
 
-    world = tp * pp
-    non_torch = predicted_non_torch(ver_text, engine, world, tp=tp, enforce_eager=enforce_eager)
-    era = non_torch_era(ver_text, engine, enforce_eager)
-
+def _predict_pool(
+    run: _Run, setting: _Settings, non_torch: Term, notes: list[str]
+) -> tuple[VLLMPool, Term, list[str], list[str], Any]:
+    """(pool, graph estimate, weight notes, activation notes, vision tower): the pool sized as vLLM would,
+    with what vLLM holds beyond the checkpoint (padded MoE experts, a vision tower), the encoder's profile
+    run and the CUDA-graph estimate, each needing the pool's resolved scheduler limits first."""
+    spec, device = run.spec, run.device
     weights_per_stage: list[int] | None = None
     activation_given: int | None = None  # set when the profile run has more than the decoder (an encoder)
     activation_notes: list[str] = []
 
-    # Which top-k/top-p implementation the dummy sampler run uses is the installation's (FlashInfer is
-    # optional before 0.26), not the config's; where the log states it, that line decides.
-    sampler_path = "flashinfer" if log.flashinfer_sampler_line is not None else None
-    if sampler_path is not None:
-        inputs.append(("sampler", "FlashInfer top-k/top-p", f"log line {log.flashinfer_sampler_line}"))
-
     def pool_with(max_num_seqs, max_num_batched_tokens, cudagraph_bytes):
         return vllm_pool(
             spec,
-            max_model_len=mml,
-            version=ver_text,
-            engine=engine,
-            total_bytes=total_bytes,
-            gpu_memory_utilization=util,
-            weight_format=fmt,
+            max_model_len=run.max_model_len,
+            version=run.version,
+            engine=run.engine,
+            total_bytes=run.total_bytes,
+            gpu_memory_utilization=run.utilization,
+            weight_format=run.weight_format,
             weights_bytes=weights_per_stage,
             activation_bytes=activation_given,
             non_torch_bytes=non_torch.bytes,
-            kv_dtype="auto" if kv_dtype in ("auto", "None") else kv_dtype,
-            tp=tp,
-            pp=pp,
+            kv_dtype=run.kv_dtype,
+            tp=run.tp,
+            pp=run.pp,
             max_num_seqs=max_num_seqs,
             max_num_batched_tokens=max_num_batched_tokens,
-            enable_prefix_caching=prefix_caching,
+            enable_prefix_caching=run.prefix_caching,
             cudagraph_bytes=cudagraph_bytes,
             device_name=device.name if device else None,
             cuda_capability=device.capability if device else None,
             sm_count=device.sm_count if device else None,
-            sampler_path=sampler_path,
+            sampler_path=run.sampler_path,
         )
 
     # The graph estimate needs the pool's resolved max_num_seqs, so the pool is sized once without graphs,
     # then again with them deducted.
-    pool = pool_with(int(float(mns)) if mns else None, int(float(mnbt)) if mnbt else None, 0)
+    pool = pool_with(run.max_num_seqs, run.max_num_batched_tokens, 0)
     # What vLLM holds beyond the checkpoint's tensors (padded MoE experts, ...), per pipeline stage.
     extra_weights, weight_notes = vllm_weight_extras(
-        spec, fmt or spec.default_format, ver, device.capability if device else None, tp, pp
+        spec,
+        run.weight_format or spec.default_format,
+        parse_version(run.version),
+        device.capability if device else None,
+        run.tp,
+        run.pp,
     )
     # A vision-language checkpoint: the vision tower's weights (first stage) and its profile run.
     encoder = None
-    raw_config = full_config(model_id)
+    raw_config = full_config(run.model_id)
     tower = vision_tower(raw_config or {})
     if tower is not None:
-        images, images_why = images_per_prompt(setting("limit_mm_per_prompt")[0])
-        chunked = (setting("enable_chunked_prefill")[0] or "True").strip() not in ("False", "false", "0")
-        tower_bytes = vision_weight_bytes(tower)
-        extra_weights[0] += tower_bytes
-        weight_notes.append(
-            f"+ vision tower {tower_bytes:,} B in bf16 ({tower.depth} blocks of {tower.hidden}; "
-            "v0.24.0:vllm/model_executor/models/qwen3_vl.py:348-560; the published quantized checkpoints of "
-            "this family keep it unquantized)"
-        )
-        if images:
-            encoder = encoder_profile(
-                tower,
-                max_num_batched_tokens=pool.max_num_batched_tokens,
-                max_num_seqs=pool.max_num_seqs,
-                images_per_prompt=images,
-                max_model_len=mml,
-                chunked_prefill=chunked,
-            )
-            activation_notes.extend((images_why, *encoder.terms))
+        encoder = _vision_tower(tower, run, setting, pool, extra_weights, weight_notes, activation_notes)
     elif raw_config is None and setting("limit_mm_per_prompt")[0]:
         notes.append(
             "a multimodal run (limit_mm_per_prompt) of a catalog model: the catalog keeps the text decoder "
@@ -330,7 +422,7 @@ def explain(
         )
     if any(extra_weights):
         stage_weights = {r.pp_stage: r.weights_bytes for r in pool.ranks}
-        weights_per_stage = [stage_weights[s] + extra_weights[s] for s in range(pp)]
+        weights_per_stage = [stage_weights[s] + extra_weights[s] for s in range(run.pp)]
         pool = pool_with(pool.max_num_seqs, pool.max_num_batched_tokens, 0)
     if encoder is not None:
         decoder = pool.activation_bytes
@@ -343,42 +435,43 @@ def explain(
             "in the encoder cache during the decoder's dummy run)"
         )
         pool = pool_with(pool.max_num_seqs, pool.max_num_batched_tokens, 0)
-    graphs = predicted_cudagraphs(ver_text, engine, pool.max_num_seqs, enforce_eager=enforce_eager)
+    graphs = predicted_cudagraphs(run.version, run.engine, pool.max_num_seqs, enforce_eager=run.enforce_eager)
     if graphs.bytes:
         pool = pool_with(pool.max_num_seqs, pool.max_num_batched_tokens, graphs.bytes)
-    terms = (
-        Term("device total", total_bytes, total_how, total_source),
-        Term("requested", pool.requested_bytes or 0, "PREDICTED", f"device total x {util:g} (a.1)"),
-        Term("weights", pool.weights_bytes, "PREDICTED",
-             "; ".join((f"planner.formats.weight_bytes: {fmt or spec.default_format}", *weight_notes))),
-        Term("activation peak", pool.activation_bytes, "PREDICTED",
-             "; ".join(("planner.vllm.profile_activation (vLLM's profile run)", *activation_notes))),
-        non_torch,
-        graphs,
-        Term("KV pool", pool.pool_bytes, "PREDICTED",
-             "requested - weights - activation - non-torch - graphs"),
-    )  # fmt: skip
+    return pool, graphs, weight_notes, activation_notes, tower
 
-    rows = _rows(log, pool, terms, total_how, era, tp, fmt or spec.default_format)
-    worksheet = _worksheet(log, pool)
-    return Explanation(
-        model=model_id,
-        version=ver_text,
-        engine=engine,
-        inputs=tuple(inputs),
-        terms=terms,
-        rows=rows,
-        pool=pool,
-        worksheet=worksheet,
-        notes=(
-            *notes,
-            *(
-                # the planner's "only the text decoder is counted": explain adds the vision tower itself
-                a for a in spec.assumptions if not (tower is not None and a.startswith("multimodal config ("))
-            ),
-        ),
-        stage=log.stage,
+
+def _vision_tower(
+    tower: Any,
+    run: _Run,
+    setting: _Settings,
+    pool: VLLMPool,
+    extra_weights: list[int],
+    weight_notes: list[str],
+    activation_notes: list[str],
+) -> Any:
+    """Adds the tower's weights to the first stage; the encoder's profile run (None without images)."""
+    images, images_why = images_per_prompt(setting("limit_mm_per_prompt")[0])
+    chunked = (setting("enable_chunked_prefill")[0] or "True").strip() not in ("False", "false", "0")
+    tower_bytes = vision_weight_bytes(tower)
+    extra_weights[0] += tower_bytes
+    weight_notes.append(
+        f"+ vision tower {tower_bytes:,} B in bf16 ({tower.depth} blocks of {tower.hidden}; "
+        "v0.24.0:vllm/model_executor/models/qwen3_vl.py:348-560; the published quantized checkpoints of "
+        "this family keep it unquantized)"
     )
+    if not images:
+        return None
+    encoder = encoder_profile(
+        tower,
+        max_num_batched_tokens=pool.max_num_batched_tokens,
+        max_num_seqs=pool.max_num_seqs,
+        images_per_prompt=images,
+        max_model_len=run.max_model_len,
+        chunked_prefill=chunked,
+    )
+    activation_notes.extend((images_why, *encoder.terms))
+    return encoder
 
 
 def _rows(
@@ -485,7 +578,7 @@ def _pool_cause(pool_row: Row, rows: list[Row]) -> Row:
 
 
 def _cause(key: str, fig: Figure, value: float, pool: VLLMPool, era: str, tp: int, fmt) -> str:
-    """`era`: how the version counts non-torch memory (planner.vllm.non_torch_era)."""
+    """`era`: how the version counts non-torch memory (overheads.py non_torch_era)."""
     diff = value - fig.value
     half_step = 0.005 if fig.unit in ("GiB", "GB", "") else 0.0
     if abs(diff) <= half_step + 1e-9:
@@ -596,53 +689,35 @@ def stage_problem(log: VLLMLog) -> str | None:
     return f"the log stops {where}: no KV cache figure to explain (the server died there, or the log was cut)"
 
 
-def explanation_json(ex: Explanation, log: VLLMLog) -> dict[str, Any]:
-    """The stable --json object."""
-
-    def num(x: float | None, digits: int = 4) -> float | None:
-        return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(x, digits)
-
-    return {
-        "worksheet": ex.worksheet,
-        "model": ex.model,
-        "vllm_version": ex.version,
-        "engine": ex.engine,
-        "stage": ex.stage,
-        "inputs": [{"name": n, "value": v, "from": w} for n, v, w in ex.inputs],
-        "terms": [
-            {"name": t.name, "gib": num(t.bytes / GiB), "bytes": t.bytes, "how": t.how, "source": t.source}
-            for t in ex.terms
-        ],
-        "rows": {
-            r.key: {
-                "label": ROW_LABELS[r.key],
-                "logged": num(r.logged),
-                "logged_line": r.logged_line,
-                "predicted": num(r.predicted),
-                "difference": num(r.difference),
-                "relative": num(r.relative),
-                "how": r.how,
-                "cause": r.cause,
-            }
-            for r in ex.rows
-        },
-        "notes": list(ex.notes),
-    }
+def to_worksheet(ex: Explanation) -> Worksheet:
+    """The explanation on the worksheet every engine shares."""
+    return Worksheet(
+        engine="vllm",
+        line=ex.worksheet,
+        title=f"vLLM {ex.version} ({ex.engine})",
+        model=ex.model,
+        identity=(("vllm_version", ex.version), ("engine", ex.engine)),
+        stage=ex.stage,
+        inputs=ex.inputs,
+        terms=ex.terms,
+        rows=ex.rows,
+        labels=ROW_LABELS,
+        notes=ex.notes,
+        counts=frozenset({"num_blocks", "kv_tokens"}),
+        absolute=frozenset({"max_concurrency"}),
+    )
 
 
-def median_and_worst(errors: list[float]) -> tuple[float, float]:
-    """Median and worst absolute relative error (fractions)."""
-    absolute = [abs(e) for e in errors]
-    return statistics.median(absolute), max(absolute)
+def explanation_json(ex: Explanation) -> dict[str, Any]:
+    """The stable --json object (planner/engines/worksheet.py worksheet_json)."""
+    return worksheet_json(to_worksheet(ex))
 
 
 __all__ = [
-    "DEFAULT_VLLM_VERSION",
     "ROW_KEYS",
     "Explanation",
-    "Row",
     "explain",
     "explanation_json",
-    "median_and_worst",
     "stage_problem",
+    "to_worksheet",
 ]

@@ -1,0 +1,166 @@
+"""`memsight plan MODEL --engine ollama`: Ollama's own figures before a model is loaded.
+
+From the model spec and what Ollama would run it with (its defaults for the release where a setting is not
+given: defaults.py): the runner's context (num_ctx x num_parallel), the KV cache type and flash attention;
+then the scheduler's estimate as Ollama computes it (estimate.py: memory.required.kv, memory.weights.total)
+and what its own engine allocates (cache.py: the KV cache per layer with its padding and sliding windows,
+the weights per device for the layers given to the GPU). The compute graph is not derived (ggml sizes it
+when it schedules the graph), so the total is weights + KV and says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from planner.engines.ollama.cache import (
+    gpu_layers_from,
+    kv_by_device,
+    ollama_kv_layers,
+    weights_by_device,
+)
+from planner.engines.ollama.defaults import DEFAULT_VERSION, OllamaDefaults, defaults_for
+from planner.engines.ollama.estimate import OllamaEstimate, ollama_estimate
+from planner.engines.worksheet import Term
+from planner.errors import PlannerError
+from planner.spec import ModelSpec
+from planner.units import GiB
+
+MiB = 2**20
+
+
+@dataclass(frozen=True, slots=True)
+class OllamaArguments:
+    version: str = DEFAULT_VERSION
+    total_vram_bytes: int | None = None  # all GPUs together (the VRAM-based default context from v0.15.5)
+    num_ctx: int | None = None
+    num_parallel: int | None = None
+    kv_cache_type: str | None = None
+    flash_attention: bool | None = None
+    gpu_layers: int | None = None  # repeating layers + output on the GPU; None: all of them
+    batch: int = 512
+    weight_format: str | None = None  # q4_k_m (Ollama's library default) or q8_0
+
+
+@dataclass(frozen=True, slots=True)
+class OllamaPlan:
+    arguments: OllamaArguments
+    defaults: OllamaDefaults
+    num_ctx: int
+    parallel: int
+    kv_type: str
+    flash: bool
+    weight_format: str
+    estimate: OllamaEstimate
+    kv: dict[str, int]
+    weights: dict[str, int]
+    gpu_layers: int
+    terms: tuple[Term, ...]
+    notes: tuple[str, ...]
+
+    @property
+    def context(self) -> int:
+        return self.num_ctx * self.parallel
+
+
+def predict(spec: ModelSpec, arguments: OllamaArguments) -> OllamaPlan:
+    train_ctx = spec.max_position_embeddings
+    defaults = defaults_for(arguments.version, arguments.total_vram_bytes, train_ctx)
+    num_ctx = arguments.num_ctx or defaults.num_ctx
+    parallel = arguments.num_parallel or defaults.num_parallel
+    flash = defaults.flash_attention if arguments.flash_attention is None else arguments.flash_attention
+    kv_type = (arguments.kv_cache_type or defaults.kv_cache_type).lower()
+    notes: list[str] = []
+    if kv_type != "f16" and not flash:
+        notes.append(
+            f"Ollama keeps an f16 cache without flash attention: {kv_type} is ignored (llm/server.go)"
+        )
+        kv_type = "f16"
+    fmt = arguments.weight_format or "q4_k_m"
+    context = num_ctx * parallel
+    if context < parallel:
+        raise PlannerError(f"num_ctx {num_ctx} is below one token per parallel request")
+    blocks = len(spec.layers)
+    gpu = blocks + 1 if arguments.gpu_layers is None else max(0, min(arguments.gpu_layers, blocks + 1))
+    gpu_layers, output_on_gpu = gpu_layers_from(gpu, blocks)
+    layers = ollama_kv_layers(spec, context, parallel, arguments.batch, kv_type, flash)
+    kv = kv_by_device(layers, gpu_layers)
+    weights = weights_by_device(spec, fmt, gpu_layers, output_on_gpu)
+    estimate = ollama_estimate(spec, fmt, context, parallel, arguments.batch, kv_type)
+    how = {True: "given", False: "default"}
+    terms = (
+        Term(
+            "weights on GPU", weights["GPU"], "PREDICTED", f"planner.formats {fmt}: {gpu}/{blocks + 1} layers"
+        ),
+        Term(
+            "weights on CPU",
+            weights["CPU"],
+            "PREDICTED",
+            "token embeddings (always on the CPU) + layers left",
+        ),
+        Term(
+            "KV cache",
+            sum(kv.values()),
+            "PREDICTED",
+            f"{context:,} cells ({how[arguments.num_ctx is not None]} num_ctx {num_ctx:,} x "
+            f"{how[arguments.num_parallel is not None]} parallel {parallel}) x {len(layers)} layers, "
+            f"{kv_type}",
+        ),
+        Term("Ollama's KV estimate", estimate.kv, "PREDICTED", "llm/memory.go: context x layers x KV width"),
+    )
+    if train_ctx and num_ctx > train_ctx:
+        notes.append(f"num_ctx {num_ctx:,} is past the model's trained context {train_ctx:,}")
+    notes.append("the compute graph is not derived: the total is weights + KV")
+    return OllamaPlan(
+        arguments,
+        defaults,
+        num_ctx,
+        parallel,
+        kv_type,
+        flash,
+        fmt,
+        estimate,
+        kv,
+        weights,
+        gpu,
+        terms,
+        tuple(notes),
+    )
+
+
+def plan_json(plan: OllamaPlan) -> dict:
+    """The `ollama` object of `memsight plan --engine ollama --json` (bytes as integers)."""
+    return {
+        "ollama_version": plan.arguments.version,
+        "num_ctx": plan.num_ctx,
+        "num_parallel": plan.parallel,
+        "kv_cache_type": plan.kv_type,
+        "flash_attention": plan.flash,
+        "weight_format": plan.weight_format,
+        "gpu_layers": plan.gpu_layers,
+        "estimate_kv_bytes": plan.estimate.kv,
+        "estimate_weights_bytes": plan.estimate.weights,
+        "weights_gpu_bytes": plan.weights["GPU"],
+        "weights_cpu_bytes": plan.weights["CPU"],
+        "kv_gpu_bytes": plan.kv["GPU"],
+        "kv_cpu_bytes": plan.kv["CPU"],
+        "defaults": plan.defaults.source,
+        "notes": list(plan.notes),
+    }
+
+
+def render(plan: OllamaPlan) -> list[str]:
+    est = plan.estimate
+    lines = [
+        f"  Ollama ({plan.arguments.version} rules): num_ctx {plan.num_ctx:,} x parallel {plan.parallel}, "
+        f"KV {plan.kv_type}, flash attention {'on' if plan.flash else 'off'}, {plan.weight_format}",
+        f"    Ollama's estimate    KV {est.kv / MiB:>10,.1f} MiB, weights "
+        + ("not priced" if est.weights is None else f"{est.weights / GiB:,.2f} GiB")
+        + "  (memory.required.kv, memory.weights.total)",
+        f"    weights on GPU       {plan.weights['GPU'] / GiB:>9.2f} GiB  ({plan.gpu_layers} layers)",
+        f"    weights on CPU       {plan.weights['CPU'] / GiB:>9.2f} GiB",
+        f"    KV cache on GPU      {plan.kv['GPU'] / GiB:>9.2f} GiB",
+        f"    KV cache on CPU      {plan.kv['CPU'] / GiB:>9.2f} GiB",
+        f"    defaults: {plan.defaults.source}",
+    ]
+    lines.extend(f"    note: {note}" for note in plan.notes)
+    return lines

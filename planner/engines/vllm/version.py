@@ -1,0 +1,41 @@
+"""Which vLLM: the versions the formulas were read from, the default one, and version arithmetic."""
+
+from __future__ import annotations
+
+from planner.errors import PlannerError
+
+# The versions whose sdists the reference file was read from (section "Sources").
+READ_VERSIONS: tuple[str, ...] = (
+    "0.6.4", "0.6.6", "0.7.0", "0.7.1", "0.7.3", "0.8.0", "0.8.5", "0.9.0", "0.9.1", "0.9.2",
+    "0.10.0", "0.10.1", "0.10.2", "0.11.0", "0.12.0", "0.13.0", "0.14.0", "0.16.0", "0.17.0", "0.18.0",
+    "0.19.0", "0.20.0", "0.21.0", "0.22.0", "0.23.0", "0.24.0", "0.25.0", "0.26.0", "0.27.0", "0.28.0",
+    "0.29.0", "0.33.0",
+)  # fmt: skip
+DEFAULT_VLLM_VERSION = "0.33.0"  # newest read; `--vllm-version` picks another
+
+Version = tuple[int, int, int]
+
+
+def parse_version(text: str) -> Version:
+    """'0.10.1.1' -> (0, 10, 1); 'v0.6.4.post1' -> (0, 6, 4)."""
+    parts = str(text).strip().lstrip("vV").split(".")
+    numbers: list[int] = []
+    for part in parts[:3]:
+        digits = ""
+        for ch in part:
+            if not ch.isdigit():
+                break
+            digits += ch
+        if not digits:
+            break
+        numbers.append(int(digits))
+    if len(numbers) < 2:
+        raise PlannerError(f"cannot read vLLM version {text!r}; write it like 0.33.0")
+    while len(numbers) < 3:
+        numbers.append(0)
+    return numbers[0], numbers[1], numbers[2]
+
+
+def default_engine(version: Version) -> str:
+    """The engine a vLLM version runs when none is named: V1 is the default from 0.8.0 (VLLM_USE_V1)."""
+    return "V0" if version < (0, 8, 0) else "V1"

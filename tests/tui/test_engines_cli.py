@@ -1,0 +1,83 @@
+"""`memsight explain` on SGLang's and Ollama's logs and `memsight plan --engine sglang|ollama`, as a person
+runs them: the worksheet line first, the --json object with the keys vLLM's has, and one `memsight:` line
+with exit status 2 for a partial log, a log of no engine, or another engine's flag."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.conftest import REPO_ROOT
+
+SGLANG = REPO_ROOT / "tests" / "data" / "sglang_logs" / "llmsinclouds_v0.4.3.post4_qwq32b_tp4_l4.log"
+OLLAMA = REPO_ROOT / "tests" / "data" / "ollama_logs" / "ollama12000_gemma3-12b_estimate_cuda.log"
+KEYS = {"worksheet", "model", "engine", "stage", "inputs", "terms", "rows", "notes"}
+ROW_KEYS = {"label", "logged", "logged_line", "predicted", "difference", "relative", "how", "cause"}
+
+
+def memsight(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tui.cli", *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        input=stdin,
+    )
+
+
+def test_explain_sglang_worksheet_first_and_json_keys():
+    text = memsight("explain", str(SGLANG), "--model", "qwen2.5-32b")
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.startswith("SGLang: predicted KV pool 3.07 GiB / 50,220 tokens")
+    out = json.loads(memsight("explain", str(SGLANG), "--model", "qwen2.5-32b", "--json").stdout)
+    assert set(out) == KEYS | {"sglang_version"} and out["engine"] == "sglang"
+    assert all(set(row) == ROW_KEYS for row in out["rows"].values())
+    assert out["rows"]["kv_tokens"]["logged"] == 46611
+
+
+def test_explain_ollama_with_the_settings_the_log_leaves_out():
+    out = json.loads(
+        memsight("explain", str(OLLAMA), "--model", "gemma-3-12b", "--format", "q4_k_m", "--json").stdout
+    )
+    assert (
+        set(out) == KEYS | {"ollama_engine"}
+        and out["engine"] == "ollama"
+        and out["ollama_engine"] == "ollama"
+    )
+    assert out["rows"]["estimate_kv"]["logged"] == 992.0 and out["rows"]["estimate_kv"]["predicted"] == 992.0
+    assert {i["name"]: i["from"] for i in out["inputs"]}["weight format"] == "given (--format)"
+
+
+def test_partial_unknown_and_misdirected_are_one_line_exit_2():
+    partial = (
+        'time=2025-01-01T00:00:01Z level=INFO source=server.go:380 msg="starting llama server" '
+        'cmd="/usr/bin/ollama runner --model /m --ctx-size 2048 --parallel 1 --port 1"\n'
+    )
+    for args, stdin, start in (
+        (("explain", "-"), partial, "memsight: the log stops after the runner started"),
+        (("explain", "-"), "hello\n", "memsight: not a SGLang or Ollama or vLLM startup log"),
+        (("explain", str(SGLANG), "--ctx-size", "8"), None, "memsight: --ctx-size is an Ollama setting"),
+        (("explain", str(OLLAMA), "--max-num-seqs", "8"), None, "memsight: --max-num-seqs is a vLLM setting"),
+    ):
+        done = memsight(*args, stdin=stdin)
+        assert done.returncode == 2 and done.stdout == "", args
+        assert done.stderr.startswith(start) and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_plan_engine_sglang_and_ollama():
+    sglang = json.loads(
+        memsight("plan", "qwen2.5-7b", "--engine", "sglang", "--machine", "h100", "--json").stdout
+    )
+    s = sglang["sglang"]
+    assert s["free_before_weights_bytes"] > 0 and s["max_total_num_tokens"] > 0
+    assert s["kv_bytes_per_token"] == 28 * 4 * 128 * 2 * 2  # layers x KV heads x head_dim x K/V x bf16
+    ollama = memsight(
+        "plan", "qwen3-30b-a3b", "--engine", "ollama", "--format", "q8_0", "--num-ctx", "32768",
+        "--ollama-version", "0.12.6", "--gpu-layers", "30", "--json",
+    )  # fmt: skip
+    o = json.loads(ollama.stdout)["ollama"]
+    assert o["kv_gpu_bytes"] + o["kv_cpu_bytes"] == 3 * 2**30 and o["estimate_kv_bytes"] == 3 * 2**30
+    refused = memsight("plan", "qwen3-8b", "--engine", "ollama", "--format", "awq")
+    assert refused.returncode == 2 and refused.stderr.startswith("memsight: Ollama serves GGUF files")
