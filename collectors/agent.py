@@ -135,7 +135,7 @@ def cache_summary(cache: Any, seen: set[int] | None = None) -> dict[str, Any]:
     key tensor: for a static cache its allocated length), read from the same tensor objects the bytes come
     from, so bytes and tokens describe one moment per layer. "structure": "layers" (transformers >= 4.56),
     "key_cache" (4.x lists), "tensors" (anything else: its tensors found by walking attributes)."""
-    out: dict[str, Any] = {"bytes": {}, "batch": None, "layer_tokens": [], "layers": 0}
+    out: dict[str, Any] = {"bytes": {}, "batch": None, "layer_tokens": [], "seq_tokens": [], "layers": 0}
     out["structure"] = "tensors"
     tensor_type = _tensor_type()
     if tensor_type is None:
@@ -151,9 +151,11 @@ def cache_summary(cache: Any, seen: set[int] | None = None) -> dict[str, Any]:
         sizes[d] = sizes.get(d, 0) + tensor_nbytes(t)
 
     layers = getattr(cache, "layers", None)
+    seen_tokens: list[int | None] = []
     if isinstance(layers, (list, tuple)):
         out["structure"] = "layers"
         pairs = [(getattr(layer, "keys", None), getattr(layer, "values", None)) for layer in layers]
+        seen_tokens = [_tokens_seen(layer) for layer in layers]
     elif hasattr(cache, "key_cache") and hasattr(cache, "value_cache"):
         out["structure"] = "key_cache"
         pairs = list(zip(list(cache.key_cache), list(cache.value_cache), strict=False))
@@ -162,11 +164,13 @@ def cache_summary(cache: Any, seen: set[int] | None = None) -> dict[str, Any]:
             add(t)
         return out
     out["layers"] = len(pairs)
-    for keys, values in pairs:
+    for i, (keys, values) in enumerate(pairs):
         if isinstance(keys, tensor_type) and keys.dim() >= 3 and keys.numel() > 0:
             # a layer read between its key and its value update is left out (the cache is not "settled")
             if not isinstance(values, tensor_type) or values.shape[-2:-1] == keys.shape[-2:-1]:
                 out["layer_tokens"].append(int(keys.shape[-2]))
+                length = seen_tokens[i] if i < len(seen_tokens) else None
+                out["seq_tokens"].append(int(keys.shape[-2]) if length is None else length)
             if out["batch"] is None:
                 out["batch"] = int(keys.shape[0])
         for part in (keys, values):
@@ -176,6 +180,18 @@ def cache_summary(cache: Any, seen: set[int] | None = None) -> dict[str, Any]:
     for t in kv_tensors(cache, tensor_type):
         add(t)
     return out
+
+
+def _tokens_seen(layer: Any) -> int | None:
+    """The tokens a sliding-window layer has seen (transformers 5's cumulative_length, an int on the
+    dynamic layer, cumulative_length_int on the static one), where it holds only its window; None for any
+    other layer (its key tensor's length is what it has seen), and never a tensor (reading a CUDA tensor's
+    value would wait for the device)."""
+    for name in ("cumulative_length_int", "cumulative_length"):
+        value = getattr(layer, name, None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
 
 
 # ------------------------------------------------------------------------------------ /proc helpers
@@ -805,6 +821,8 @@ def _cache_json(summary: dict) -> dict[str, Any]:
         "structure": summary["structure"],
         "batch": summary["batch"],
         "tokens": max(summary["layer_tokens"]) if summary["layer_tokens"] else None,
+        # the sequence length (a sliding window holds fewer tokens than it has seen)
+        "seq_tokens": max(summary["seq_tokens"]) if summary.get("seq_tokens") else None,
         "layer_tokens": summary["layer_tokens"],
         "layers": summary["layers"],
         "bytes": {str(d): v for d, v in summary["bytes"].items()},

@@ -48,6 +48,9 @@ class TrackedCache:
     layer_tokens: tuple[int, ...]  # token slots of each filled layer (one not filled yet: absent)
     bytes: Mapping[int, int]  # per device
     layers: int = 0  # layers the cache has (0: structure unknown)
+    # the sequence length its layers have seen: above `tokens` where a sliding window holds only its last
+    # tokens (None: an agent that did not say; then `tokens`)
+    seq_tokens: int | None = None
 
     @property
     def settled(self) -> bool:
@@ -146,6 +149,7 @@ def _cache(raw: Any) -> TrackedCache:
         layer_tokens=tuple(_int(x, "cache layer tokens", none=False) for x in layer_tokens[:4096]),
         bytes=_by_device(raw.get("bytes", {}), "cache bytes"),
         layers=_int(raw.get("layers", 0), "cache layers", none=False),
+        seq_tokens=_int(raw.get("seq_tokens"), "cache sequence tokens"),
     )
 
 

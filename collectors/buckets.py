@@ -5,7 +5,9 @@
 * activations  = peak allocated during the step − the step's steady level (its lowest allocated sample).
                  The peak is torch's own peak counter when it moved during the step (exact, and exact per
                  step when the user marks steps with reset_peak=True); otherwise the highest sampled
-                 allocated, which a short spike between samples can escape (noted in `notes`);
+                 allocated, which a short spike between samples can escape (noted in `notes`). Off CUDA (no
+                 allocator counters) the largest phase peak the agent measured around a forward call: the
+                 RSS high-water mark above the call's entry level (collectors/autotrack.py);
 * overhead     = allocator gap (reserved − allocated, PyTorch's cache) + non-PyTorch memory
                  (the driver's per-process usage − reserved: CUDA context, cuBLAS workspace, NCCL, graphs).
                  Non-PyTorch is None wherever the driver gives no per-process number (NVML absent, the
@@ -60,6 +62,12 @@ def activations(records: tuple[AgentRecord, ...]) -> tuple[int | None, int | Non
     return peak - steady, peak, how
 
 
+def phase_peak(view: AgentView) -> int | None:
+    """The largest prefill/decode peak the agent measured (None: no call set one it could measure)."""
+    peaks = [p.peak_bytes for p in view.info.phases if p.peak_bytes] if view.info is not None else []
+    return max(peaks) if peaks else None
+
+
 def measure(view: AgentView, nvml: NVMLSnapshot) -> tuple[MeasuredBuckets, ...]:
     driver = driver_used_by_pid_device(nvml)
     out = []
@@ -90,6 +98,10 @@ def measure(view: AgentView, nvml: NVMLSnapshot) -> tuple[MeasuredBuckets, ...]:
         act, peak, how = activations(step)
         if device >= 0:
             notes.append(how if act is not None else "activations unknown: fewer than two allocator samples")
+        else:
+            act = phase_peak(view)
+            if act is not None:
+                notes.append("activations: the largest phase peak (RSS high-water mark above a call's entry)")
         steady_alloc = None
         allocs = [r.allocated for r in step if r.allocated is not None]
         if allocs:

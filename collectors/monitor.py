@@ -234,9 +234,14 @@ class Monitor:
         return self.builder.state
 
     def set_scope(self, scope) -> None:
-        """`memsight run`: scope(agent pids) -> the command's own (tui/cmd_run.py RunChild.family); the run
-        summary then sums only those agents' buckets (other agents in the directory are someone else's)."""
+        """`memsight run`: scope(agent pids) -> the command's own (tui/cmd_run.py RunChild.family). Other
+        agents in the directory are someone else's: their files are not read, so they are in no state, no
+        recording, no summary and no --json (their processes stay listed, their memory is "other")."""
         self.builder.scope = scope  # the chart's allocated / reserved / gap sums too (collectors/state.py)
+
+    def _in_scope(self, pid: int) -> bool:
+        scope = self.builder.scope
+        return scope is None or pid in scope(frozenset((pid,)))
 
     @property
     def recording_failed(self) -> str | None:
@@ -555,6 +560,8 @@ class Monitor:
                 continue
             if fmt.process_start_ticks(key[0], self.proc_root) != key[1]:
                 continue  # a file left by a dead process (or its pid reused): not a live agent
+            if not self._in_scope(key[0]):
+                continue  # another run's agent (memsight run): not read, recorded nor summed
             try:
                 reader = AgentReader(path)  # a skipped file is tried again: made safe, it is read
             except CollectorError as exc:

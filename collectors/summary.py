@@ -2,8 +2,9 @@
 
 One accumulator fed with every MonitorState the StateBuilder builds (so the summary covers exactly what the
 screen showed, at the monitor's rate, live and in replay alike); its value is a frozen RunSummary carried by
-each state. The Live screen draws it, `memsight run` prints it on exit, the recording stores it and `--json`
-gives it (summary_to_json / summary_from_json round-trip exactly).
+each state. The Live screen draws it, `memsight run` prints it on exit (both as summary_lines in
+tui/screens/view_model.py writes it), the recording stores it and `--json` gives it (summary_to_json /
+summary_from_json round-trip exactly).
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ PEAK_KEYS: tuple[tuple[str, str], ...] = (
     ("system_used", "system used"),
 )
 MAX_ALERTS = 200  # kept in the summary (the Live screen's log keeps its own, shorter list)
-GIB = 2**30
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,38 +209,3 @@ def summary_from_json(d: dict) -> RunSummary:
 def clock(t: float) -> str:
     """HH:MM:SS of an epoch time, local time (what the user's terminal clock says)."""
     return time.strftime("%H:%M:%S", time.localtime(t))
-
-
-def summary_lines(s: RunSummary, alert_lines: int = 5) -> list[str]:
-    """The summary as short lines (GiB, labelled), for the screen and for stderr on exit; the last
-    `alert_lines` alerts are listed after their count."""
-    labels = dict(PEAK_KEYS)
-    lines = [f"run summary: {clock(s.start_t)} to {clock(s.end_t)} ({s.end_t - s.start_t:.0f} s)"]
-    if s.peaks:
-        parts = [f"{labels[p.key]} {p.bytes / GIB:.2f}" for p in s.peaks]
-        lines.append("peak GiB: " + " · ".join(parts) + (f" ({s.scope})" if s.scope else ""))
-    else:
-        lines.append("peak: nothing measured")
-    gap = s.peak("gap")
-    if gap is None:
-        lines.append("peak reserved − allocated: unknown (no allocator counters: no agent, or no CUDA)")
-    else:
-        lines.append(f"peak reserved − allocated: {gap.bytes / GIB:.2f} GiB at {clock(gap.t)}")
-    if s.lowest_headroom is None:
-        lines.append("lowest headroom: unknown")
-    else:
-        lines.append(
-            f"lowest headroom: {s.lowest_headroom / GIB:.2f} GiB ({s.headroom_source}) at "
-            f"{clock(s.lowest_headroom_t or s.end_t)}"
-        )
-    if not s.alerts_total:
-        lines.append("alerts: none")
-    else:
-        by = {}
-        for a in s.alerts:
-            by[a.severity] = by.get(a.severity, 0) + 1
-        counts = ", ".join(f"{n} {sev}" for sev, n in sorted(by.items()))
-        lines.append(f"alerts: {s.alerts_total} ({counts})")
-        if alert_lines > 0:
-            lines.extend(f"  {clock(a.t)} {a.severity.upper()} {a.message}" for a in s.alerts[-alert_lines:])
-    return lines

@@ -51,6 +51,9 @@ class PlanInputs:
     block_size: int = 16
     logits: str = "last"
     attention: str = "fused"
+    # weights of other models the same process holds beside this one (a speculative-decoding draft), whole on
+    # every rank: memory the plan fits around
+    extra_weight_bytes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +98,8 @@ class Plan:
 
 
 def _validate(inputs: PlanInputs) -> None:
-    for name in ("context", "output_tokens", "users", "prefill_chunk", "shared_prefix", "overhead_bytes"):
+    counts = ("context", "output_tokens", "users", "prefill_chunk", "shared_prefix", "overhead_bytes")
+    for name in (*counts, "extra_weight_bytes"):
         value = getattr(inputs, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise PlannerError(f"{name.replace('_', '-')} must be a non-negative integer, got {value!r}")
@@ -192,7 +196,8 @@ def make_plan(
     for stage in range(topology.pp):
         stages.append(
             _Stage(
-                weights=stage_weight_bytes(spec, params, weights, topology, stage).total,
+                weights=stage_weight_bytes(spec, params, weights, topology, stage).total
+                + inputs.extra_weight_bytes,
                 kv_per_token=stage_kv_bytes_per_token(spec, inputs.kv_dtype, topology, stage),
                 has_head=stage == topology.pp - 1,
                 kv_for=_stage_kv_function(spec, inputs, topology, stage),
@@ -278,6 +283,9 @@ def make_plan(
     assumptions.append(
         f"weights: {weights.format}, {weights.bits_per_weight:.2f} bits/weight ({weights.source})"
     )
+    if inputs.extra_weight_bytes:
+        extra = inputs.extra_weight_bytes
+        assumptions.append(f"weights include {extra:,} bytes of other models held beside this one")
     assumptions.append(
         f"KV dtype {inputs.kv_dtype}; each user holds {inputs.context} prompt + {inputs.output_tokens} "
         f"output tokens, rounded up to {inputs.block_size}-token blocks"

@@ -17,9 +17,10 @@ from textual.app import App
 from textual.binding import Binding
 
 from collectors.alerts import AlertOptions
+from collectors.errors import CollectorError
 from collectors.nvml_collector import gpu_bytes_by_pid
 from collectors.snapshots import MonitorState
-from collectors.summary import clock, summary_lines
+from collectors.summary import clock
 from planner.budget import PlanInputs, make_plan
 from planner.catalog import catalog_names
 from planner.formats import weight_formats
@@ -51,6 +52,7 @@ from tui.screens.view_model import (
     pools,
     process_rows,
     run_scope,
+    summary_lines,
     vllm_comparison,
     vllm_given,
     vllm_line,
@@ -61,7 +63,7 @@ from tui.screens.view_model import (
     with_vllm,
 )
 from tui.widgets.data import MachineBar
-from tui.widgets.fmt import gib
+from tui.widgets.fmt import size
 from tui.widgets.log_tail import LogTail
 
 GIB = 2**30
@@ -361,11 +363,11 @@ class MemsightApp(App[int]):
 
     def action_replay_seek(self, delta_s: float) -> None:
         self.monitor.seek(self.monitor.offset_s + float(delta_s))
-        self._replayed(self.replay_note if self.monitor.paused else "")
+        self._replayed()  # a note said where the last jump went ("no alert after this point"): no longer
 
     def action_replay_seek_to(self, offset_s: float) -> None:
         self.monitor.seek(float(offset_s))
-        self._replayed(self.replay_note if self.monitor.paused else "")
+        self._replayed()
 
     def action_replay_speed(self, factor: float) -> None:
         self.monitor.set_speed(self.monitor.speed * float(factor))
@@ -416,7 +418,14 @@ class MemsightApp(App[int]):
             and self._replay_status() != getattr(self.live_view, "status", None)
         )
         if state is self.state and replay_changed and self.live_view is not None:
-            self.live_view = replace(self.live_view, status=self._replay_status())
+            end = self._replay_end_fields(state)  # the recording's last event may change no figure
+            ended = end.get("ended", "")
+            self.live_view = replace(
+                self.live_view,
+                status=self._replay_status(),
+                comparisons=self._live_comparisons(ended),
+                **{"banner": "", "ended": "", "summary": (), **end},
+            )
             self._push_to_screen()
         if state is self.state:
             if child_changed and self.live_view is not None:
@@ -446,13 +455,13 @@ class MemsightApp(App[int]):
         self._base_comparisons = bucket_comparisons(
             self.scoped_state, result.live_plans, result.live_errors, result.sources, self._reserve_measured
         )
-        child_fields = self._child_fields()
+        child_fields = self._child_fields() or self._replay_end_fields(state)
         self.live_view = LiveView(
             status=self._replay_status() if self.replaying else live_status(state, self.source_label),
             comparisons=self._live_comparisons(child_fields.get("ended", "")),
             headroom=headroom(state, self.thresholds),
             chart=chart_series(state),
-            agents=agent_rows(state),
+            agents=agent_rows(self.scoped_state),  # under memsight run: the command's own agents
             processes=self.process_rows,
             alerts=alert_rows(state, self.origin_t),
             vllm=vllm_line(state),
@@ -476,7 +485,22 @@ class MemsightApp(App[int]):
         return rows
 
     def _replay_status(self) -> str:
-        return f"{self.replay_position()} · {live_status(self.state, self.source_label)}"
+        # the recording's name and origin are the header's (source_label): not repeated on this line
+        return f"{self.replay_position()} · {live_status(self.state, '')}"
+
+    def _replay_end_fields(self, state: MonitorState) -> dict[str, Any]:
+        """At the end of a recording played once, what a live run shows when its command ends: the last
+        figures kept and labelled, a banner, the run's summary."""
+        monitor = self.monitor
+        if not self.replaying or not monitor.at_end or getattr(monitor, "loop", False):
+            return {}
+        ended = f"ended at {clock(monitor.end_t)}"
+        summary = tuple(summary_lines(state.summary, alert_lines=0)) if state.summary is not None else ()
+        return {
+            "banner": f"end of the recording: its last figures, {ended} — home (or ←) replays it, q to quit",
+            "ended": ended,
+            "summary": summary,
+        }
 
     def _check_child(self) -> bool:
         """Poll the child and tail its log (bounded read); True when what the screen shows of it changed."""
@@ -735,15 +759,10 @@ class MemsightApp(App[int]):
         default model's verdict would otherwise stand there for seconds, "does NOT fit" on a small box."""
         if self.child is None or "model" in self.plan_explicit or follow is not None:
             return ""
+        pid = self.child.pid
         if self.child_status is None:
-            return (
-                f"waiting for pid {self.child.pid} to load a model: the plan follows what it loads "
-                "(transformers, tracked automatically; vLLM's log); --model M plans one now"
-            )
-        return (
-            f"pid {self.child.pid} loaded no model memsight could plan (transformers' models are tracked "
-            "automatically; agent.track_model for your own): --model M compares with a plan"
-        )
+            return f"waiting for pid {pid} to load a model: the plan follows it (or give --model M)"
+        return f"pid {pid} loaded no model memsight could plan: --model M compares with a plan"
 
     def _live_plans(self, state, live_pools, this, sources, waiting: str) -> tuple[dict, dict]:
         """(pool key -> Plan, pool key -> why there is none) for each comparison the Live screen draws."""
@@ -766,7 +785,7 @@ class MemsightApp(App[int]):
                 if source is not None and source.error:
                     live_errors[key] = source.error
                     continue
-                plan = self._plan("this", machine, source)
+                plan = self._plan("this", machine, source, cpu=pool.index < 0)
                 if isinstance(plan, str):
                     live_errors[key] = plan
                 else:
@@ -786,7 +805,7 @@ class MemsightApp(App[int]):
                 if this is None:
                     plan = "capacity unknown: no /proc/meminfo sample and no GPU"
                 else:
-                    plan = self._plan("this", this, follow)
+                    plan = self._plan("this", this, follow, cpu=pools(state)[0].index < 0)
                 capacity = this.capacity_bytes if this is not None else None
             else:
                 label = MACHINE_SHORT[name]
@@ -805,13 +824,23 @@ class MemsightApp(App[int]):
         """The Live plans' OS reserve is the measured "other procs / OS" (no --os-reserve-gib / config)."""
         return self.unified_os_reserve_bytes is None
 
-    def _plan(self, machine_name: str, machine: Machine | None, source: PlanSource | None = None) -> Any:
+    def _plan(
+        self,
+        machine_name: str,
+        machine: Machine | None,
+        source: PlanSource | None = None,
+        *,
+        cpu: bool = False,
+    ) -> Any:
         """make_plan for the current inputs (or an agent's loaded model and cache: `source`) on a preset
-        (machine None) or a sampled machine; the planner's error message (a str) where it refuses. Memoized:
-        the planner is pure."""
+        (machine None) or a sampled machine; the planner's error message (a str) where it refuses. `cpu`: a
+        machine without a GPU, whose program has no CUDA context or library workspaces: overhead 0 (its
+        interpreter and libraries are measured, as the rest of the process). Memoized: the planner is pure."""
         base = source.inputs if source is not None else self.plan_inputs
         spec = source.spec if source is not None else None
         inputs = replace(base, machine=machine_name, capacity_bytes=None, os_reserve_bytes=None)
+        if cpu:
+            inputs = replace(inputs, overhead_bytes=0)
         key = (inputs, machine, source.spec_key if source is not None else "")
         if key not in self._plan_memo:
             if len(self._plan_memo) > PLAN_MEMO_SIZE:
@@ -891,7 +920,7 @@ def this_label(state: MonitorState) -> str:
         return discrete[0].name
     if state.nvml.available and state.nvml.devices:
         return f"{state.nvml.devices[0].name}, unified"
-    return "host RAM, no GPU"
+    return "host RAM, no GPU: overhead 0"
 
 
 def gpu_roof_for(state: MonitorState) -> tuple[tuple[str, float, float] | None, str]:
@@ -920,14 +949,14 @@ def plan_summary(plan) -> str:
     ranks = f" per busiest rank of {len(plan.ranks)}" if len(plan.ranks) > 1 else ""
     return (
         f"{plan.spec.name}, {plan.weights.format} weights ({plan.params.total:,} parameters){ranks}: "
-        f"weights {gib(plan.weight_bytes, 2)} · KV {gib(plan.kv_bytes, 2)} "
-        f"({plan.kv_bytes_per_token:,} bytes/token) · activations {gib(plan.activation_bytes, 2)} · "
-        f"overhead {gib(plan.overhead_bytes, 2)}"
+        f"weights {size(plan.weight_bytes)} · KV {size(plan.kv_bytes)} "
+        f"({plan.kv_bytes_per_token:,} bytes/token) · activations {size(plan.activation_bytes)} · "
+        f"overhead {size(plan.overhead_bytes)}"
     )
 
 
 def live_status(state: MonitorState, source_label: str) -> str:
-    parts = [source_label]
+    parts = [source_label] if source_label else []
     for fault in ("recording", "threads"):  # a stopped recording, restarted sampling threads: said first
         if fault in state.source_status:
             parts.append(state.source_status[fault])
@@ -975,12 +1004,20 @@ def run_app(
     start (a --prometheus port in use: CollectorError) ends as one `memsight: ...` line, never as a
     traceback over a raw terminal; with manage_monitor=False the caller starts and stops it. `app_ready`
     (if given) is called with the app before it runs (cmd_run's signal handlers need it)."""
+    from tui.cli import require_terminal  # noqa: PLC0415
+
     if monitor is None:
         from collectors.monitor import Monitor
 
         monitor = Monitor(hz=refresh_hz)
     if manage_monitor:
         monitor.start()
+    try:
+        require_terminal()  # `memsight > file` gets a sentence, not escape codes
+    except CollectorError:
+        if manage_monitor:
+            monitor.stop()
+        raise
     app = MemsightApp(
         monitor,
         title=title,

@@ -40,7 +40,7 @@ def one_line(message: str) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in message)
 
 
-def _one_line_error(name: str) -> Callable[[str], NoReturn]:
+def one_line_error(name: str) -> Callable[[str], NoReturn]:
     """argparse's errors as one `memsight NAME: ...` line (exit 2), like every other memsight error."""
 
     def error(message: str) -> NoReturn:
@@ -48,6 +48,19 @@ def _one_line_error(name: str) -> Callable[[str], NoReturn]:
         raise SystemExit(2)
 
     return error
+
+
+def require_terminal() -> None:
+    """The live view draws with escape codes and reads keys: with stdout or stdin not a terminal (`memsight >
+    out.txt`, a pipe, cron) it would write escape codes into a file. Say so instead (CollectorError: one
+    `memsight: ...` line, exit 2), naming the outputs that suit a file."""
+    for stream, name in ((sys.stdout, "stdout"), (sys.stdin, "stdin")):
+        if not stream.isatty():
+            raise CollectorError(
+                f"the live view needs a terminal, and {name} is not one; for a file or a pipe: "
+                "memsight run --headless --record FILE -- CMD, memsight run --json -- CMD, "
+                "memsight replay FILE --json, memsight plan MODEL --json"
+            )
 
 
 def build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, object]:
@@ -60,7 +73,7 @@ def build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, object]:
     modules = {}
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.error = _one_line_error(name)  # type: ignore[method-assign]
+        p.error = one_line_error(name)  # type: ignore[method-assign]
         # Only the chosen subcommand's module is imported: the others get a bare parser for --help listings.
         if name == chosen:
             module = importlib.import_module(module_name)

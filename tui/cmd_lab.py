@@ -98,7 +98,19 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
+    from tui.cli import one_line_error  # noqa: PLC0415
+
     sub = parser.add_subparsers(dest="experiment", metavar="EXPERIMENT")
+    add_parser = sub.add_parser
+
+    def experiment_parser(experiment: str, **kwargs: Any) -> argparse.ArgumentParser:
+        """An experiment's parser, whose errors are one `memsight lab EXPERIMENT: ...` line, as every
+        other memsight error."""
+        p = add_parser(experiment, **kwargs)
+        p.error = one_line_error(f"lab {experiment}")  # type: ignore[method-assign]
+        return p
+
+    sub.add_parser = experiment_parser  # type: ignore[method-assign]
     p = sub.add_parser("edge", help=HELP["edge"], description=HELP["edge"])
     _common(p)
     p.add_argument(
@@ -508,10 +520,12 @@ def compare_edge(lab: Lab, pred: dict, m: dict, out: Out) -> dict:
 
     a, spec = lab.args, lab.model.spec
     found = m["edge"]
+    capped = found >= a.hi  # the search stopped at its ceiling: the edge is at least there, not found
+    measured = f"at least {found} (the search stopped at --hi {a.hi})" if capped else str(found)
+    difference = "" if capped else f"   difference {found - pred['predicted_edge']:+d}"
     out(
-        f"  edge (largest batch that held)   measured {found}   predicted {pred['predicted_edge']}   "
-        f"difference {found - pred['predicted_edge']:+d}   (planner max users, one {a.ctx}-token chunk: "
-        f"{pred['planner_max_users']})"
+        f"  edge (largest batch that held)   measured {measured}   predicted {pred['predicted_edge']}"
+        f"{difference}   (planner max users, one {a.ctx}-token chunk: {pred['planner_max_users']})"
     )
     good = [t for t in m["trials"] if t["ok"] and t["batch"] == found]
     bad = sorted((t for t in m["trials"] if not t["ok"]), key=lambda t: t["batch"])
@@ -545,40 +559,32 @@ def compare_edge(lab: Lab, pred: dict, m: dict, out: Out) -> dict:
         )
         out(f"  first failure: batch {f['batch']}: {f['error']}")
         out(f"  reserved − allocated at that failure (fragmentation): {gap}")
+    cause_chunked = None
     if m.get("edge_chunked") is not None:
-        d = m["edge_chunked"] - pred["predicted_edge_chunked"]
+        found_c, predicted_c = m["edge_chunked"], pred["predicted_edge_chunked"]
+        capped_c = found_c >= a.hi
         out(
-            f"  edge with chunked prefill ({a.prefill_chunk} tokens/pass): measured {m['edge_chunked']}   "
-            f"predicted {pred['predicted_edge_chunked']}   difference {d:+d}"
+            f"  edge with chunked prefill ({a.prefill_chunk} tokens/pass): measured "
+            + (f"at least {found_c} (the search stopped at --hi {a.hi})" if capped_c else str(found_c))
+            + f"   predicted {predicted_c}"
+            + ("" if capped_c else f"   difference {found_c - predicted_c:+d}")
         )
-        if d < 0:
-            out(
-                "    likely cause: each pass ends with the last position's logits of every sequence "
-                f"(batch x vocab x {dtype_bytes_of(lab.model)} B; the planner counts one row per prefill "
-                "chunk), and each chunk grows "
-                "the DynamicCache with torch.cat, which holds a layer's old and new keys/values at once (the "
-                "lesson's brief double copy)"
-            )
+        logit_bytes = dtype_bytes_of(lab.model)
+        cause_chunked = edge_cause(found_c, predicted_c, a.hi, chunked=True, logit_bytes=logit_bytes)
     state = lab.monitor.state()
     if state.os is not None:
         where = "unified memory: this is the real headroom" if state.unified else "not unified memory"
         out(f"  OS: MemAvailable {gib(state.os.mem_available)} of {gib(state.os.mem_total)} ({where})")
-    if found < pred["predicted_edge"]:
-        cause = (
-            "below the prediction: fragmentation (reserved well above allocated at the failure), the prefill "
-            "spike of B x L tokens (try --prefill-chunk), or memory outside the planner's buckets"
-        )
-    elif found > pred["predicted_edge"]:
-        cause = (
-            "above the prediction: the planner's activation peak is an upper estimate here (temporaries of "
-            "(4h + 3I) per token are not all alive at once), or something quantizes the cache"
-        )
-    else:
-        cause = "as predicted"
-    out(f"  likely cause: {cause}")
+    cause = edge_cause(found, pred["predicted_edge"], a.hi, chunked=False)
+    if cause_chunked is None:
+        out(f"  likely cause: {cause}")
+    else:  # each verdict names its search: "as predicted" of one is not said of the other
+        out(f"  likely cause, the whole batch in one prefill: {cause}")
+        out(f"  likely cause, chunked prefill ({a.prefill_chunk} tokens/pass): {cause_chunked}")
     return {
         "edge": found,
         "predicted_edge": pred["predicted_edge"],
+        "capped": capped,
         "planner_max_users": pred["planner_max_users"],
         "prefill_spike_bytes": spike,
         "trials": m["trials"],
@@ -586,7 +592,36 @@ def compare_edge(lab: Lab, pred: dict, m: dict, out: Out) -> dict:
         "edge_chunked": m.get("edge_chunked"),
         "predicted_edge_chunked": pred["predicted_edge_chunked"],
         "cause": cause,
+        "cause_chunked": cause_chunked,
     }
+
+
+def edge_cause(found: int, predicted: int, hi: int, *, chunked: bool, logit_bytes: int = 2) -> str:
+    """The likely cause of an edge's difference from its prediction, in words (`logit_bytes`: bytes per
+    logit, the model's dtype's)."""
+    if found >= hi:
+        return (
+            f"the search stopped at its ceiling (--hi {hi}): the edge is at least {hi}, not found; "
+            "raise --hi to find it"
+        )
+    if found < predicted and chunked:
+        return (
+            "below the prediction: each pass ends with the last position's logits of every sequence "
+            f"(batch x vocab x {logit_bytes} B; the planner counts one row per prefill chunk), and each "
+            "chunk grows the DynamicCache with torch.cat, which holds a layer's old and new keys/values at "
+            "once (the lesson's brief double copy)"
+        )
+    if found < predicted:
+        return (
+            "below the prediction: fragmentation (reserved well above allocated at the failure), the prefill "
+            "spike of B x L tokens (try --prefill-chunk), or memory outside the planner's buckets"
+        )
+    if found > predicted:
+        return (
+            "above the prediction: the planner's activation peak is an upper estimate here (temporaries of "
+            "(4h + 3I) per token are not all alive at once), or something quantizes the cache"
+        )
+    return "as predicted"
 
 
 # ------------------------------------------------------------------------------------ logits
@@ -848,13 +883,33 @@ def compare_fragment(lab: Lab, pred: dict, m: dict, out: Out) -> dict:
             f"{b(predicted)} ({diff_text(r.get('cache_bytes'), predicted)})"
             + ("" if r["ok"] else f"   OUT OF MEMORY: {r['error']}")
         )
+    verdict = fragment_verdict(final["dynamic"]["gap"], final["static"]["gap"], cpu)
+    out(f"  {verdict}")
     if cpu:
         out(
             "  on the CPU: PYTORCH_CUDA_ALLOC_CONF does nothing, so 'expandable' repeats 'dynamic'; "
             "the GPU run "
             "shows the allocator's gap"
         )
-    return {"gap_field": key, "series": series, "final": final, **pred}
+    return {"gap_field": key, "series": series, "final": final, "verdict": verdict, **pred}
+
+
+def fragment_verdict(dynamic_gap: int | None, static_gap: int | None, cpu: bool) -> str:
+    """The prediction (the DynamicCache's gap ends above the StaticCache's) against the final gaps measured,
+    said either way."""
+    if dynamic_gap is None or static_gap is None:
+        return "prediction not checked: a final gap was not measured"
+    figures = f"final gap dynamic {gib(dynamic_gap)}, static {gib(static_gap)}"
+    if dynamic_gap > static_gap:
+        return f"as predicted: the DynamicCache's gap ends above the StaticCache's ({figures})"
+    where = (
+        ": on the CPU the gap is RSS growth less live tensor growth (glibc's heap), not a caching "
+        "allocator's cache, which the prediction is about (a GPU run measures that)"
+        if cpu
+        else ""
+    )
+    opposite = "the opposite of the prediction: the StaticCache's gap is not below the DynamicCache's"
+    return f"{opposite} ({figures}){where}"
 
 
 # ------------------------------------------------------------------------------------ two
@@ -1054,10 +1109,14 @@ def main(args: argparse.Namespace, name: str) -> int:
         else "random weights from the config"
     )
     out(f"memsight lab {exp}: {lab_model.spec.name} ({lab_model.dtype}, {weights_note}) on {args.device}")
-    out(
-        f"PREDICTION (planner; capacity {b(cap)} = {gib(cap)}, {cap_source}; overhead 0: the cap counts "
-        "tensors only)"
-    )
+    if exp == "two":  # its verdict is the second claim against the memory available now, not a capacity
+        capped = f"each process capped at {b(cap)} ({cap_source})" if args.cap_bytes else "no cap"
+        out(f"PREDICTION (each process's claim against the memory available now, below; {capped})")
+    else:
+        out(
+            f"PREDICTION (planner; capacity {b(cap)} = {gib(cap)}, {cap_source}; overhead 0: the cap counts "
+            "tensors only)"
+        )
     pred = PREDICT[exp](lab_model, args, cap, out)
     if isinstance(pred, int):
         return pred

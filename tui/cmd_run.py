@@ -402,6 +402,14 @@ def _run(args: argparse.Namespace, cmd: list[str], headless: bool, record: str |
     )
     monitor.set_scope(lambda pids: frozenset())  # until CMD has a pid, no agent is this run's
     monitor.start()  # CollectorError (a --prometheus port in use) ends here, before any terminal change
+    if not headless:
+        from tui.cli import require_terminal  # noqa: PLC0415
+
+        try:
+            require_terminal()  # before CMD starts: no command left running behind a refusal
+        except CollectorError:
+            monitor.stop()
+            raise
     if monitor.exporter is not None:
         print(f"memsight: serving {monitor.exporter.url}", file=sys.stderr)
     if flight is not None:
@@ -523,7 +531,7 @@ def _run(args: argparse.Namespace, cmd: list[str], headless: bool, record: str |
     if summary is None:
         summary = monitor.state().summary
     if summary is not None:
-        from collectors.summary import summary_lines  # noqa: PLC0415
+        from tui.screens.view_model import summary_lines  # noqa: PLC0415
 
         print("\n".join(f"memsight: {line}" for line in summary_lines(summary)), file=sys.stderr)
     if args.json:

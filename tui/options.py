@@ -146,13 +146,18 @@ def parse_choice(value: object, choices: Iterable[str], what: str) -> str:
 
 
 def argparse_type(parse: Callable[..., Any], *args: Any, **kwargs: Any) -> Callable[[str], Any]:
-    """`parse(text, *args, **kwargs)` as an argparse `type=`: its InputError becomes argparse's error."""
+    """`parse(text, *args, **kwargs)` as an argparse `type=`: its InputError becomes argparse's error, without
+    the option's name in front (argparse writes "argument --users: " itself)."""
+    what = next((a for a in args if isinstance(a, str)), None)  # the name the parser's messages start with
 
     def convert(text: str) -> Any:
         try:
             return parse(text, *args, **kwargs)
         except InputError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
+            message = str(exc)
+            if what is not None and message.startswith(what):
+                message = message.removeprefix(what).removeprefix(":").lstrip()
+            raise argparse.ArgumentTypeError(message) from None
 
     convert.__name__ = parse.__name__.removeprefix("parse_")  # argparse names it in "invalid X value"
     return convert

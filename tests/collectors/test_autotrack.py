@@ -182,3 +182,34 @@ def test_a_hook_that_cannot_install_disables_itself_and_says_which(tmp_path):
     assert agent.info()["hooks"]["phases"].startswith("failed")
     tracker.close()
     agent.stop()
+
+
+def test_a_sliding_window_cache_says_the_sequence_length_it_has_seen():
+    """Issue 21, item 7: a sliding-window model's cache holds its window (15 tokens here) while the sequence
+    grows past it (49); the agent published the window as the cache's tokens, so the plan's context stayed at
+    the window. It now publishes both: `tokens` (held) and `seq_tokens` (seen), read from transformers'
+    cumulative_length (an int on the dynamic layer: reading it waits for no device)."""
+    from collectors.agent import _cache_json, cache_summary  # noqa: PLC0415
+
+    config = transformers.MistralConfig(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, vocab_size=1000, sliding_window=16, max_position_embeddings=512,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.MistralForCausalLM(config).eval()
+    ids = torch.randint(0, 1000, (2, 20))
+    with torch.no_grad():
+        cache = model(ids, use_cache=True).past_key_values
+        for _ in range(29):
+            step = model(ids[:, :1], past_key_values=cache, use_cache=True)
+            cache = step.past_key_values
+    summary = cache_summary(cache)
+    assert summary["layer_tokens"] == [15, 15] and summary["seq_tokens"] == [49, 49]
+    published = _cache_json(dict(summary, **{"class": "DynamicCache", "auto": True}))
+    assert (published["tokens"], published["seq_tokens"], published["batch"]) == (15, 49, 2)
+    # a cache without a window: what it holds is what it has seen
+    full = transformers.LlamaForCausalLM(transformers.LlamaConfig(**{k: v for k, v in config.to_dict().items()
+                                                                      if k != "sliding_window"}))  # fmt: skip
+    with torch.no_grad():
+        held = full.eval()(ids, use_cache=True).past_key_values
+    assert cache_summary(held)["seq_tokens"] == cache_summary(held)["layer_tokens"] == [20, 20]

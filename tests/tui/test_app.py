@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 from rich.console import Console
-from textual.widgets import Input, Select, Static
+from textual.widgets import DataTable, Input, Select, Static
 
 from planner.budget import PlanInputs, make_plan
 from planner.machines import MACHINES
@@ -322,6 +322,27 @@ async def test_roofline_lab_figures_of_the_lessons():
         assert screen.lab.intensity == 2.0
 
 
+async def test_on_a_machine_without_a_gpu_the_first_sort_is_not_by_gpu_memory():
+    """Issue 21, item 12: with no GPU figure anywhere, `s` went from RSS to GPU memory, an order of unknowns
+    (kthreadd on top); it goes to the growth over 30 s, and clicking the sizes' headers still sorts (their
+    labels now name the table's unit)."""
+    app, _ = make_app(bare_state())
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.press("4")
+        await pilot.pause()
+        table = app.screen.query_one(ProcessTable)
+        await pilot.press("s")
+        assert table.sort_key == "growth"
+        await pilot.press("s", "s", "s")  # pid, name, back to RSS: never GPU
+        assert table.sort_key == "rss"
+        labels = [str(c.label) for c in table.columns.values()]
+        assert labels[3:6] == ["RSS MiB", "GPU MiB", "Δ30s MiB"]  # 48 MiB, the largest process here
+        growth = list(table.columns.values())[5]
+        app.screen._header(DataTable.HeaderSelected(table, growth.key, 5, growth.label))
+        assert table.sort_key == "growth"
+        await pilot.press("q")
+
+
 async def test_processes_screen_sorts_and_filters():
     app, _ = make_app()
     async with app.run_test(size=(160, 48)) as pilot:
@@ -449,7 +470,7 @@ async def test_the_lessons_things_to_try_on_the_plan_screen():
         bars = shown()
         assert (bars["spark"].max_users, bars["h100"].max_users, bars["rtx4090"].max_users) == (100, 62, 6)
         text = text_of(app.screen.query_one(CapacityBars))
-        assert "RTX 4090 (24.0 GiB)  does not fit ✗" in text and "over by 1.4 GiB" in text
+        assert "RTX 4090 (24.0 GiB)  does not fit ✗" in text and "over by 1.36 GiB" in text
         await set_field(pilot, app, "context", "128k")
         bars = shown()
         assert (bars["rtx4090"].max_users, bars["h100"].max_users) == (0, 3)
@@ -546,3 +567,24 @@ async def test_plan_screen_fields_take_counts_as_the_cli_does():
             assert field.value == typed
             assert getattr(app.plan_inputs, name) == value
             assert app.screen.query_one("#plan-error").display is False
+
+
+async def test_the_rooflines_x_labels_are_not_run_into_a_y_label():
+    """Issue 21, item 12: the roofline's first x tick read `10.125`: a y tick (10) below the data's range was
+    drawn on the x labels' row, against the x label 0.125."""
+    import re  # noqa: PLC0415
+
+    from tui.widgets.roofline_plot import RooflinePlot  # noqa: PLC0415
+
+    app, _ = make_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("3")
+        await pilot.pause()
+        plot = app.screen.query_one(RooflinePlot)
+        text = re.sub(r"\x1b\[[0-9;]*m", "", plot.plt.build())
+        await pilot.press("q")
+    lines = text.splitlines()
+    x_labels = lines[-1].split()
+    assert x_labels[:3] == ["0.125", "0.25", "0.5"], lines[-1]
+    axis = next(i for i, line in enumerate(lines) if "└" in line)
+    assert [line.split("┤")[0].strip() for line in lines[:axis] if "┤" in line] == ["1,000", "100", "10"]

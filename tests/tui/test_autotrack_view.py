@@ -6,6 +6,7 @@ bucket_comparisons, weights_check, phase_line), fed with agent info documents sh
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -17,6 +18,7 @@ from planner.budget import PlanInputs
 from tests.conftest import REPO_ROOT
 from tui.app import MemsightApp
 from tui.screens.view_model import bucket_comparisons, plan_sources, weights_check
+from tui.widgets.fmt import size
 
 GIB = 2**30
 CONFIG = json.loads((REPO_ROOT / "collectors" / "data" / "demo_transformers_config.json").read_text())
@@ -51,7 +53,7 @@ def state_with(*docs):
     for doc in docs:
         pid = doc["pid"]
         builder.agent_track(pid, 1, "python generate.py", "/x", 10.0)
-        weights = sum(doc["models"][0]["params_bytes"].values()) + sum(doc["models"][0]["buffers_bytes"].values())
+        weights = sum(sum(m["params_bytes"].values()) + sum(m["buffers_bytes"].values()) for m in doc["models"])
         record = AgentRecord(
             t=100.0, device=-1, cuda_state="CUDA not initialized", allocated=None, reserved=None,
             peak_allocated=None, active=None, inactive_split=None, alloc_retries=None, num_ooms=None,
@@ -79,17 +81,98 @@ def test_plan_follows_the_loaded_model_and_its_cache_and_says_where_each_input_c
     (source,) = plan_sources(state, BASE, frozenset())
     assert (source.inputs.format, source.inputs.context, source.inputs.users) == ("fp32", 4096, 8)
     (c,) = comparisons(state)
-    assert c.plan_label.startswith("pid 4121's LlamaForCausalLM fp32, KV auto, 4,096 ctx × 8 users")
+    assert c.plan_label.startswith("pid 4121's LlamaForCausalLM fp32, KV fp32, 4,096 ctx × 8 users")
     assert c.notes[0].startswith("model: from pid 4121's loaded model · context: from its cache, 4,096 tokens")
     assert "context: from its cache, 4,096 tokens" in c.notes[0]
     # the plan's KV is the planner's per-token figure x tokens x batch for the loaded config
     assert c.planned_bytes("kv") == 2048 * 4096 * 8
-    # a CPU-only program: its RSS is its total, the rest of it drawn as untracked, not as "other"
+    # a CPU-only program: its RSS is its total, the rest of it drawn as the rest of the process, not "other"
     assert c.measured_bytes("other") == 24 * GIB - 2 * GIB
-    assert c.measured_bytes("tensors") == 2 * GIB - planned_fp32() - 128 - 2048 * 4096 * 8
-    assert any(n.startswith("activations: prefill peak 12.0 MiB at 01:00:00, decode peak 40 KiB at 01:01:01")
+    assert c.measured_bytes("process") == 2 * GIB - planned_fp32() - 128 - 2048 * 4096 * 8
+    assert any(n.startswith("activations: prefill peak 12.0 MiB at 01:00:00, decode peak 40.0 KiB at 01:01:01")
                for n in c.notes)  # fmt: skip
     assert "untracked: MyCache, unknown structure" in c.notes
+
+
+def test_a_cpu_program_is_explained_as_one():
+    """Issue 21, items 2 and 3, on a CPU-only program (no GPU, no NVML): the activation bucket holds the
+    largest phase peak the agent measured (it read `—` while the notes said `prefill peak 12.0 MiB`), and the
+    run summary keeps its peak, as `replay --json` reports it; the RSS beyond the tracked weights and KV
+    (interpreter, libtorch) is the rest of the process, not "untracked tensors" (which read as a leak); the
+    plan has no 1.5 GiB CUDA context for a program without CUDA, so its free headroom is not off by it."""
+    from collectors.summary import SummaryAccumulator, summary_to_json  # noqa: PLC0415
+    from tests.tui.test_widgets import plain  # noqa: PLC0415
+    from tui.widgets.bucket_bars import BucketBars  # noqa: PLC0415
+
+    state = state_with(info_doc(4121, params=planned_fp32(), tokens=4096, batch=8))
+    (c,) = comparisons(state)
+    assert c.measured_bytes("activations") == 12 * 2**20  # the prefill peak; the decode peak was 40 KiB
+    assert c.measured_bytes("tensors") is None
+    assert c.measured_bytes("process") == 2 * GIB - planned_fp32() - 128 - 2048 * 4096 * 8
+    assert c.planned_bytes("overhead") == 0
+    assert c.plan_label.endswith("; overhead 0: no GPU, no CUDA context")
+    used = sum(c.planned_bytes(k) for k in ("other", "weights", "kv", "activations", "overhead"))
+    assert c.planned_bytes("free") == 64 * GIB - used
+    table = plain(BucketBars(c)._table(c))
+    assert "rest of process RSS" in table and "untracked tensors" not in table
+    summary = summary_to_json(SummaryAccumulator().add(state, []))
+    assert summary["peaks"]["activations"]["bytes"] == 12 * 2**20
+
+
+def test_a_sliding_window_models_plan_context_is_the_sequence_not_the_window():
+    """Issue 21, item 7: the cache of a sliding-window model holds its window (63 tokens) while the sequence
+    reached 231: the plan's context is the sequence's length (the planner keeps the window itself)."""
+    doc = info_doc(4121, params=planned_fp32(), tokens=63, batch=2)
+    doc["caches"][0]["seq_tokens"] = 231
+    (source,) = plan_sources(state_with(doc), BASE, frozenset())
+    assert source.inputs.context == 231
+    assert "context: from its cache, 231 tokens (63 held: a sliding window)" in source.provenance
+    del doc["caches"][0]["seq_tokens"]  # an agent from before: its tokens, as it said
+    (source,) = plan_sources(state_with(doc), BASE, frozenset())
+    assert source.inputs.context == 63
+
+
+def test_a_draft_beside_its_target_is_planned_and_checked_with_it():
+    """Issue 21, item 8: two models in one process (a draft and its target) are both tracked, but the plan
+    followed only the larger and the weights line said "as planned" while the bucket held both. The plan now
+    fits around the draft's weights too (each model planned from its own config and dtype), and the check
+    compares the bucket with both."""
+    small = dict(CONFIG, num_hidden_layers=2)
+    draft_planned = weight_bytes(load_spec(small), "fp32").total
+    doc = info_doc(4121, params=planned_fp32(), tokens=300, batch=1)
+    draft = dict(doc["models"][0], config=small, params_bytes={"-1": draft_planned}, buffers_bytes={"-1": 64})
+    doc["models"].append(draft)
+    (c,) = comparisons(state_with(doc))
+    assert c.measured_bytes("weights") == planned_fp32() + 128 + draft_planned + 64
+    assert c.planned_bytes("weights") == planned_fp32() + draft_planned
+    both = size(planned_fp32() + draft_planned)
+    assert f"weights: 2 models (LlamaForCausalLM + LlamaForCausalLM), measured = planned {both} + buffers " \
+        "192 B: as planned" in c.notes  # fmt: skip
+    assert c.plan_label.startswith(f"pid 4121's LlamaForCausalLM + {size(draft_planned)} of other models' weights")
+    assert f"+ a LlamaForCausalLM ({size(draft_planned)} of weights planned)" in c.notes[0]
+    # the same plan with one model less fits more users: the draft's weights are fitted around
+    alone = comparisons(state_with(info_doc(4121, params=planned_fp32(), tokens=300, batch=1)))[0]
+    assert alone.planned_bytes("free") - c.planned_bytes("free") == draft_planned
+    # a draft loaded twice (or upcast) is no longer "as planned"
+    doc["models"][1] = dict(draft, params_bytes={"-1": 2 * draft_planned})
+    (c,) = comparisons(state_with(doc))
+    assert not any(n.endswith("as planned") for n in c.notes)
+    assert any(n.startswith("weights: 2 models") and f"{draft_planned:+,} B" in n for n in c.notes)
+
+
+def test_the_kv_cache_is_planned_in_the_dtype_the_model_was_built_in():
+    """Seen with MiB figures on a run of collectors/lab/tiny_llama.json (its config says bfloat16, the script
+    built it in float32): KV measured 0.350 MiB against 0.188 planned, since KV "auto" read the config's
+    dtype. The cache holds the dtype the model computes in: the plan follows it, and says so."""
+    bf16 = dict(CONFIG, torch_dtype="bfloat16")
+    doc = info_doc(4121, params=planned_fp32(), tokens=320, batch=4, config=bf16, dtype="float32")
+    (c,) = comparisons(state_with(doc))
+    assert c.plan_label.startswith("pid 4121's LlamaForCausalLM fp32, KV fp32, 320 ctx × 4 users")
+    assert c.planned_bytes("kv") == c.measured_bytes("kv") == 2048 * 4 * 320  # 2,048 B/token in fp32
+    assert "KV fp32 as loaded" in c.notes[0]
+    # a given KV dtype (a flag, the config file, a Plan screen edit) still wins
+    (c,) = comparisons(state_with(doc), explicit=frozenset({"kv_dtype"}), base=replace(BASE, kv_dtype="bf16"))
+    assert "KV bf16" in c.plan_label and c.planned_bytes("kv") * 2 == c.measured_bytes("kv")
 
 
 def test_flags_and_the_config_file_still_win():
@@ -150,5 +233,8 @@ def test_demo_transformers_recording_shows_the_automatic_buckets_and_the_plan_it
     assert c.planned_bytes("weights") == planned_fp32()
     assert "weights: measured = planned 18.6 MiB + buffers 128 B: as planned" in c.notes
     cache = view.info.caches[0]
-    assert c.plan_label.startswith(f"pid {view.pid}'s LlamaForCausalLM fp32, KV auto, {cache.tokens:,} ctx × 8 users")
-    assert any(n.startswith("activations: prefill peak") and "decode peak" in n for n in c.notes)
+    assert c.plan_label.startswith(f"pid {view.pid}'s LlamaForCausalLM fp32, KV fp32, {cache.tokens:,} ctx × 8 users")
+    # 200 decode steps so far, 3 of them set a new RSS high, none above its own entry level: said in words
+    # (issue 21, item 9: the line read "decode peak 0 KiB", as if measured)
+    (line,) = [n for n in c.notes if n.startswith("activations: prefill peak")]
+    assert "decode: no call set a new high above its entry level (200 calls)" in line and "peak 0" not in line

@@ -52,9 +52,14 @@ def lab(tmp_path, *args: str, timeout: float = 240) -> subprocess.CompletedProce
 
 
 def lab_json(tmp_path, *args: str) -> dict:
+    return lab_json_text(tmp_path, *args)[0]
+
+
+def lab_json_text(tmp_path, *args: str) -> tuple[dict, str]:
+    """(the result object, the text the lab wrote: on stderr with --json)."""
     proc = lab(tmp_path, *args, "--json")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout)
+    return json.loads(proc.stdout), proc.stderr
 
 
 def step_labels(path) -> set[str]:
@@ -79,8 +84,19 @@ def test_edge_is_the_largest_batch_that_really_holds(tmp_path, tiny):
     assert r["edge_chunked"] == max(t["batch"] for t in chunked if t["ok"])
     assert min(t["batch"] for t in chunked if not t["ok"]) == r["edge_chunked"] + 1
     # independent checks, each in a fresh process: batch = edge holds, batch = edge + 1 does not
-    at = lab_json(tmp_path, "edge", "--model", str(tiny), *cap, "--lo", str(edge), "--hi", str(edge))
+    # each verdict is its own search's (issue 21 item 9: a chunked run ended "as predicted" of the unchunked)
+    searches = ((r["edge"], r["predicted_edge"], r["cause"]),
+                (r["edge_chunked"], r["predicted_edge_chunked"], r["cause_chunked"]))  # fmt: skip
+    for found, predicted, cause in searches:
+        assert (cause == "as predicted") == (found == predicted), (found, predicted, cause)
+    only = ["--lo", str(edge), "--hi", str(edge)]
+    at, text = lab_json_text(tmp_path, "edge", "--model", str(tiny), *cap, *only)
     assert at["edge"] == edge and at["trials"][0]["ok"]
+    # the search stopped at its ceiling: said so, never a "miss" blamed on fragmentation (issue 21 item 9)
+    assert at["capped"] and at["cause"].startswith(f"the search stopped at its ceiling (--hi {edge})")
+    (line,) = [line for line in text.splitlines() if "edge (largest batch that held)" in line]
+    assert f"measured at least {edge} (the search stopped at --hi {edge})" in line
+    assert "difference" not in line
     above = lab_json(
         tmp_path, "edge", "--model", str(tiny), *cap, "--lo", str(edge + 1), "--hi", str(edge + 1)
     )
@@ -135,16 +151,27 @@ def test_fragment_records_three_gap_series(tmp_path, tiny):
         assert any(label.startswith(f"{name} ") for label in labels), (name, labels)
     (lab_event,) = [e for e in events if e["k"] == "lab"]
     assert set(lab_event["result"]["series"]) == {"dynamic", "static", "expandable"}
+    # the prediction (dynamic's gap ends above static's) is checked against the finals, either way (issue 21
+    # item 9: on the CPU static grew more, and nothing said it was the opposite of the prediction)
+    dynamic, static = r["final"]["dynamic"]["gap"], r["final"]["static"]["gap"]
+    expected = "as predicted" if dynamic > static else "the opposite of the prediction"
+    assert r["verdict"].startswith(expected) and ("on the CPU the gap is RSS growth" in r["verdict"]) == (
+        dynamic <= static
+    )
 
 
 def test_two_processes_and_the_second_process_alert_in_the_recording(tmp_path, tiny):
     from collectors.replay import ReplayMonitor
 
     rec = tmp_path / "two.jsonl"
-    r = lab_json(
+    r, text = lab_json_text(
         tmp_path, "two", "--model", str(tiny), "--device", "cpu", "--claim-gib", "0.25", "--hold", "3",
         "--new-process-gib", "0.2", "--growth-gib", "0.2", "--record", str(rec),
     )  # fmt: skip
+    # its verdict uses the memory available now: no "capacity" claimed from a cap (issue 21 item 9)
+    (head,) = [line for line in text.splitlines() if line.startswith("PREDICTION")]
+    assert head == "PREDICTION (each process's claim against the memory available now, below; no cap)"
+    assert "available now: " in text and "MemAvailable" in text
     second = r["processes"]["second"]["pid"]
     assert r["second_fitted"] is True and r["second_fits_predicted"] is True
     # memsight's "a second process is taking memory" alert: a new process over the threshold, or (when the

@@ -159,13 +159,19 @@ def test_kv_auto_help_tells_the_truth():
 
 
 def test_bad_values_are_one_line_exit_2():
+    """One `memsight CMD: argument --X: reason` line, the option named once (issue 21, item 11: argparse's
+    "argument --machine: " used to be followed by the parser's own "--machine: "), the lab's experiments
+    included (their parsers printed argparse's usage and "error:")."""
     for argv, message in (
-        (["plan", "llama-3.1-8b", "--ctx", "32q"], "memsight plan: argument --context/--ctx: --context:"),
+        (["plan", "llama-3.1-8b", "--ctx", "32q"], "memsight plan: argument --context/--ctx: '32q' is not"),
         (
             ["plan", "llama-3.1-8b", "--machine", "a100"],
-            "memsight plan: argument --machine: --machine: 'a100'",
+            "memsight plan: argument --machine: 'a100' is not one of spark,",
         ),
-        (["watch", "--headroom-warn", "lots"], "memsight watch: argument --headroom-warn: --headroom-warn:"),
+        (["watch", "--headroom-warn", "lots"], "memsight watch: argument --headroom-warn: 'lots' is not a"),
+        (["watch", "--hz", "abc"], "memsight watch: argument --hz: must be a number, got 'abc'"),
+        (["lab", "edge", "--model", "x", "--ctx", "0x"], "memsight lab edge: argument --ctx/--context: '0x'"),
+        (["lab", "two", "--model", "x", "--cap-gib", "lots"], "memsight lab two: argument --cap-gib: 'lots'"),
     ):
         done = memsight(*argv)
         assert done.returncode == 2, argv

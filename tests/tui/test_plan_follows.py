@@ -196,10 +196,11 @@ async def test_the_plan_screen_follows_a_transformers_agents_loaded_model():
         h100 = {b.key: b for b in app.plan_view.bars}["h100"]
         live = app.live_view.comparisons[0]
         await pilot.press("q")
-    assert fields == {"model": "pid 4121: LlamaForCausalLM", "format": "fp32", "kv_dtype": "auto",
+    assert fields == {"model": "pid 4121: LlamaForCausalLM", "format": "fp32", "kv_dtype": "fp32",
                       "context": "4096", "users": "8", "tp": "1"}  # fmt: skip
     assert follows == ("following pid 4121's loaded model: model: from pid 4121's loaded model · context: "
-                       "from its cache, 4,096 tokens · batch 8 · fp32 as loaded")  # fmt: skip
+                       "from its cache, 4,096 tokens · batch 8 · fp32 as loaded · "
+                       "KV fp32 as loaded")  # fmt: skip
     # the same plan as the Live screen's row for that process: the loaded config, its cache
     source = app.plan_follow
     plan = make_plan(replace(source.inputs, machine="h100"), spec=source.spec)

@@ -107,3 +107,15 @@ def test_the_readme_example_config_file_reads_as_documented():
         flag = re.search(r"# (--[a-z-]+)", line)
         if key and flag:  # each key is the name of the flag its comment gives
             assert key == flag.group(1)[2:].replace("-", "_"), line
+
+
+def test_the_readme_says_what_the_command_under_memsight_run_needs():
+    """Issue 21, item 12: a user ran `memsight run -- python gen.py` with a Python lacking torch and
+    transformers (memsight's own has neither) and saw no model tracked. The section on `memsight run` says
+    the program's own Python needs them, and what the live view does without a terminal."""
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## Watching an experiment: `memsight run` and the agent", 1)[1].split("\n## ", 1)[0]
+    flat = " ".join(section.split())
+    assert "The command runs with its own Python, not memsight's" in flat
+    assert "install them where the program runs (`python -m pip install torch transformers`" in flat
+    assert "The live view needs a terminal" in flat

@@ -87,3 +87,40 @@ async def test_thresholds_are_options(tmp_path):
         kinds = {a.kind for a in monitor.state().alerts}
         assert "process_growth" not in kinds and "headroom" not in kinds
         assert "new_process" in kinds
+
+
+async def test_a_replay_ends_as_a_run_does_and_its_notes_follow_the_position(tmp_path):
+    """Issue 21, item 10: a replay played to its end showed neither the "ended" banner nor the summary a live
+    run shows when its command ends; "no alert after this point" stuck after seeking away; the recording's
+    name was on two lines (the header and the status line)."""
+    from textual.widgets import Static  # noqa: PLC0415
+
+    from collectors.replay import bundled_recording  # noqa: PLC0415
+
+    monitor = ReplayMonitor(bundled_recording("transformers"))
+    label = f"replay: {monitor.describe()}"
+    app = MemsightApp(monitor, source_label=label, manage_monitor=False)
+    async with app.run_test(size=(160, 48)) as pilot:
+        monitor.advance_to(monitor.duration_s / 2)
+        app.refresh_data()
+        await pilot.pause()
+        assert app.live_view.banner == "" and app.live_view.summary == ()
+        assert monitor.describe() not in app.live_view.status  # the header has it
+        assert app.sub_title == label
+        monitor.advance_to(monitor.duration_s + 1)
+        assert monitor.at_end
+        app.refresh_data()
+        await pilot.pause()
+        view = app.live_view
+        banner = str(app.screen.query_one("#live-banner", Static).content)
+        summary = str(app.screen.query_one("#live-summary", Static).content)
+        assert banner.startswith("end of the recording: its last figures, ended at ")
+        assert summary.startswith("run summary: ") and "peak " in summary
+        assert all(c.title.endswith(view.ended) for c in view.comparisons) and view.ended
+        await pilot.press("a")  # no alert after the end
+        assert "no alert after this point" in app.live_view.status
+        await pilot.press("home")
+        await pilot.pause()
+        assert "no alert after this point" not in app.live_view.status
+        assert app.live_view.banner == "" and not app.screen.query_one("#live-banner", Static).display
+        await pilot.press("q")

@@ -329,10 +329,8 @@ async def test_before_the_command_loads_a_model_the_live_screen_waits_instead_of
         if proc.poll() is None:
             proc.kill()
     assert running.planned is None and "NOT fit" not in running.plan_label
-    assert running.plan_label == (
-        f"waiting for pid {proc.pid} to load a model: the plan follows what it loads (transformers, tracked "
-        "automatically; vLLM's log); --model M plans one now"
-    )
+    waiting = f"waiting for pid {proc.pid} to load a model: the plan follows it (or give --model M)"
+    assert running.plan_label == waiting
     assert "no plan: waiting for pid" in bars
     assert follows == f"waiting for pid {proc.pid} to load a model: the bars plan the inputs below"
     assert ended.planned is None
@@ -345,3 +343,25 @@ async def test_before_the_command_loads_a_model_the_live_screen_waits_instead_of
         (given,) = app.live_view.comparisons
         await pilot.press("q")
     assert given.planned is not None and given.plan_label.startswith("llama-3.1-8b")
+
+
+def test_the_live_view_with_no_terminal_says_so_and_starts_nothing(tmp_path):
+    """Issue 21, item 12: `memsight > file` wrote the live view's escape codes into the file. With stdout not
+    a terminal the live view now refuses in one line naming what suits a file (exit 2, nothing on stdout),
+    and `memsight run` refuses before starting its command."""
+    from collectors.replay import bundled_recording  # noqa: PLC0415
+
+    marker = tmp_path / "ran"
+    command = [PY, "-c", f"open({str(marker)!r}, 'w')"]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    for argv in (["watch"], ["demo"], ["replay", str(bundled_recording())],
+                 ["run", "--agent-dir", str(tmp_path), "--", *command]):  # fmt: skip
+        done = subprocess.run([PY, "-m", "tui.cli", *argv], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=60, stdin=subprocess.DEVNULL, env=env)  # fmt: skip
+        assert done.returncode == 2, (argv, done.stderr)
+        assert done.stdout == "" and "\x1b" not in done.stderr
+        (line,) = done.stderr.strip().splitlines()
+        assert line.startswith("memsight: the live view needs a terminal, and stdout is not one; for a file")
+        assert "memsight replay FILE --json" in line
+    assert not marker.exists()
+    assert not list(tmp_path.glob("memsight-run-*.log"))  # no log of a command that never started

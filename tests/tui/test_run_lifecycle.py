@@ -196,7 +196,9 @@ def test_replay_json_carries_alerts_names_and_the_summary(tmp_path):
 
 def test_summary_round_trips_through_json_and_reads_as_lines(tmp_path):
     from collectors.recording import read_recording  # noqa: PLC0415
-    from collectors.summary import summary_from_json, summary_lines  # noqa: PLC0415
+    from collectors.summary import summary_from_json  # noqa: PLC0415
+    from tui.screens.view_model import summary_lines  # noqa: PLC0415
+    from tui.widgets.fmt import size  # noqa: PLC0415
 
     path, monitor = _recorded_run(tmp_path, warn_gib=100_000)
     summary = monitor.state().summary
@@ -204,7 +206,7 @@ def test_summary_round_trips_through_json_and_reads_as_lines(tmp_path):
     assert summary_from_json(recorded) == summary
     lines = summary_lines(summary)
     low = summary.lowest_headroom
-    assert f"lowest headroom: {low / 2**30:.2f} GiB (MemAvailable)" in lines[3]
+    assert f"lowest headroom: {size(low)} (MemAvailable)" in lines[3]
     assert lines[4].startswith(f"alerts: {summary.alerts_total} (")
 
 

@@ -1,7 +1,8 @@
 """`memsight run` counts its own command's agents only: two runs (or a run and a stray agent) sharing one
-agent directory each sum their own process's buckets, in the Live screen's measured bars and in the run
-summary; the other agent stays visible as a process. Real child processes, real agents
-(torch on the CPU)."""
+agent directory each read their own process's agent alone: its buckets in the Live screen's measured bars,
+agents table, recording, --json and run summary (issue 21 item 6: another run's exited agent was starred in
+the agents table and listed by --record and --json); the other agent stays visible as a process. Real
+child processes, real agents (torch on the CPU)."""
 
 from __future__ import annotations
 
@@ -74,18 +75,15 @@ def test_two_simultaneous_runs_each_summarize_only_their_own_agent(tmp_path):
     for name, (out, err) in outputs.items():
         assert runs[name].returncode == 0, err.decode()
         doc = json.loads(out)
-        agent_pids = {s["pid"] for s in doc["sources"] if s["kind"] == "agent"}
+        (agent,) = [s for s in doc["sources"] if s["kind"] == "agent"]  # its own agent's, not the other run's
         summary = doc["summary"]
-        # the monitor saw both runs' agents; its summary sums its own alone (both at once: 8 MiB, what the
-        # bug printed), and the recording holds its own alone (issue 20)
+        # its summary sums its own alone (both at once: 8 MiB, what the first bug printed)
         assert summary["peaks"]["weights"]["bytes"] == _weights(sizes[name]), (name, summary["peaks"])
-        assert summary["scope"] == f"this run's agents only (pid {agent_pids.pop()}); " + (
-            "1 other agent in the directory not counted"
-        )
-        assert not agent_pids, doc["sources"]
-        peak_line = next(line for line in err.decode().splitlines() if "peak GiB:" in line)
-        assert f"weights {_weights(sizes[name]) / 2**30:.2f}" in peak_line
-        assert "1 other agent in the directory not counted" in peak_line
+        assert summary["scope"] == f"this run's agents only (pid {agent['pid']})"
+        processes = {s["pid"] for s in doc["sources"] if s["kind"] == "process"}
+        assert agent["pid"] in processes
+        peak_line = next(line for line in err.decode().splitlines() if "peak MiB:" in line)
+        assert f"weights {_weights(sizes[name]) / 2**20:.2f}" in peak_line  # 2.00 or 6.00 MiB
 
 
 async def test_live_bars_count_the_runs_own_agent_and_leave_the_other_as_a_process(tmp_path):
@@ -112,16 +110,19 @@ async def test_live_bars_count_the_runs_own_agent_and_leave_the_other_as_a_proce
         while time.monotonic() < deadline:
             _alive(own, stray)
             weights = {b.pid: b.weights_bytes for b in state.buckets}
-            if weights.get(own.pid) and weights.get(stray.pid):
+            if weights.get(own.pid):
                 break
             time.sleep(0.2)
             state = monitor.sample_once()
-        assert weights == {own.pid: _weights(2048), stray.pid: _weights(6144)}
+        # the stray's agent file (its ring is written: its weights are tracked) is not read at all
+        assert weights == {own.pid: _weights(2048)}
+        assert [a.pid for a in state.agents] == [own.pid]
         app = MemsightApp(monitor, source_label="t", child=child, manage_monitor=False)
         async with app.run_test(size=(160, 48)) as pilot:
             await pilot.pause()
             (comparison,) = app.live_view.comparisons
             assert comparison.measured_bytes("weights") == _weights(2048)  # not 8 MiB: the stray is not ours
+            assert [r.pid for r in app.live_view.agents] == [own.pid]  # the stray is no row of the table
             stray_rss = next(p.rss for p in app.state.os.processes if p.pid == stray.pid)
             # the stray's memory is with "other procs / OS" (MemTotal - MemAvailable - this run's RSS)
             assert comparison.measured_bytes("other") >= stray_rss
@@ -130,8 +131,7 @@ async def test_live_bars_count_the_runs_own_agent_and_leave_the_other_as_a_proce
             await pilot.press("q")
         summary = monitor.state().summary
         assert summary.peak("weights").bytes == _weights(2048)
-        others = "1 other agent in the directory not counted"
-        assert summary.scope == f"this run's agents only (pid {own.pid}); {others}"
+        assert summary.scope == f"this run's agents only (pid {own.pid})"
     finally:
         (tmp_path / "go").touch()
         for proc in (own, stray):

@@ -71,14 +71,13 @@ async def test_the_gap_chart_and_the_replayed_recording_count_the_runs_own_agent
         while time.monotonic() < deadline:
             series = {key for key in state.history if key.startswith("allocated:")}
             points = [len(state.history[key][0]) for key in series]
-            if len(series) == 2 and min(points) >= 3:
+            if series and min(points) >= 3:
                 break
             time.sleep(0.2)
             state = monitor.sample_once()
-        # both agents' own series are kept ...
-        assert {int(key.split(":")[1]) for key in series} == {own.pid, stray.pid}
-        assert set(state.history[f"allocated:{stray.pid}:0"][1]) == {float(stray_alloc)}
-        # ... the sums the chart draws are this run's agent's alone (the stray's 31 GiB was added in)
+        # the stray's agent is not read (issue 21 item 6): only this run's series are kept ...
+        assert {int(key.split(":")[1]) for key in series} == {own.pid}
+        # ... and the sums the chart draws are this run's agent's alone (the stray's 31 GiB was added in)
         times, allocated = state.history["allocated"]
         assert len(times) >= 3 and set(allocated) == {float(own_alloc)}
         assert set(state.history["reserved"][1]) == {float(own_resv)}

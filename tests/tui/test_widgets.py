@@ -8,7 +8,7 @@ from textual.app import App, ComposeResult
 from tui.widgets.alert_log import AlertLog
 from tui.widgets.bucket_bars import BucketBars, comparison_rows, stacked_bar
 from tui.widgets.data import AlertRow, BucketComparison, HeadroomData, ProcessRow, Segment
-from tui.widgets.fmt import gib, signed_gib, split_cells
+from tui.widgets.fmt import GIB_UNIT, KIB_UNIT, MIB_UNIT, figure, signed_figure, size, split_cells, unit_for
 from tui.widgets.headroom import HeadroomGauge, headroom_level
 from tui.widgets.process_table import ProcessTable, filter_rows, sort_rows
 
@@ -31,11 +31,41 @@ def test_split_cells_is_proportional_and_exact():
 
 
 def test_formatting_labels_units():
-    assert gib(3 * GIB // 2) == "1.5 GiB"
-    assert gib(None) == "n/a"
-    assert signed_gib(GIB // 2, 2) == "+0.50"
-    assert signed_gib(-GIB, 1) == "-1.0"
-    assert signed_gib(0) == "±0.0"
+    assert size(3 * GIB // 2) == "1.50 GiB" and size(None) == "n/a"
+    assert size(15_930_000) == "15.2 MiB" and size(640 * 1024) == "640 KiB"
+    assert size(64) == "64 B" and size(128 * GIB) == "128 GiB"
+    # one unit per table: the largest in which its largest figure reads at least 1
+    assert unit_for([GIB // 2, 3 * GIB]) == GIB_UNIT and unit_for([16 * 2**20, 172 * 2**10]) == MIB_UNIT
+    assert unit_for([512, None]) == KIB_UNIT and unit_for([None, 0]) == GIB_UNIT  # nothing to size it by
+    # every figure carries at least three significant digits: two decimals from 1 on, none from 1,000 on
+    mib = MIB_UNIT
+    assert [figure(n, mib) for n in (16_700_000, 176_128, 1_836_000_000, 0, None)] == [
+        "15.93", "0.168", "1,751", "0.00", "—"]  # fmt: skip
+    assert figure(64, mib) == "<0.0001"  # not zero, and not written as one
+    assert signed_figure(GIB // 2, GIB_UNIT, 2) == "+0.50" and signed_figure(-GIB, GIB_UNIT, 1) == "-1.0"
+    assert signed_figure(0, GIB_UNIT, 2) == "±0.00" and signed_figure(-3 * 2**20, mib, 3) == "-3.000"
+
+
+def test_a_tiny_models_table_is_in_mib_with_three_significant_digits():
+    """Issue 21, item 5: a 16 MiB model read `weights 0.02 / 0.02 / ±0.00` and `KV cache 0.00` in a GiB table:
+    measured against planned could not be checked. Its table now takes MiB (chosen by the model's rows, not
+    the machine's), each figure with three significant digits, the difference at the figures' decimals."""
+    weights, kv = 16_680_192, 172_032
+    measured = (Segment("other", 1_836_000_000), Segment("weights", weights + 64), Segment("kv", kv),
+                Segment("tensors", 356_000_000), Segment("activations", 5_452_595), Segment("gap", None),
+                Segment("nonpytorch", None), Segment("free", 22 * GIB))  # fmt: skip
+    planned = (Segment("other", 1_830_000_000), Segment("weights", weights), Segment("kv", kv),
+               Segment("activations", 9_000_000), Segment("overhead", 0),
+               Segment("free", 21 * GIB))  # fmt: skip
+    data = BucketComparison("host", 24 * GIB, measured, planned, "tiny")
+    table = plain(BucketBars(data)._table(data))
+    lines = {line[2:19].strip(): line[20:].split() for line in table.splitlines()[1:]}
+    assert table.splitlines()[0].split() == ["bucket", "measured", "MiB", "plan", "MiB", "diff", "MiB"]
+    assert lines["weights"] == ["15.91", "15.91", "±0.00"]  # 64 B of buffers: below the figures' decimals
+    assert lines["KV cache"] == ["0.164", "0.164", "±0.000"]
+    assert lines["activations"] == ["5.20", "8.58", "-3.38"]
+    assert lines["other procs / OS"] == ["1,751", "1,745", "+6"]
+    assert lines["free headroom"] == ["22,528", "21,504", "+1,024"]
 
 
 def test_measured_and_plan_bars_share_one_scale():
@@ -152,7 +182,7 @@ async def test_widgets_redraw_only_on_change():
         gauge.update_data(HeadroomData(5 * GIB, 100 * GIB, "MemAvailable", 8 * GIB, 2 * GIB))
         await pilot.pause()
         rendered = gauge.render().plain
-        assert "5.0 GiB of 100.0 GiB" in rendered and "WARNING" in rendered
+        assert "5.00 GiB of 100 GiB" in rendered and "WARNING" in rendered
 
 
 def test_decimate_keeps_every_spike_and_the_newest_sample():
@@ -198,3 +228,31 @@ async def test_gap_chart_redraws_at_most_once_per_interval_and_never_drops_the_l
         await pilot.pause()
         assert chart.draw_count == drawn + 1  # one redraw, with the newest data
         assert chart.data == series(5)
+
+
+def test_words_and_numbers_on_the_screens():
+    """Issue 21, item 11: counts with thousands separators on the screens (the CLI wrote 8,192 while the
+    Plan screen wrote `max 399648 users`), "1 user" not "1 users", a new process's growth not written "new"
+    beside its NEW flag, and the run summary's scope not in parentheses inside parentheses."""
+    from dataclasses import replace  # noqa: PLC0415
+
+    from collectors.summary import Peak, RunSummary  # noqa: PLC0415
+    from planner.budget import PlanInputs, make_plan  # noqa: PLC0415
+    from tui.screens.view_model import plan_label, summary_lines  # noqa: PLC0415
+    from tui.widgets.capacity_bars import _machine_lines  # noqa: PLC0415
+    from tui.widgets.data import MachineBar  # noqa: PLC0415
+    from tui.widgets.process_table import row_cells  # noqa: PLC0415
+
+    bar = MachineBar("h200", "H200", 140 * GIB, (Segment("weights", GIB),), True, 399_648, 92)
+    assert "max users @ 92 ctx: 399,648" in plain(_machine_lines(bar, 120)[0])
+    plan = make_plan(PlanInputs(model="llama-3.1-8b", context=32_768, users=1, machine="rtx4090"))
+    assert plan.max_users == 1
+    assert plan_label(plan).endswith("32,768 ctx × 1 user: fits, max 1 user")
+    many = make_plan(replace(plan.inputs, context=8192, users=8))
+    assert plan_label(many).endswith("8,192 ctx × 8 users: does NOT fit (max 6 users)")
+    new = ProcessRow(7, "jupyter", "lab", GIB, None, None, True, False, "jupyter-lab")
+    assert row_cells(new)[-2:] == ("—", "NEW")  # was ("new", "NEW")
+    summary = RunSummary(0.0, 60.0, (Peak("weights", 2 * 2**20, 1.0),), None, None, "unknown", (), 0,
+                         scope="this run's agents only (pid 4121)")  # fmt: skip
+    (peak,) = [line for line in summary_lines(summary) if line.startswith("peak MiB")]
+    assert peak == "peak MiB: weights 2.00 — this run's agents only (pid 4121)"

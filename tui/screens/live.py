@@ -34,7 +34,7 @@ WIDE_COLUMNS = 140  # at least this many columns: two columns side by side; fewe
 # shorter terminal it would push everything else off screen, so `g` shows it.
 TALL_ROWS = 40
 LIVE_TOP_PROCESSES = 12
-AGENTS_TITLE = "agents: PyTorch allocator per process and device, GiB (★ busiest)"
+AGENTS_TITLE = "agents: PyTorch allocator per process and device, {unit} (★ busiest)"
 
 
 def _shown(widget, display: bool):
@@ -106,7 +106,7 @@ class LiveScreen(Screen):
                 yield Container(id="pools")
                 yield HeadroomGauge(id="headroom")
                 yield PoolParts(id="pool-parts")
-                yield Static(AGENTS_TITLE, id="agents-title", classes="section-title")
+                yield Static(AGENTS_TITLE.format(unit="GiB"), id="agents-title", classes="section-title")
                 yield Static("", id="agents-missing", classes="missing")
                 yield AgentsTable(id="agents")
                 yield _shown(GapChart(id="gap-chart"), tall)
@@ -236,7 +236,9 @@ class LiveScreen(Screen):
         self.query_one(HeadroomGauge).update_data(view.headroom)
         self.query_one(PoolParts).update_data(view.pool)
         self.query_one(GapChart).update_data(view.chart)
-        self.query_one(AgentsTable).update_rows(view.agents)
+        agents = self.query_one(AgentsTable)
+        if agents.update_rows(view.agents):
+            self.query_one("#agents-title", Static).update(AGENTS_TITLE.format(unit=agents.unit.name))
         agents_missing = self.query_one("#agents-missing", Static)
         shown = (bool(view.agents), view.agents_skipped)
         if previous is None or (bool(previous.agents), previous.agents_skipped) != shown:

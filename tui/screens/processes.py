@@ -14,7 +14,8 @@ from tui.widgets.data import ProcessRow
 from tui.widgets.footer import MemsightFooter
 from tui.widgets.process_table import SORT_KEYS, ProcessTable
 
-COLUMN_SORT = {"RSS GiB": "rss", "GPU GiB": "gpu", "Δ30s GiB": "growth", "pid": "pid", "command": "name"}
+# a header's first word (the sizes' headers name their unit after it: "RSS MiB")
+COLUMN_SORT = {"RSS": "rss", "GPU": "gpu", "Δ30s": "growth", "pid": "pid", "command": "name"}
 
 
 class ProcessesScreen(Screen):
@@ -71,8 +72,14 @@ class ProcessesScreen(Screen):
             self.show(self._rows, getattr(self.app, "process_status", ""))
 
     def action_cycle_sort(self) -> None:
+        """The next sort key; GPU memory only where some process has a GPU figure (on a machine without a
+        GPU that order is the pid order under another name: kthreadd on top)."""
         table = self.query_one(ProcessTable)
-        table.set_sort(SORT_KEYS[(SORT_KEYS.index(table.sort_key) + 1) % len(SORT_KEYS)])
+        keys = SORT_KEYS
+        if not any(r.gpu_bytes is not None for r in self._rows or ()):
+            keys = tuple(k for k in SORT_KEYS if k != "gpu")
+        at = keys.index(table.sort_key) if table.sort_key in keys else -1
+        table.set_sort(keys[(at + 1) % len(keys)])
         self._refresh_status()
 
     def action_focus_filter(self) -> None:
@@ -89,7 +96,7 @@ class ProcessesScreen(Screen):
 
     @on(DataTable.HeaderSelected)
     def _header(self, event: DataTable.HeaderSelected) -> None:
-        key = COLUMN_SORT.get(str(event.label))
+        key = COLUMN_SORT.get(str(event.label).split(" ")[0] if str(event.label) else "")
         if key is not None:
             self.query_one(ProcessTable).set_sort(key)
             self._refresh_status()

@@ -16,6 +16,7 @@ from typing import Any
 
 from collectors.alerts import AlertOptions
 from collectors.snapshots import AgentView, DeviceInfo, MeasuredBuckets, MonitorState, short_command
+from collectors.summary import PEAK_KEYS, RunSummary, clock
 from planner.budget import PlanInputs
 from tui.widgets.data import (
     AgentRow,
@@ -27,6 +28,7 @@ from tui.widgets.data import (
     ProcessRow,
     Segment,
 )
+from tui.widgets.fmt import figure, size, unit_for
 
 GIB = 2**30
 # an agent sampling at under this share of its asked rate shows both rates in its row
@@ -104,16 +106,19 @@ def measured_segments(
     gap = _sum([b.allocator_gap_bytes for b in buckets])
     non_torch = _sum([b.non_torch_bytes for b in buckets])
     held = _held(state, pool, buckets)
+    rest = None
     if pool.index < 0 and buckets:
         # a CPU-only program is shown as itself: its RSS is its total (weights + KV + the rest of the
-        # process, drawn as "untracked"), not part of "other processes / OS" (other_processes_bytes)
+        # process: the interpreter, libtorch, tensors not tracked), not part of "other processes / OS"
+        # (other_processes_bytes); no allocator tells its tensors from the rest, so none is called a tensor
         rss = _sum([_host_rss(state, pid) for pid in {b.pid for b in buckets}])
         if rss is not None:
-            untracked = max(0, rss - (weights or 0) - (kv or 0))
+            rest = max(0, rss - (weights or 0) - (kv or 0))
     if not buckets:
         missing.append("no memsight agent attached: weights/KV/activations/gap unknown (memsight run -- CMD)")
     elif weights is None or kv is None:
-        missing.append("agent tracks no model/KV: their bytes count as untracked tensors")
+        where = "the rest of the process" if pool.index < 0 else "untracked tensors"
+        missing.append(f"agent tracks no model/KV: their bytes count as {where}")
     free: int | None
     other: int | None
     if pool.unified:
@@ -134,14 +139,20 @@ def measured_segments(
     if not state.nvml.available:
         missing.append(f"no GPU data: {state.nvml.status}")
     missing[:0] = state.input_warnings.values()  # bad input skipped (counted) first: the line is cut short
+    if pool.index < 0:  # host RAM: no allocator gap, no non-PyTorch part to measure (CUDA's), no row for them
+        head = (Segment("process", rest), Segment("activations", activations))
+    else:
+        head = (
+            Segment("tensors", untracked),
+            Segment("activations", activations),
+            Segment("gap", gap),
+            Segment("nonpytorch", non_torch),
+        )
     segments = (
         Segment("other", other),
         Segment("weights", weights),
         Segment("kv", kv),
-        Segment("tensors", untracked),
-        Segment("activations", activations),
-        Segment("gap", gap),
-        Segment("nonpytorch", non_torch),
+        *head,
         Segment("free", free),
     )
     return segments, "; ".join(missing)
@@ -199,17 +210,25 @@ def planned_segments(plan, rank: int | None = None) -> tuple[Segment, ...]:
 def plan_label(plan) -> str:
     i = plan.inputs
     fmt = plan.weights.format
-    verdict = (
-        f"fits, max {plan.max_users} users" if plan.fits else f"does NOT fit (max {plan.max_users} users)"
-    )
+    most = count(plan.max_users, "user")
+    verdict = f"fits, max {most}" if plan.fits else f"does NOT fit (max {most})"
     if plan.warnings:  # a context past the model's max_position_embeddings (planner/budget.py)
         verdict += f", past its {plan.spec.max_position_embeddings:,}-token limit"
+    if plan.inputs.overhead_bytes == 0:  # tui/app.py plans a machine without a GPU so
+        verdict += "; overhead 0: no GPU, no CUDA context"
     tp = f", tp={i.tp}" if i.tp > 1 else ""
     # a config path is the model's name to the planner; its file name is what fits on one line
     name = plan.spec.name
     if name.endswith(".json"):
         name = pathlib.PurePath(name).name
-    return f"{name} {fmt}, KV {i.kv_dtype}, {i.context:,} ctx × {i.users} users{tp}: {verdict}"
+    if i.extra_weight_bytes:  # a draft beside its target (plan_sources)
+        name += f" + {size(i.extra_weight_bytes)} of other models' weights"
+    return f"{name} {fmt}, KV {i.kv_dtype}, {i.context:,} ctx × {count(i.users, 'user')}{tp}: {verdict}"
+
+
+def count(n: int, noun: str) -> str:
+    """"1 user", "8,192 users": a count with its separators and its noun in the right number."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def comparison_groups(state: MonitorState, pool: PoolCapacity, sources) -> list[tuple[str, int | None]]:
@@ -541,37 +560,78 @@ def plan_sources(state: MonitorState, base: PlanInputs, explicit: frozenset[str]
         cache, where = _cache_for_plan(info)
         if cache is not None:
             if "context" not in explicit:
-                fields["context"], fields["output_tokens"] = cache.tokens, 0
-                notes.append(f"context: from {where}, {cache.tokens:,} tokens")
+                # the sequence's length, not a sliding window's (the planner holds the window itself)
+                seen = max(cache.seq_tokens or 0, cache.tokens or 0)
+                fields["context"], fields["output_tokens"] = seen, 0
+                window = f" ({cache.tokens:,} held: a sliding window)" if seen > (cache.tokens or 0) else ""
+                notes.append(f"context: from {where}, {seen:,} tokens{window}")
             if "users" not in explicit:
                 fields["users"] = cache.batch
                 notes.append(f"batch {cache.batch}")
         elif "context" not in explicit:
             notes.append(f"context: no cache seen yet, {base.context:,} tokens (default)")
         if "format" not in explicit and spec is not None:
-            quantized = model.config.get("quantization_config") is not None
-            fmt_name = spec.default_format if quantized else DTYPE_FORMATS.get(model.dtype or "")
+            fmt_name = _loaded_format(model, spec)
             if fmt_name is not None:
                 fields["format"] = fmt_name
                 notes.append(f"{fmt_name} as loaded")
+        kv_loaded = DTYPE_FORMATS.get(model.dtype or "")
+        quantized_cache = cache is not None and "Quantized" in cache.cls
+        if "kv_dtype" not in explicit and spec is not None and kv_loaded and not quantized_cache:
+            # the cache holds keys and values in the dtype the model computes in (a config saying bfloat16
+            # built in float32 keeps a float32 cache), not the config's torch_dtype KV "auto" reads
+            fields["kv_dtype"] = kv_loaded
+            notes.append(f"KV {kv_loaded} as loaded")
+        if spec is not None:  # the other models it loaded (a draft beside its target): their weights too
+            extra, said = _other_models_weights(info, model)
+            fields["extra_weight_bytes"] = extra
+            notes.extend(said)
         out.append(
             PlanSource(view.pid, replace(base, **fields), spec, key if spec else "", tuple(notes), error)
         )
     return tuple(out)
 
 
+def _loaded_format(model, spec) -> str | None:
+    """The planner's weight format of a model as loaded: its checkpoint's quantization, else its dtype."""
+    if model.config.get("quantization_config") is not None:
+        return spec.default_format
+    return DTYPE_FORMATS.get(model.dtype or "")
+
+
+def _other_models_weights(info, target) -> tuple[int, list[str]]:
+    """(planned weight bytes of every model but `target` the process loaded, one note each): each planned
+    from its own config and format as loaded, as the target is."""
+    from planner import load_spec, weight_bytes  # noqa: PLC0415  (stdlib-only planner)
+
+    total, notes = 0, []
+    for other in info.models:
+        if other is target or other.config is None:
+            continue
+        try:
+            spec = load_spec(dict(other.config))
+            planned = weight_bytes(spec, _loaded_format(other, spec)).total
+        except ValueError as exc:  # PlannerError: said, never a crash; the weights check shows the difference
+            notes.append(f"+ a {other.cls} (its weights not planned: {exc})")
+            continue
+        total += planned
+        notes.append(f"+ a {other.cls} ({size(planned)} of weights planned)")
+    return total, notes
+
+
 def phase_line(info) -> str:
-    """"activations: prefill peak 3.1 GiB at 12:03:41 UTC, decode 0.2 GiB at ..." from the agent's phases."""
+    """"activations: prefill peak 3.10 GiB at 12:03:41 UTC, decode peak 205 MiB at ..." from the agent's
+    phases; a phase none of whose calls rose above an earlier high says so (a 0 would read as measured)."""
     parts = []
     for name in ("prefill", "decode"):
         p = info.phase(name)
         if p is None or p.calls == 0:
             continue
-        if p.peak_bytes is None:
-            parts.append(f"{name}: {p.calls:,} calls, none above an earlier high (peak not known)")
+        if not p.peak_bytes:  # None: no call set a new high; 0: a new high, but not above the call's entry
+            parts.append(f"{name}: no call set a new high above its entry level ({p.calls:,} calls)")
             continue
         when = time.strftime("%H:%M:%S", time.gmtime(p.peak_t)) if p.peak_t else "?"
-        text = f"{name} peak {_bytes_short(p.peak_bytes)} at {when}"
+        text = f"{name} peak {size(p.peak_bytes)} at {when}"
         if p.unresolved_calls:
             text += f" ({p.calls - p.unresolved_calls:,}/{p.calls:,} calls seen)"
         parts.append(text)
@@ -581,14 +641,6 @@ def phase_line(info) -> str:
     return "activations: " + ", ".join(parts) + f" (UTC; {where}, never reset)"
 
 
-def _bytes_short(n: int) -> str:
-    if n >= GIB // 10:
-        return f"{n / GIB:.1f} GiB"
-    if n >= 2**20:
-        return f"{n / 2**20:.1f} MiB"
-    return f"{n / 2**10:.0f} KiB"
-
-
 def weights_check(info, planned_weight_bytes: int, device: int) -> str:
     """The tracked weights on `device` (-1: host) against the planner's bytes for the same config and format:
     equal up to the model's buffers (rotary tables...) is the boring, expected case; otherwise the likely
@@ -596,20 +648,24 @@ def weights_check(info, planned_weight_bytes: int, device: int) -> str:
     model = _largest_model(info)
     if model is None:
         return ""
-    params = model.params_bytes.get(device, 0)
-    buffers = model.buffers_bytes.get(device, 0)
+    # every tracked model, as the weights bucket counts them (a draft beside its target: the plan counts
+    # both, plan_sources' extra_weight_bytes)
+    models = info.models
+    params = sum(m.params_bytes.get(device, 0) for m in models)
+    buffers = sum(m.buffers_bytes.get(device, 0) for m in models)
     measured = params + buffers
-    elsewhere = sum(v for d, v in model.params_bytes.items() if d != device)
+    elsewhere = sum(v for m in models for d, v in m.params_bytes.items() if d != device)
     diff = params - planned_weight_bytes
+    which = f"{len(models)} models ({' + '.join(m.cls for m in models)}), " if len(models) > 1 else ""
     if diff == 0:
-        planned = _exact(planned_weight_bytes)
-        return f"weights: measured = planned {planned} + buffers {_exact(buffers)}: as planned"
-    head = f"weights: measured {_exact(measured)} (params {_exact(params)} + buffers {_exact(buffers)})"
+        planned = size(planned_weight_bytes)
+        return f"weights: {which}measured = planned {planned} + buffers {size(buffers)}: as planned"
+    head = f"weights: {which}measured {size(measured)} (params {size(params)} + buffers {size(buffers)})"
     cause = "cause unknown"
     config = model.config or {}
     embed = config.get("vocab_size", 0) * config.get("hidden_size", 0)
     if elsewhere and diff < 0:
-        cause = f"{_exact(elsewhere)} of weights kept off this device (device_map offload?)"
+        cause = f"{size(elsewhere)} of weights kept off this device (device_map offload?)"
     elif planned_weight_bytes and params == 2 * planned_weight_bytes:
         cause = "twice the plan: weights duplicated (a second copy, or a model loaded twice)"
     elif embed and config.get("tie_word_embeddings") and diff > 0 and diff % embed == 0:
@@ -618,11 +674,7 @@ def weights_check(info, planned_weight_bytes: int, device: int) -> str:
         cause = "more than planned: a tensor upcast (e.g. kept in fp32), or a format other than planned"
     else:
         cause = "less than planned: part of the model elsewhere, or a format other than planned"
-    return f"{head} vs planned {_exact(planned_weight_bytes)}: {diff:+,} B, {cause}"
-
-
-def _exact(n: int) -> str:
-    return f"{n:,} B" if n < 2**20 else f"{n / 2**20:,.1f} MiB"
+    return f"{head} vs planned {size(planned_weight_bytes)}: {diff:+,} B, {cause}"
 
 
 def agent_notes(info) -> tuple[str, ...]:
@@ -1023,3 +1075,44 @@ def with_vllm(
     if vllm not in out:
         out.insert(0, vllm)
     return tuple(out)
+
+
+# --- the end-of-run summary, as the Live screen shows it and memsight run prints it ----------------------
+# the peaks that choose the summary's unit: the program's own (the system's used memory is the machine's)
+SUMMARY_UNIT_KEYS = frozenset(
+    {"weights", "kv", "activations", "tensors", "gap", "non_torch", "allocated", "reserved"}
+)
+
+
+def summary_lines(s: RunSummary, alert_lines: int = 5) -> list[str]:
+    """The summary (collectors/summary.py) as short lines, each figure labelled with its unit; the last
+    `alert_lines` alerts are listed after their count."""
+    labels = dict(PEAK_KEYS)
+    lines = [f"run summary: {clock(s.start_t)} to {clock(s.end_t)} ({s.end_t - s.start_t:.0f} s)"]
+    if s.peaks:
+        unit = unit_for(p.bytes for p in s.peaks if p.key in SUMMARY_UNIT_KEYS)
+        parts = [f"{labels[p.key]} {figure(p.bytes, unit)}" for p in s.peaks]
+        lines.append(f"peak {unit.name}: " + " · ".join(parts) + (f" — {s.scope}" if s.scope else ""))
+    else:
+        lines.append("peak: nothing measured")
+    gap = s.peak("gap")
+    if gap is None:
+        lines.append("peak reserved − allocated: unknown (no allocator counters: no agent, or no CUDA)")
+    else:
+        lines.append(f"peak reserved − allocated: {size(gap.bytes)} at {clock(gap.t)}")
+    if s.lowest_headroom is None:
+        lines.append("lowest headroom: unknown")
+    else:
+        when = clock(s.lowest_headroom_t or s.end_t)
+        lines.append(f"lowest headroom: {size(s.lowest_headroom)} ({s.headroom_source}) at {when}")
+    if not s.alerts_total:
+        lines.append("alerts: none")
+    else:
+        by: dict[str, int] = {}
+        for a in s.alerts:
+            by[a.severity] = by.get(a.severity, 0) + 1
+        counts = ", ".join(f"{n} {sev}" for sev, n in sorted(by.items()))
+        lines.append(f"alerts: {s.alerts_total} ({counts})")
+        if alert_lines > 0:
+            lines.extend(f"  {clock(a.t)} {a.severity.upper()} {a.message}" for a in s.alerts[-alert_lines:])
+    return lines

@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from tui.widgets.data import AgentRow
-from tui.widgets.fmt import gib_num
+from tui.widgets.fmt import GIB_UNIT, Unit, figure, unit_for
 
 
 class AgentsTable(DataTable):
@@ -14,12 +14,14 @@ class AgentsTable(DataTable):
     AgentsTable { height: auto; max-height: 10; }
     """
 
-    # bytes in GiB; short headers and the busiest's ★ in the pid cell: the table fits 76 columns (80x24)
+    # bytes in the table's unit (`unit`, named in the title above it: the screen's); short headers and the
+    # busiest's ★ in the pid cell: the table fits 76 columns (80x24)
     COLUMNS = ("pid", "agent", "device", "alloc", "resvd", "gap", "retry", "OOMs")
 
     def __init__(self, **kwargs) -> None:
         super().__init__(cursor_type="row", **kwargs)
         self._shown: tuple[AgentRow, ...] | None = None
+        self.unit: Unit = GIB_UNIT
 
     def on_mount(self) -> None:
         self.add_columns(*self.COLUMNS)
@@ -28,6 +30,7 @@ class AgentsTable(DataTable):
         if rows == self._shown:
             return False
         self._shown = rows
+        self.unit = unit = unit_for(v for r in rows for v in (r.allocated, r.reserved, r.gap))
         self.clear(columns=True)  # columns too: their widths then fit the rows shown now, not any before
         self.add_columns(*self.COLUMNS)
         for r in rows:
@@ -39,9 +42,9 @@ class AgentsTable(DataTable):
                 pid,
                 Text(r.label, style=style),
                 Text(r.where, style=style),
-                gib_num(r.allocated, 2),
-                gib_num(r.reserved, 2),
-                Text(gib_num(r.gap, 2), style="red" if r.gap and r.gap > 2**30 else ""),
+                figure(r.allocated, unit),
+                figure(r.reserved, unit),
+                Text(figure(r.gap, unit), style="red" if r.gap and r.gap > 2**30 else ""),
                 "—" if r.retries is None else str(r.retries),
                 "—" if r.ooms is None else str(r.ooms),
                 key=r.key or None,  # one row per agent and device: the pid alone repeats (DuplicateKey)

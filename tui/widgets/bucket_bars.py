@@ -1,4 +1,5 @@
-"""Measured buckets drawn directly above the plan's, on the same scale, with GiB figures and differences."""
+"""Measured buckets drawn directly above the plan's, on the same scale, with figures and differences in the
+table's own unit (KiB, MiB or GiB: fmt.unit_for)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from tui.widgets.data import (
     BucketComparison,
     Segment,
 )
-from tui.widgets.fmt import gib, gib_num, shown, signed_gib, split_cells
+from tui.widgets.fmt import Unit, figure, places, shown, signed_figure, size, split_cells, unit_for
 
 LABEL_WIDTH = 10  # "measured  " / "plan      "
 
@@ -37,7 +38,10 @@ def comparison_rows(data: BucketComparison) -> list[tuple[str, int | None, int |
     measured allocator gap + non-PyTorch together, since the plan does not split it; "other procs / OS" has no
     difference when the plan's reserve is that measured figure."""
     rows: list[tuple[str, int | None, int | None, int | None]] = []
+    drawn = {s.key for s in data.measured}
     for key in MEASURED_KEYS:
+        if key not in drawn:
+            continue  # a bucket this pool has no row for ("process" on a GPU, "tensors" on the CPU)
         measured = data.measured_bytes(key)
         if key == "gap":
             rows.append((key, measured, None, None))
@@ -58,7 +62,34 @@ def comparison_rows(data: BucketComparison) -> list[tuple[str, int | None, int |
     return rows
 
 
+# the machine's rows: their size says nothing of the model's, so they do not choose the table's unit
+MACHINE_ROWS = frozenset({"other", "free"})
+
+
+def table_unit(rows: list[tuple[str, int | None, int | None, int | None]]) -> Unit:
+    """The unit of a comparison table: the model's own rows (weights, KV, ...) choose it, so a tiny model's
+    figures carry three significant digits instead of reading 0.00 GiB."""
+    model_rows = [row for row in rows if row[0] not in MACHINE_ROWS]
+    return unit_for(v for _, measured, planned, _ in model_rows for v in (measured, planned))
+
+
+def table_cells(data: BucketComparison) -> tuple[Unit, tuple[tuple[str, int | None, str, str, str], ...]]:
+    """(unit, ((bucket key, difference in bytes, measured, planned, difference) as written, ...)); the
+    difference is written at the decimals of the figures it compares."""
+    rows = comparison_rows(data)
+    unit = table_unit(rows)
+    cells = []
+    for key, measured, planned, diff in rows:
+        decimals = 0
+        if diff is not None:
+            decimals = max(places(v / unit.bytes) for v in (measured, planned) if v is not None)
+        written = (figure(measured, unit), figure(planned, unit), signed_figure(diff, unit, decimals))
+        cells.append((key, diff, *written))
+    return unit, tuple(cells)
+
+
 def _signature(data: BucketComparison | None) -> tuple | None:
+    """What the widget draws, at the resolution it draws it: bars at a cell's, figures as written."""
     if data is None:
         return None
     planned = tuple((s.key, shown(s.bytes)) for s in data.planned) if data.planned else None
@@ -70,6 +101,7 @@ def _signature(data: BucketComparison | None) -> tuple | None:
         shown(data.capacity_bytes),
         tuple((s.key, shown(s.bytes)) for s in data.measured),
         planned,
+        table_cells(data),
     )
 
 
@@ -123,7 +155,7 @@ class BucketBars(Widget):
         scale = self.scale_bytes()
         head = Text()
         head.append(data.title, style="bold")
-        head.append(f"   scale {gib(scale)}", style="grey62")
+        head.append(f"   scale {size(scale)}", style="grey62")
         lines: list[RenderableType] = [head]
         measured_line = Text("measured  ", style="bold")
         measured_line.append_text(stacked_bar(data.measured, cells, scale))
@@ -131,9 +163,10 @@ class BucketBars(Widget):
         plan_line = Text("plan      ", style="bold")
         if data.planned:
             plan_line.append_text(stacked_bar(data.planned, cells, scale))
-        else:
+        else:  # one line, as the bar it stands for (the reason is also the row's whole plan label)
             plan_line.append("no plan: ", style="yellow")
             plan_line.append(data.plan_label)
+            plan_line.no_wrap, plan_line.overflow = True, "ellipsis"
         lines.append(plan_line)
         if data.planned:
             lines.append(Text(f"plan: {data.plan_label}", style="grey62", overflow="ellipsis", no_wrap=True))
@@ -146,16 +179,18 @@ class BucketBars(Widget):
 
     def _table(self, data: BucketComparison) -> Text:
         """Fixed-width columns as one Text (a Rich Table costs several times more to lay out each tick)."""
+        unit, cells = table_cells(data)
         table = Text(no_wrap=True, overflow="ellipsis")
-        table.append(f"{'bucket':<20}{'measured GiB':>13}{'plan GiB':>10}{'diff GiB':>10}", style="bold")
-        for key, measured, planned, diff in comparison_rows(data):
+        u = unit.name
+        table.append(f"{'bucket':<20}{'measured ' + u:>13}{'plan ' + u:>10}{'diff ' + u:>10}", style="bold")
+        for key, diff, measured, planned, difference in cells:
             table.append("\n")
             if key == "overhead":
                 table.append(f"{'  = overhead':<20}", style="italic")
             else:
                 table.append(BUCKET_FILL[key], style=BUCKET_STYLES[key])
                 table.append(f" {BUCKET_LABELS[key]:<19}")
-            table.append(f"{gib_num(measured, 2):>13}{gib_num(planned, 2):>10}")
+            table.append(f"{measured:>13}{planned:>10}")
             diff_style = "" if diff is None or abs(diff) < 2**28 else ("red" if diff > 0 else "cyan")
-            table.append(f"{signed_gib(diff, 2):>10}", style=diff_style)
+            table.append(f"{difference:>10}", style=diff_style)
         return table

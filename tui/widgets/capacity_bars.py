@@ -8,7 +8,7 @@ from textual.widget import Widget
 
 from tui.widgets.bucket_bars import stacked_bar
 from tui.widgets.data import BUCKET_FILL, BUCKET_LABELS, BUCKET_STYLES, PLANNED_KEYS, MachineBar, Segment
-from tui.widgets.fmt import gib
+from tui.widgets.fmt import size
 
 
 def legend() -> Text:
@@ -58,7 +58,7 @@ class CapacityBars(Widget):
 def _machine_lines(bar: MachineBar, width: int, rows: int = 1) -> list[Text]:
     head = Text()
     head.append(f"{bar.label}", style="bold")
-    head.append(f" ({gib(bar.capacity_bytes)})  ", style="grey62")
+    head.append(f" ({size(bar.capacity_bytes)})  ", style="grey62")
     if bar.error:
         head.append(bar.error, style="yellow")
         return [head, Text("")]
@@ -68,12 +68,12 @@ def _machine_lines(bar: MachineBar, width: int, rows: int = 1) -> list[Text]:
     else:
         head.append("does not fit ✗", style="bold red")
     head.append(f"  max users @ {bar.context:,} ctx: ", style="")
-    head.append(f"{bar.max_users}", style="bold")
-    head.append(f"   needs {gib(used)}", style="grey62")
+    head.append("—" if bar.max_users is None else f"{bar.max_users:,}", style="bold")
+    head.append(f"   needs {size(used)}", style="grey62")
     capacity = bar.capacity_bytes or 0
     over = used - capacity
     if over > 0:
-        head.append(f"  over by {gib(over)}", style="red")
+        head.append(f"  over by {size(over)}", style="red")
     cells = max(width - 2, 10)
     drawn = _clip_to_capacity(bar.segments, capacity)
     line = Text("▕", style="grey62")

@@ -10,11 +10,14 @@ from dataclasses import dataclass
 
 # Measured buckets, bottom to top of a device's memory, in the order they are drawn.
 # "tensors" are live tensors the agent was not told about (allocated − tracked weights − tracked KV).
+# "process" is a CPU-only program's RSS less its tracked weights and KV: the interpreter, libtorch and any
+# tensor not tracked, which no allocator counter tells apart off CUDA (a program on a GPU has no such row).
 MEASURED_KEYS: tuple[str, ...] = (
     "other",
     "weights",
     "kv",
     "tensors",
+    "process",
     "activations",
     "gap",
     "nonpytorch",
@@ -28,6 +31,7 @@ BUCKET_LABELS: dict[str, str] = {
     "weights": "weights",
     "kv": "KV cache",
     "tensors": "untracked tensors",
+    "process": "rest of process RSS",
     "activations": "activations",
     "gap": "alloc. cached gap",
     "nonpytorch": "non-PyTorch",
@@ -41,6 +45,7 @@ BUCKET_COLOURS: dict[str, str] = {
     "weights": "dodger_blue2",
     "kv": "green4",
     "tensors": "steel_blue",
+    "process": "light_slate_grey",
     "activations": "dark_orange3",
     "gap": "red3",
     "nonpytorch": "magenta3",
@@ -54,6 +59,7 @@ BUCKET_FILL: dict[str, str] = {
     "weights": "█",
     "kv": "▓",
     "tensors": "▚",
+    "process": "▙",
     "activations": "▞",
     "gap": "╳",
     "nonpytorch": "▤",

@@ -13,12 +13,13 @@ from textual.timer import Timer
 from textual_plotext import PlotextPlot
 
 from tui.widgets.data import ChartSeries
+from tui.widgets.fmt import unit_for
 
 GIB = 2**30
-# The y axis spans at least this much (GiB): plotext fits the axis to the data, so a flat headroom drifting by
-# 9 MB filled the whole height and read as a cliff. Headroom moves in GiB; the allocator in fractions of one.
-MIN_SPAN_HEADROOM_GIB = 1.0
-MIN_SPAN_ALLOCATOR_GIB = 0.5
+# The y axis spans at least this much: plotext fits the axis to the data, so a flat headroom drifting by 9 MB
+# filled the whole height and read as a cliff. Headroom moves in GiB; the allocator in fractions of one.
+MIN_SPAN_HEADROOM_BYTES = GIB
+MIN_SPAN_ALLOCATOR_BYTES = GIB // 2
 
 
 def y_limits(values: Sequence[float], min_span: float) -> tuple[float, float]:
@@ -114,27 +115,29 @@ class GapChart(PlotextPlot):
         self.draw_count += 1
         data = self._data
         if data is not None and not data.t and data.fallback_t:
-            # the reason is on the agents row already; a title wider than the plot is not drawn at all
-            plt.title(f"{data.fallback_label}, GiB, over time (s): no allocator counters to chart")
             t, (headroom,) = decimate(data.fallback_t, (data.fallback,), self._max_points(), min)
-            values = [v / GIB for v in headroom]
+            unit = unit_for(int(v) for v in headroom)
+            # the reason is on the agents row already; a title wider than the plot is not drawn at all
+            plt.title(f"{data.fallback_label}, {unit.name}, over time (s): no allocator counters to chart")
+            values = [v / unit.bytes for v in headroom]
             plt.plot(t, values, label="headroom", color="cyan", marker="braille")
-            plt.ylim(*y_limits(values, MIN_SPAN_HEADROOM_GIB))
+            plt.ylim(*y_limits(values, MIN_SPAN_HEADROOM_BYTES / unit.bytes))
             return
         if data is None or not data.t:
             plt.title(data.missing if data and data.missing else "allocator: no PyTorch agent attached yet")
             return
-        plt.title("PyTorch allocated / reserved / gap (GiB) over time (s)")
         t, (reserved, allocated, gap) = decimate(
             data.t, (data.reserved, data.allocated, data.gap), self._max_points()
         )
+        unit = unit_for(int(v) for v in reserved)  # the largest of the three
+        plt.title(f"PyTorch allocated / reserved / gap ({unit.name}) over time (s)")
         drawn: list[float] = []
         for values, label, color in ((reserved, "reserved", "blue"), (allocated, "allocated", "green"),
                                      (gap, "gap", "red")):
-            gib_values = [v / GIB for v in values]
-            drawn.extend(gib_values)
-            plt.plot(t, gib_values, label=label, color=color, marker="braille")
-        plt.ylim(*y_limits(drawn, MIN_SPAN_ALLOCATOR_GIB))
+            scaled = [v / unit.bytes for v in values]
+            drawn.extend(scaled)
+            plt.plot(t, scaled, label=label, color=color, marker="braille")
+        plt.ylim(*y_limits(drawn, MIN_SPAN_ALLOCATOR_BYTES / unit.bytes))
 
     def _max_points(self) -> int:
         # braille draws two points per column: more points than that only cost time, never show

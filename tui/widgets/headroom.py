@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.widget import Widget
 
 from tui.widgets.data import HeadroomData
-from tui.widgets.fmt import gib, shown
+from tui.widgets.fmt import shown, size
 
 
 def headroom_level(data: HeadroomData) -> str:
@@ -26,11 +26,12 @@ LEVEL_STYLES = {"ok": "green", "warning": "yellow", "critical": "bold red", "unk
 def _signature(data: HeadroomData | None) -> tuple | None:
     if data is None:
         return None
-    step = 50 * 2**20  # the gauge prints 0.1 GiB; its cells are coarser still
+    step = 50 * 2**20  # finer than a cell of the gauge; the figures decide as written
     return (
         headroom_level(data),
+        size(data.headroom_bytes),
+        size(data.total_bytes),
         shown(data.headroom_bytes, step),
-        shown(data.total_bytes, step),
         data.source,
         data.warn_bytes,
         data.critical_bytes,
@@ -72,14 +73,14 @@ class HeadroomGauge(Widget):
         if data.headroom_bytes is None:
             line.append(data.missing or "unknown", style="yellow")
             return line
-        line.append(gib(data.headroom_bytes), style=style)
+        line.append(size(data.headroom_bytes), style=style)
         if data.total_bytes:
-            line.append(f" of {gib(data.total_bytes)}")
+            line.append(f" of {size(data.total_bytes)}")
         line.append(f"  ({data.source})", style="grey62")
         if level != "ok":
             line.append(f"  {level.upper()}", style=style)
         width = max(self.size.width - 2, 10)
-        thresholds = f"  warn < {gib(data.warn_bytes)}, critical < {gib(data.critical_bytes)}"
+        thresholds = f"  warn < {size(data.warn_bytes)}, critical < {size(data.critical_bytes)}"
         if line.cell_len + len(thresholds) <= width:  # one line always: thresholds only where they fit
             line.append(thresholds, style="grey50")
         bar = Text("\n")

@@ -10,7 +10,8 @@ from rich.text import Text
 from textual.widget import Widget
 
 from tui.widgets.data import ProcessRow
-from tui.widgets.process_table import COLUMNS, row_cells, row_style, sort_rows
+from tui.widgets.fmt import GIB_UNIT
+from tui.widgets.process_table import columns, row_cells, row_style, sort_rows, table_unit
 
 
 class ProcessSummary(Widget):
@@ -24,6 +25,7 @@ class ProcessSummary(Widget):
         self._rows: list[ProcessRow] = []
         self._all: tuple[ProcessRow, ...] = ()
         self._shown: tuple[tuple[str, ...], ...] | None = None
+        self.unit = GIB_UNIT
         self.redraw_count = 0
 
     @property
@@ -43,11 +45,12 @@ class ProcessSummary(Widget):
         self._all = rows
         # kernel threads hold no resident memory of their own: not "memory users"
         top = sort_rows(tuple(r for r in rows if r.rss > 0), "rss")[: self.max_rows]
-        cells = tuple(row_cells(r) for r in top)
-        if cells == self._shown:
+        unit = table_unit(top)
+        cells = tuple(row_cells(r, unit) for r in top)
+        if cells == self._shown and unit == self.unit:
             return False
         same_height = self._shown is not None and len(cells) == len(self._shown)
-        self._rows, self._shown = top, cells
+        self._rows, self._shown, self.unit = top, cells, unit
         self.redraw_count += 1
         self.refresh(layout=not same_height)
         return True
@@ -63,7 +66,7 @@ class ProcessSummary(Widget):
             fixed -= abs(WIDTHS[0]) + 1
         name_width = max(8, min(40, self.size.width - fixed))
         text = Text(no_wrap=True, overflow="ellipsis")
-        text.append(_line(COLUMNS, name_width, with_user), style="bold")
+        text.append(_line(columns(self.unit), name_width, with_user), style="bold")
         for row, cells in zip(self._rows, self._shown, strict=True):
             text.append("\n")
             text.append(_line(cells, name_width, with_user), style=row_style(row))

@@ -6,10 +6,19 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from tui.widgets.data import ProcessRow
-from tui.widgets.fmt import gib_num, shown, signed_gib
+from tui.widgets.fmt import GIB_UNIT, Unit, figure, places, shown, signed_figure, unit_for
 
 SORT_KEYS: tuple[str, ...] = ("rss", "gpu", "growth", "pid", "name")
-COLUMNS: tuple[str, ...] = ("pid", "command", "user", "RSS GiB", "GPU GiB", "Δ30s GiB", "")
+
+
+def columns(unit: Unit) -> tuple[str, ...]:
+    """The headers, naming the unit the table's figures are in."""
+    return ("pid", "command", "user", f"RSS {unit.name}", f"GPU {unit.name}", f"Δ30s {unit.name}", "")
+
+
+def table_unit(rows) -> Unit:
+    """The unit of a process table: the one its largest resident or GPU figure reads at least 1 in."""
+    return unit_for(v for r in rows for v in (r.rss, r.gpu_bytes))
 
 
 def sort_rows(rows: tuple[ProcessRow, ...], key: str) -> list[ProcessRow]:
@@ -43,13 +52,12 @@ def filter_rows(rows: list[ProcessRow], text: str) -> list[ProcessRow]:
 
 
 class ProcessTable(DataTable):
-    """Rebuilds its rows only when what it would display changes (figures are rounded to 0.01 GiB)."""
+    """Rebuilds its rows only when what it would display changes (the figures as written, in the unit of the
+    rows shown: fmt.unit_for)."""
 
     DEFAULT_CSS = """
     ProcessTable { height: auto; max-height: 100%; }
     """
-
-    COLUMNS = COLUMNS
 
     def __init__(self, *, max_rows: int | None = None, sort_key: str = "rss", **kwargs) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
@@ -60,11 +68,12 @@ class ProcessTable(DataTable):
         self._shown: tuple[tuple[str, ...], ...] | None = None
         self._shown_pids: tuple[int, ...] = ()
         self._column_keys: list = []
+        self.unit = GIB_UNIT
         self.rebuild_count = 0  # full rebuilds (rows added, removed or reordered)
         self.cell_updates = 0  # single cells rewritten in place
 
     def on_mount(self) -> None:
-        self._column_keys = self.add_columns(*self.COLUMNS)
+        self._column_keys = self.add_columns(*columns(self.unit))
         self._render_rows()
 
     def update_rows(self, rows: tuple[ProcessRow, ...]) -> bool:
@@ -88,7 +97,13 @@ class ProcessTable(DataTable):
         if not self.is_mounted:
             return False
         rows = self.visible_rows()
-        cells = tuple(row_cells(r) for r in rows)
+        unit = table_unit(rows)
+        if unit != self.unit:  # the headers name the unit: new columns, every row rebuilt
+            self.unit = unit
+            self.clear(columns=True)
+            self._column_keys = self.add_columns(*columns(unit))
+            self._shown = None
+        cells = tuple(row_cells(r, unit) for r in rows)
         if cells == self._shown:
             return False
         pids = tuple(r.pid for r in rows)
@@ -120,16 +135,20 @@ def row_style(row: ProcessRow) -> str:
     return "bold red" if row.fast_growing else ("bold yellow" if row.is_new else "")
 
 
-def row_cells(row: ProcessRow) -> tuple[str, ...]:
+def row_cells(row: ProcessRow, unit: Unit = GIB_UNIT) -> tuple[str, ...]:
     flag = "FAST" if row.fast_growing else ("NEW" if row.is_new else "")
-    # no growth figure: a new process, or the window has not filled since memsight started
-    growth = ("new" if row.is_new else "…") if row.growth_bytes is None else signed_gib(row.growth_bytes, 2)
+    # no growth figure: a new process (its flag says so), or the window has not filled since memsight started
+    growth = ("—" if row.is_new else "…") if row.growth_bytes is None else _growth(row.growth_bytes, unit)
     return (
         str(row.pid),
         ("● " if row.own else "") + (row.command or row.name)[:40],
         row.user[:12],
-        gib_num(row.rss, 2),
-        gib_num(row.gpu_bytes, 2),
+        figure(row.rss, unit),
+        figure(row.gpu_bytes, unit),
         growth,
         flag,
     )
+
+
+def _growth(n: int, unit: Unit) -> str:
+    return signed_figure(n, unit, places(n / unit.bytes))

@@ -57,8 +57,12 @@ class RooflinePlot(PlotextPlot):
         x_max = fig.second_roof[0][-1] if fig.second_roof is not None else fig.roof_x[-1]
         x_ticks = [x for x in X_TICKS if fig.roof_x[0] <= x <= x_max]
         plt.xticks([math.log10(x) for x in x_ticks], [f"{x:g}" for x in x_ticks])
-        y_ticks = [y for y in Y_TICKS if min(ys) / 2 <= y <= max(ys) * 2]
+        low, high = min(ys) / 2, max(ys) * 2
+        y_ticks = [y for y in Y_TICKS if low <= y <= high]
         plt.yticks([math.log10(y) for y in y_ticks], [f"{y:,.0f}" for y in y_ticks])
+        # the axis spans every tick it is given: a tick below the data's range was drawn on the x labels' row
+        # ("10" before "0.125" read "10.125")
+        plt.ylim(math.log10(low), math.log10(high))
         plt.plot(_log(fig.roof_x), _log(fig.roof_y), label="roof", color="blue", marker="braille")
         if fig.second_roof is not None:
             x, y = fig.second_roof
