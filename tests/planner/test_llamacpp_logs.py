@@ -1,9 +1,10 @@
 """`memsight explain` on published llama.cpp logs (tests/data/llamacpp_logs, sources and the inclusion rule in
 its SOURCES.md): each logged figure against the prediction from what the log says of the GGUF and the
 arguments. CASES records each log's relative error per term (asserted to +-0.5 percentage points, so a change
-in the model shows up); the KV cache must be within 1% on every log (each states the architecture) and the
-model buffers within 1% wherever the log prints the GGUF's size and type, except where a case names the cause
-of a miss. test_readme_llamacpp_table checks the README's table against these errors.
+in the model shows up); the KV cache must be within 1% on every log (each states the architecture), and the
+model and compute buffers within 1% except where a case names the cause of a miss. Nothing in the prediction
+was fitted to a log: every log is held out. test_readme_llamacpp_table checks the README's table against these
+errors.
 """
 
 from __future__ import annotations
@@ -18,25 +19,42 @@ from planner.engines import recognize
 from tests.conftest import REPO_ROOT
 
 LOGS = REPO_ROOT / "tests" / "data" / "llamacpp_logs"
+
+
 TERMS = {
-    "model_gpu": "model buffer, GPU",
+    "model_gpu": "model buffer, GPU (all GPUs)",
     "model_host": "model buffer, host",
+    "model_dev": "model buffer, each device (several devices)",
     "kv_total": "KV cache",
-    "kv_gpu": "KV buffer, GPU",
+    "kv_gpu": "KV buffer, GPU (all GPUs)",
+    "kv_dev": "KV buffer, each device (several devices)",
     "compute_gpu": "compute buffer, GPU (derived from the graph)",
+    "compute_dev": "compute buffer, each device (several devices)",
     "compute_host": "compute buffer, host (derived from the graph)",
+    "compute_approx": "compute buffers, GPU and host (APPROXIMATE: no graph for the architecture)",
 }
-METAL_MAPPED = "Metal's mapped buffer spans the model file from its first GPU tensor to its last, token_embd included"
+DEVICE_ROWS = re.compile(r"^(model|kv|compute)_(?!gpu$|host$|total$|cells$|k$|v$)")
+METAL_MAPPED = (
+    "Metal's mapped buffer spans the model file from its first GPU tensor to its last, token_embd included"
+)
+HOST_TENSORS = "--n-cpu-moe / --override-tensor keeps the experts in host memory; the log does not say which"
+LAYER_MIX = "repeating layers taken as equal in size; the Q4_K_M mix gives some layers q6_K (use_more_bits)"
+PIPELINE_EMBD = (
+    "0c1e570 copies the unused embeddings input 4 times with pipeline parallelism; build 10644 once"
+)
+NO_GRAPH = "no graph of the MoE/MLA architecture (gpt-oss, deepseek2), whose experts are in host memory too"
 
 
 @dataclass(frozen=True)
 class Case:
     log: str
-    errors: dict[str, float]  # row -> relative error reached (fraction); rows the log does not show are absent
+    errors: dict[
+        str, float
+    ]  # row -> relative error reached (fraction); rows the log does not show are absent
     misses: dict[str, str] = field(default_factory=dict)  # row -> why it is outside 1%
 
 
-# compute_host is -0.05% wherever the log prints 9.01 or 8.01 MiB for a derived 9.006 / 8.006: the log's rounding
+# compute_host is -0.05% where the log prints 9.01 or 8.01 MiB for a derived 9.006 / 8.006: the log's rounding
 CASES = (
     Case("ci_b3448_v100_pythia28b_q4_0.log",
          {"model_gpu": 0.0013, "model_host": 0.0, "kv_total": 0.0, "kv_gpu": 0.0, "compute_gpu": 0.0,
@@ -66,6 +84,35 @@ CASES = (
           "compute_host": -0.0005},
          {"model_gpu": METAL_MAPPED}),
     Case("ci_b907_x86cpu_openllama3b_q4_0_ggjt.log", {"kv_total": 0.0}),
+    Case("people_b5489_orin_qwen3_0.6b_q4_k_m_ngl0.log",
+         {"model_host": 0.0, "kv_total": 0.0, "compute_gpu": 0.0174, "compute_host": -0.0003},
+         {"compute_gpu": "weights copied to the GPU (-ngl 0, op_offload) sized by an even share of each "
+                         "layer's bytes; the Q4_K_M mix is not even"}),
+    Case("people_b10644_rpc_1660s_2x3060_qwen25coder32b_q4_k_m_f16kv.log",
+         {"model_gpu": -0.0001, "model_host": 0.0, "kv_total": 0.0, "kv_gpu": 0.0, "compute_gpu": 0.0,
+          "compute_host": 0.8321, "model_RPC0": -0.0244, "model_CUDA0": 0.0201, "model_CUDA1": -0.0072,
+          "kv_RPC0": 0.0, "kv_CUDA0": 0.0, "kv_CUDA1": 0.0, "compute_RPC0": 0.0, "compute_CUDA0": 0.0,
+          "compute_CUDA1": 0.0},
+         {"compute_host": PIPELINE_EMBD, "model_RPC0": LAYER_MIX, "model_CUDA0": LAYER_MIX}),
+    Case("people_b10644_rpc_1660s_2x3060_qwen25coder32b_q4_k_m_q8kv.log",
+         {"model_gpu": -0.0001, "model_host": 0.0, "kv_total": 0.0, "kv_gpu": 0.0, "compute_gpu": -0.0013,
+          "compute_host": 0.8165, "model_RPC0": -0.0244, "model_CUDA0": 0.0201, "model_CUDA1": -0.0072,
+          "kv_RPC0": 0.0, "kv_CUDA0": 0.0, "kv_CUDA1": 0.0, "compute_RPC0": -0.0013,
+          "compute_CUDA0": -0.0013, "compute_CUDA1": -0.0013},
+         {"compute_host": PIPELINE_EMBD, "model_RPC0": LAYER_MIX, "model_CUDA0": LAYER_MIX}),
+    Case("people_b10644_1660s_gptoss20b_mxfp4_swa_np8_cpumoe.log",
+         {"model_gpu": 2.8301, "model_host": -0.9364, "kv_total": 0.0, "kv_gpu": 0.0, "compute_gpu": -0.7399,
+          "compute_host": 0.0008},
+         {"model_gpu": HOST_TENSORS, "model_host": HOST_TENSORS, "compute_gpu": NO_GRAPH}),
+    Case("people_b10644_3060_gptoss20b_mxfp4_swa_np8_cpumoe.log",
+         {"model_gpu": 2.8301, "model_host": -0.9364, "kv_total": 0.0, "kv_gpu": 0.0, "compute_gpu": -0.7369,
+          "compute_host": 0.0007},
+         {"model_gpu": HOST_TENSORS, "model_host": HOST_TENSORS, "compute_gpu": NO_GRAPH}),
+    Case("people_b10644_3060_deepseekcoderv2lite16b_q4_0_mla_np8_cpumoe.log",
+         {"model_gpu": 4.4207, "model_host": -0.9847, "kv_total": 0.0, "kv_gpu": 0.0, "compute_gpu": -0.6172,
+          "compute_host": 0.6645},
+         {"model_gpu": HOST_TENSORS, "model_host": HOST_TENSORS, "compute_gpu": NO_GRAPH,
+          "compute_host": NO_GRAPH}),
 )  # fmt: skip
 
 
@@ -76,8 +123,17 @@ def sheet(case: Case):
 
 
 def errors_of(case: Case) -> dict[str, float]:
-    rows = {r.key: r for r in sheet(case).rows}
-    return {key: rows[key].relative for key in TERMS if rows[key].relative is not None}
+    return {r.key: r.relative for r in sheet(case).rows
+            if r.relative is not None and (r.key in TERMS or DEVICE_ROWS.match(r.key))}  # fmt: skip
+
+
+def table_key(key: str, how: str) -> str:
+    """The README table's row of a worksheet row."""
+    if key.startswith("compute") and how != "DERIVED":
+        return "compute_approx"
+    if DEVICE_ROWS.match(key):
+        return key.split("_")[0] + "_dev"
+    return key
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.log for c in CASES])
@@ -87,17 +143,19 @@ def test_prediction_against_the_logged_figures(case):
     for key, error in errors.items():
         assert abs(error - case.errors[key]) <= 0.005, (case.log, key, error)
     assert abs(errors["kv_total"]) <= 0.01  # every log here states the architecture
-    for key in ("model_gpu", "model_host", "compute_gpu", "compute_host"):
-        if key in errors and key not in case.misses:
-            assert abs(errors[key]) <= 0.01, (case.log, key, errors[key])
+    for key, error in errors.items():
+        if key not in case.misses and not key.startswith("kv"):
+            assert abs(error) <= 0.01, (case.log, key, error)
+        if key.startswith("kv"):
+            assert abs(error) <= 0.01, (case.log, key, error)
 
 
 def test_the_set_spans_builds_devices_and_quant_types():
     builds = {c.log.split("_")[1] for c in CASES}
     devices = {c.log.split("_")[2] for c in CASES}
-    quants = {c.log.rsplit("_", 2)[-2] + "_" + c.log.rsplit("_", 1)[-1].split(".")[0] for c in CASES}
+    people = [c for c in CASES if c.log.startswith("people_")]
     assert len(CASES) == len(list(LOGS.glob("*.log")))
-    assert len(builds) >= 4 and len(devices) >= 4 and len(quants) >= 5, (builds, devices, quants)
+    assert len(builds) >= 6 and len(devices) >= 8 and len(people) >= 6, (builds, devices)
 
 
 def table() -> str:
@@ -105,8 +163,13 @@ def table() -> str:
         "| term | logs | median abs. error | worst abs. error | within 1% | within 3% |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
+    found: dict[str, list[float]] = {key: [] for key in TERMS}
+    for case in CASES:
+        for row in sheet(case).rows:
+            if row.relative is not None and (row.key in TERMS or DEVICE_ROWS.match(row.key)):
+                found[table_key(row.key, row.how)].append(abs(row.relative))
     for key, label in TERMS.items():
-        errs = [abs(e) for c in CASES for k, e in errors_of(c).items() if k == key]
+        errs = found[key]
         lines.append(
             f"| {label} | {len(errs)} | {statistics.median(errs):.1%} | {max(errs):.1%} | "
             f"{sum(e <= 0.01 for e in errs)} of {len(errs)} | {sum(e <= 0.03 for e in errs)} of {len(errs)} |"

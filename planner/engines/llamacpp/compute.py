@@ -36,7 +36,8 @@ MiB = 2**20
 CPU_ALIGNMENT = 32  # ggml-backend.cpp TENSOR_ALIGNMENT (the CPU and CUDA_Host buffer types)
 # each GPU backend's buffer alignment: ggml-cuda.cu:897 (also ROCm, MUSA: the CUDA code), ggml-metal.cpp:269;
 # Vulkan's is the device's minStorageBufferOffsetAlignment, not known from the log (32 assumed)
-ALIGNMENTS = {"CUDA": 128, "ROCm": 128, "MUSA": 128, "Metal": 32, "Vulkan": 32, "SYCL": 128}
+# an RPC device's is its server's (128 assumed: a CUDA server)
+ALIGNMENTS = {"CUDA": 128, "ROCm": 128, "MUSA": 128, "Metal": 32, "Vulkan": 32, "SYCL": 128, "RPC": 128}
 # build numbers of the graph changes, approximate (see the module's docstring)
 SET_ROWS_BUILD = 6100  # K/V stored with set_rows by default (LLAMA_SET_ROWS, August 2025)
 NO_MASK_PAD_BUILD = (

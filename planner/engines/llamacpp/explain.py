@@ -9,6 +9,7 @@ weights come from the GGUF's own tensor table instead of its printed size.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -179,9 +180,14 @@ def _file_bytes(log: LlamaCppLog) -> tuple[int, str] | None:
 def model_from_log(
     log: LlamaCppLog, n_gpu_layers: int, inputs: list[tuple[str, str, str]], split: GpuSplit | None = None
 ) -> ModelBuffers:
+    """The model buffers of the GGUF the log describes (log_tensors) split by -ngl and the devices."""
+    return split_tensors(log_tensors(log, inputs), _need(log, "n_layer"), n_gpu_layers, split or GpuSplit())
+
+
+def log_tensors(log: LlamaCppLog, inputs: list[tuple[str, str, str]]) -> list[tuple[str, int]]:
     """The GGUF's tensors as the log describes them: its printed tensor bytes less the input embedding
     llama.cpp keeps in host memory (n_vocab x n_embd in the file type's token_embd type) and the output layer,
-    the rest spread evenly over the repeating layers (only -ngl below n_layer + 1 depends on that)."""
+    the rest spread evenly over the repeating layers ("blk.N.all")."""
     size = _file_bytes(log)
     if size is None:
         raise PlannerError(
@@ -218,7 +224,29 @@ def model_from_log(
             "llama-quant.cpp's rule for the file type",
         ),
     )
-    return split_tensors(tensors, n_layer, n_gpu_layers, split or GpuSplit())
+    return tensors
+
+
+def weight_sizes(tensors: list[tuple[str, int]], g: GraphShape) -> Any:
+    """A weight's bytes for the graph (the copies a GPU makes of host weights): the token embedding and the
+    output as printed; within a repeating layer its layer's bytes shared by value count (a k-quant mix gives
+    some matrices more bits: an approximation)."""
+    known = dict(tensors)
+    per_layer = next((b for n, b in tensors if n.endswith(".all")), 0)
+    values = (g.n_embd * g.n_head * g.head_k + g.n_embd * g.n_head_kv * (g.head_k + g.head_v)
+              + g.n_head * g.head_v * g.n_embd + 3 * g.n_embd * g.n_ff + 2 * g.n_embd)  # fmt: skip
+    tied = known.get("token_embd.weight", 0)
+
+    def size(name: str, layer: int, n: int) -> int:
+        if name in known:
+            return known[name]
+        if name == "output.weight":
+            return tied
+        if 0 <= layer < g.n_layer and values:
+            return round(n * per_layer / values)
+        return n * 4
+
+    return size
 
 
 def _whole(text: str | None, what: str, default: int | None = None, minimum: int = 1) -> int:
@@ -251,7 +279,7 @@ def args_from_log(log: LlamaCppLog, inputs: list[tuple[str, str, str]]) -> Llama
     v_type = (first.v_type if first else None) or log.context.get("type_v") or "f16"
     offloaded = log.first("offloaded")
     ngl = int(offloaded.value) if offloaded is not None else 0
-    flash = _flag(log.context.get("flash_attn"), default=False)
+    flash = _flag(log.context.get("flash_attn_resolved", log.context.get("flash_attn")), default=False)
     ubatch = _whole(log.context.get("n_ubatch"), "n_ubatch", 512)
     typed = first is not None and first.k_type is not None or "type_k" in log.context
     inputs.append(("context (n_ctx, -np, -ub)", f"{n_ctx}, {seqs}, {ubatch}", "log"))
@@ -279,28 +307,23 @@ def args_from_log(log: LlamaCppLog, inputs: list[tuple[str, str, str]]) -> Llama
     )
     gpus = gpu_devices(log)
     backend = re.sub(r"\d+$", "", gpus[0]) if gpus else "CUDA"
-    inputs.append(("devices", ", ".join(gpus) or "CPU only", "log (the buffers' devices)"))
+    free = dict(log.model_devices)
+    shares = tuple(float(free[g]) for g in gpus) if len(gpus) > 1 and all(g in free for g in gpus) else ()
+    split = GpuSplit(max(len(gpus), 1), shares)
+    where = "log (using device ... MiB free: the default split)" if shares else "log (the buffers)"
+    inputs.append(("devices", ", ".join(gpus) or "CPU only", where))
     return LlamaCppArgs(
-        n_ctx=n_ctx,
-        n_gpu_layers=ngl,
-        n_seq_max=seqs,
-        kv_unified=unified,
-        type_k=k_type,
-        type_v=v_type,
-        n_ubatch=ubatch,
-        flash_attn=flash,
-        kv_offload=kv_offload,
-        n_batch=n_batch,
-        n_outputs=n_outputs,
-        build=log.build,
-        gpus=GpuSplit(max(len(gpus), 1)),
-        gpu_backend=backend,
-        cpu_only=not gpus,
-    )
+        n_ctx=n_ctx, n_gpu_layers=ngl, n_seq_max=seqs, kv_unified=unified, type_k=k_type, type_v=v_type,
+        n_ubatch=ubatch, flash_attn=flash, kv_offload=kv_offload, n_batch=n_batch, n_outputs=n_outputs,
+        build=log.build, gpus=split, gpu_backend=backend, cpu_only=not gpus, devices=tuple(gpus),
+    )  # fmt: skip
 
 
 def gpu_devices(log: LlamaCppLog) -> list[str]:
-    """The GPU backends the log's buffers name, in order ("CUDA0", "CUDA1"; "Metal" for Metal_Mapped)."""
+    """The devices llama.cpp spread the model over: in its order where the log prints "using device" lines,
+    else the GPU backends its buffers name ("CUDA0", "CUDA1"; "Metal" for Metal_Mapped)."""
+    if log.model_devices:
+        return [d for d, _ in log.model_devices]
     seen: list[str] = []
     for name in ("model_buffer", "kv_buffer", "compute_buffer"):
         for fig in log.figures.get(name, ()):
@@ -375,6 +398,18 @@ def _cause(key: str, rel: float | None, p: LlamaCppPlan, from_gguf: bool, log: L
             "(llama-model-loader.cpp:1449-1464 get_mapping_range), so host tensors stored between them "
             "(token_embd here) are counted too; the log does not print the file's tensor order"
         )
+    host = log.context.get("host_tensors")
+    if key.startswith("model") and host and int(host) > 1:
+        return (
+            f"{host} tensors stay in host memory (the log: '... (and {int(host) - 1} others) cannot be used "
+            "with preferred buffer type'), not only token_embd: --n-cpu-moe or --override-tensor keeps them "
+            "there, which the log does not print; the prediction places every tensor by -ngl alone"
+        )
+    if key.startswith("model_") and key not in ("model_gpu", "model_host"):
+        return (
+            "the layers on this device are the right ones (see its KV row), but the repeating layers are "
+            "taken as equal in size: a k-quant mix gives some layers more bits (llama-quant use_more_bits)"
+        )
     if key.startswith("model"):
         if from_gguf:
             return (
@@ -389,11 +424,21 @@ def _cause(key: str, rel: float | None, p: LlamaCppPlan, from_gguf: bool, log: L
     if key.startswith("compute"):
         if p.compute.how != "DERIVED":
             return p.compute.terms[0]
+        if key == "compute_host" and any(t.startswith("CPU#inp_embd#") for t in _peak_names(p)):
+            return (
+                "with pipeline parallelism 0c1e570 keeps 4 copies of every graph input, the unused "
+                "embeddings input too (ggml-backend.cpp pass 6); a build that copies only the inputs the "
+                "graph reads keeps one of it"
+            )
         return (
             "DERIVED from llama.cpp's graph: a build whose graph differs from the one replayed "
             f"({p.compute.terms[0].split(':')[0]}), or a backend's own additions (see the compute term)"
         )
     return ""
+
+
+def _peak_names(p: LlamaCppPlan) -> list[str]:
+    return [name for term in p.compute.terms for name in re.findall(r"(\S+#\S+#\d)", term)]
 
 
 def _predict(
@@ -402,24 +447,33 @@ def _predict(
     shape = kv_shape(log, inputs)
     args = args_from_log(log, inputs)
     buffers: ModelBuffers | None
+    graph = graph_shape(log, shape)
     if model is not None:
-        from planner.engines.llamacpp.plan import gguf_tensors  # noqa: PLC0415
+        from planner.engines.llamacpp.plan import gguf_tensors, weight_table  # noqa: PLC0415
 
         buffers = split_tensors(gguf_tensors(model), shape.n_layer, args.n_gpu_layers, args.gpus)
+        graph = dataclasses.replace(graph, weight_bytes=weight_table(model))
         inputs.append(("GGUF", model, "--model (its tensor table)"))
     else:
         try:
-            buffers = model_from_log(log, args.n_gpu_layers, inputs, args.gpus)
+            tensors = log_tensors(log, inputs)
+            buffers = split_tensors(tensors, shape.n_layer, args.n_gpu_layers, args.gpus)
+            graph = dataclasses.replace(graph, weight_bytes=weight_sizes(tensors, graph))
         except PlannerError as exc:  # the KV can still be explained; the model rows say why not
             notes.append(f"model buffers not predicted: {exc}")
             buffers = None
     weights = buffers or split_tensors([], shape.n_layer, args.n_gpu_layers, args.gpus)
     if args.gpus.n_gpus > 1:
-        notes.append(
-            f"{args.gpus.n_gpus} GPUs: the layers split as llama.cpp does without -ts (equal free memory "
-            "assumed; the log does not print -ts)"
+        how = (
+            "by the free memory the log prints"
+            if args.gpus.tensor_split
+            else "equally (no free memory logged)"
         )
-    return shape, buffers, plan(shape, graph_shape(log, shape), weights, args)
+        notes.append(
+            f"{args.gpus.n_gpus} devices: the layers split as llama.cpp does without -ts, {how}; a -ts the "
+            "log does not print would change it"
+        )
+    return shape, buffers, plan(shape, graph, weights, args)
 
 
 def explain(log: LlamaCppLog, *, model: str | None = None) -> Explanation:

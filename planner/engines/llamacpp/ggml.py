@@ -11,6 +11,7 @@ post-order; a tensor with op NONE is a leaf, every other one a node).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from planner.formats import GGML_BY_NAME
@@ -41,10 +42,13 @@ class Tensor:
     external: bool = False  # in a buffer of its own (a weight, the KV cache): ggml-alloc does not place it
     flags: set[str] = field(default_factory=set)
     layer: int = -1  # the model layer whose graph made it (-1: input or output part), for device placement
+    size: int | None = None  # a weight's bytes in its quantized type (its shape here is the f32 one)
 
     @property
     def nbytes(self) -> int:
         """ggml_nbytes."""
+        if self.size is not None:
+            return self.size
         if any(n <= 0 for n in self.ne):
             return 0
         block, size = type_size(self.type)
@@ -88,11 +92,12 @@ def _ne(*dims: int) -> tuple[int, int, int, int]:
 class Context:
     """A ggml context: makes tensors, and the graph ggml_build_forward_expand makes of them."""
 
-    def __init__(self) -> None:
+    def __init__(self, weight_bytes: Callable[[str, int, int], int] | None = None) -> None:
         self.nodes: list[Tensor] = []
         self.leafs: list[Tensor] = []
         self._visited: set[int] = set()
         self.layer = -1  # the layer the next tensors belong to (llama.cpp's il)
+        self.weight_bytes = weight_bytes  # (name, layer, values) -> bytes of a weight in its file type
 
     # tensors --------------------------------------------------------------------------------------------
     def new(self, name: str, ggml_type: str, *dims: int, op: str = "NONE", src: tuple = ()) -> Tensor:
@@ -103,6 +108,17 @@ class Context:
         """A tensor with its own buffer (a weight, a KV cache layer)."""
         t = self.new(name, ggml_type, *dims)
         t.external = True
+        return t
+
+    def weight(self, name: str, *dims: int) -> Tensor:
+        """A weight: its own buffer, its bytes those of its type in the file (f32 where not known); whatever
+        its type, the results of the ops on it are f32."""
+        t = self.external(name, "f32", *dims)
+        if self.weight_bytes is not None:
+            values = 1
+            for d in dims:
+                values *= d
+            t.size = self.weight_bytes(name, self.layer, values)
         return t
 
     def input(self, name: str, ggml_type: str, *dims: int) -> Tensor:

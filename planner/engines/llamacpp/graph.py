@@ -30,6 +30,7 @@ residual) is that of src/llama.cpp build_gptneox in those builds; it reproduces 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from planner.engines.llamacpp.ggml import OUTPUT, Context, Tensor
@@ -71,6 +72,8 @@ class GraphShape:
     swa_layers: frozenset[int] = frozenset()  # layers reading the sliding-window cache
     qkv_bias: bool = False  # qwen2
     qk_norm: bool = False  # qwen3
+    # (name, layer, values) -> a weight's bytes: only the weights a GPU copies in (partial offload) need them
+    weight_bytes: Callable[[str, int, int], int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,8 +122,7 @@ class _Inputs:
 
 
 def _weight(ctx: Context, name: str, *dims: int) -> Tensor:
-    """A weight: in its own buffer; the graph's results are f32 whatever its type."""
-    return ctx.external(name, "f32", *dims)
+    return ctx.weight(name, *dims)
 
 
 def _norm(ctx: Context, x: Tensor, weight: str, name: str, layer_norm: bool = False) -> Tensor:
@@ -264,7 +266,7 @@ def _qkv_separate(
 
 class _Builder:
     def __init__(self, shape: GraphShape, batch: ReserveBatch, rules: GraphRules) -> None:
-        self.ctx = Context()
+        self.ctx = Context(shape.weight_bytes)
         self.shape, self.batch, self.rules = shape, batch, rules
         self.inputs = _Inputs(self.ctx, shape, batch, rules)
         self.attention = _Attention(self.ctx, shape, batch, rules, self.inputs)

@@ -59,6 +59,20 @@ _BUILD = re.compile(
     r"(?:^|\s)(?:build|version)(?:_info)?(?:\s*[:=])?\s+(?:b?(?P<n>\d+)[ -]\(?(?P<commit>[0-9a-f]{7,})?\)?)"
 )
 _DEVICE = re.compile(r"Device (?P<i>\d+): (?P<name>[^,]+), compute capability (?P<cc>[\d.]+)")
+# the devices the model is spread over, in llama.cpp's order, with the free memory the default split uses
+# ("llama_model_load_from_file_impl: using device CUDA0 (NVIDIA ...) - 22926 MiB free"; 2026 builds:
+# "llama_prepare_model_devices: using device RPC0 (192.168.1.167:50052) (unknown id) - 5657 MiB free")
+_USING_DEVICE = re.compile(r"using device (?P<dev>[A-Za-z]+\d*) \(.*\) - (?P<free>\d+) MiB free")
+# flash attention "auto" resolved (2025-2026 builds: resolve_fused_ops / llama_context)
+_FA_RESOLVED = re.compile(
+    r"Flash Attention (?P<how>enabled|not supported, set to disabled|was auto, set to (?:enabled|disabled))"
+)
+# host tensors beyond the input layer: --n-cpu-moe / --override-tensor (a debug line)
+_HOST_TENSORS = re.compile(
+    r"tensor '[^']+' \(\w+\) \(and (?P<n>\d+) others\) cannot be used with preferred buffer type"
+)
+# a device buffer's name without an RPC server's address: "RPC0[192.168.1.167:50052]" -> "RPC0"
+_RANK_ADDRESS = re.compile(r"\[[^\]]*\]$")
 _OFFLOADED = re.compile(r"offloaded (?P<n>\d+)/(?P<m>\d+) layers to GPU")
 _MODEL_BUF = re.compile(
     rf"(?:load_tensors|llm_load_tensors):\s+(?P<dev>[\w\[\]:./-]+) (?:model )?buffer size =\s*{_NUM} MiB"
@@ -86,7 +100,8 @@ _COMPUTE = re.compile(rf"{_FUNC}(?P<dev>[\w\[\]:./-]+) compute buffer size =\s*{
 _OUTPUT = re.compile(rf"{_FUNC}(?P<dev>[\w\[\]:./-]+)\s+output buffer size =\s*{_NUM} MiB")
 _CTX_PARAM = re.compile(
     r"(?:llama_context|llama_new_context_with_model|llama_init_from_model):\s+(?P<key>n_ctx|n_ctx_seq|"
-    r"n_ctx_per_seq|n_seq_max|n_batch|n_ubatch|flash_attn|kv_unified|causal_attn)\s+=\s+(?P<v>\S+)"
+    r"n_ctx_per_seq|n_seq_max|n_batch|n_ubatch|flash_attn|kv_unified|causal_attn|n_outputs_max)\s+=\s+"
+    r"(?P<v>\S+)"
 )
 _BREAKDOWN = re.compile(
     r"\|\s+-\s+(?P<dev>[^|(]+?)(?:\s+\([^)]*\))?\s+\|\s+(?:(?P<total>\d+)\s+=\s+(?P<free>\d+)\s+\+\s+)?"
@@ -146,6 +161,7 @@ class LlamaCppLog:
     breakdown: tuple[Mapping[str, int | str], ...]  # the memory breakdown rows (MiB), last table only
     fit: tuple[str, ...]  # the --fit lines, as printed
     devices: tuple[str, ...]  # "NVIDIA GeForce RTX 4090 (cc 8.9)"
+    model_devices: tuple[tuple[str, int], ...]  # ("RPC0", 5657): the devices used, in order, MiB free
     stage: str
     error: str | None
     error_line: int | None
@@ -185,6 +201,7 @@ class _State:
     breakdown_open: bool = False
     fit: list[str] = field(default_factory=list)
     devices: list[str] = field(default_factory=list)
+    model_devices: dict[str, int] = field(default_factory=dict)
     swa_next: bool | None = None
     stage: str = "start"
     markers: int = 0
@@ -209,7 +226,8 @@ def _add(s: _State, name: str, value: str, unit: str, line: int, rank: str = "")
         number = float(value)
     except ValueError:
         return
-    s.figures.setdefault(name, []).append(Figure(name, number, unit, value, line, rank.strip()))
+    rank = _RANK_ADDRESS.sub("", rank.strip())
+    s.figures.setdefault(name, []).append(Figure(name, number, unit, value, line, rank))
 
 
 def _read_model(s: _State, text: str, n: int) -> bool:
@@ -349,6 +367,18 @@ class LogReader:
         if m:
             s.devices.append(f"{m.group('name').strip()} (cc {m.group('cc')})")
             return
+        m = _USING_DEVICE.search(text)
+        if m:  # a --fit dry run prints them too: the later line wins, the order is the first's
+            s.model_devices[m.group("dev")] = int(m.group("free"))
+            return
+        m = _FA_RESOLVED.search(text)
+        if m:
+            s.context["flash_attn_resolved"] = "0" if "disabled" in m.group("how") else "1"
+            return
+        m = _HOST_TENSORS.search(text)
+        if m:
+            s.context["host_tensors"] = str(int(m.group("n")) + 1)
+            return
         m = _BUILD.search(text)
         if m and s.build is None and ("llama" in raw or "build" in text):
             s.build = int(m.group("n"))
@@ -381,6 +411,7 @@ class LogReader:
             breakdown=tuple(dict(r) for r in s.breakdown),
             fit=tuple(s.fit),
             devices=tuple(s.devices),
+            model_devices=tuple(s.model_devices.items()),
             stage=s.stage,
             error=s.error,
             error_line=s.error_line,

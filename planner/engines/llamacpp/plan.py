@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from planner.engines.llamacpp.graph import GraphShape
@@ -24,6 +25,20 @@ def _checkpoint(path: str) -> Any:
 
 def gguf_tensors(path: str) -> list[tuple[str, int]]:
     return [(t.name, t.nbytes) for t in _checkpoint(path).tensors]
+
+
+def weight_table(path: str) -> Callable[[str, int, int], int]:
+    """Each weight's bytes in the GGUF, for the graph (a tied output is token_embd's copy)."""
+    return _sizes({t.name: t.nbytes for t in _checkpoint(path).tensors})
+
+
+def _sizes(table: Mapping[str, int]) -> Callable[[str, int, int], int]:
+    def size(name: str, layer: int, values: int) -> int:
+        if name == "output.weight" and name not in table:
+            return table.get("token_embd.weight", values * 4)
+        return table.get(name, values * 4)
+
+    return size
 
 
 def _key(meta: Mapping[str, Any], arch: str, key: str, default: Any = None) -> Any:
@@ -93,6 +108,7 @@ def predict(path: str, args: LlamaCppArgs) -> LlamaCppPlan:
     tensors = [(t.name, t.nbytes) for t in info.tensors]
     shape_of = {t.name: t.shape for t in info.tensors}
     kv, graph = shapes(info.metadata, tensors, shape_of)
+    graph = dataclasses.replace(graph, weight_bytes=_sizes(dict(tensors)))
     matrices = [(t.name, t.nbytes, len(t.shape) >= 2) for t in info.tensors]
     buffers = split_tensors(matrices, kv.n_layer, args.n_gpu_layers, args.gpus)
     return plan(

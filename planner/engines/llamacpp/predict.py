@@ -36,10 +36,13 @@ class LlamaCppArgs:
     gpus: GpuSplit = field(default_factory=GpuSplit)  # -sm / -ts / -mg over this many GPUs
     gpu_backend: str = "CUDA"  # the GPU backend's name: CUDA, ROCm, Vulkan, Metal
     cpu_only: bool = False  # a build without a GPU backend: one CPU compute buffer
+    devices: tuple[str, ...] = ()  # the devices by name, in llama.cpp's order, where a log names them
 
     def device_names(self) -> tuple[str, ...]:
         if self.cpu_only:
             return ()
+        if self.devices:
+            return self.devices
         if self.gpu_backend == "Metal":
             return ("Metal",)
         return tuple(f"{self.gpu_backend}{i}" for i in range(self.gpus.n_gpus))
@@ -128,9 +131,8 @@ def plan(
     kv = kv_plan(shape, kv_args)
     kv_gpus, kv_why = kv_on_gpus(kv, shape, model, args.kv_offload)
     pipeline = args.gpus.devices > 1 and model.gpu_layers == model.layers and args.kv_offload
-    devices = Devices(
-        args.device_names() if model.gpu_layers else (), model.devices, args.kv_offload, pipeline
-    )
+    # a GPU build keeps its GPU backend with no layer offloaded: big matrix products still run there
+    devices = Devices(args.device_names(), model.devices, args.kv_offload, pipeline)
     compute = compute_buffers(graph, reserve_batch(args, kv), devices, rules_for_build(args.build))
     if graph.arch not in ARCH_FAMILIES:
         why = f"APPROXIMATE: memsight has no graph of {graph.arch!r}; this is llama's graph for its shapes"

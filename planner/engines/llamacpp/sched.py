@@ -204,7 +204,7 @@ def reserve(ctx: Context, p: Placement, pin_norms: bool) -> ComputeBuffers:
 def _copy(src: Tensor, p: Placement, backend: int, leafs: list[Tensor], leaf_buffers: list[int]) -> Tensor:
     """ggml_dup_tensor_layout of a split input; with pipeline parallelism its copies are graph leafs."""
     name = f"{p.backends[backend].name}#{src.name}#0"
-    copy = Tensor(name, src.type, src.ne, src.nb, "NONE", (), layer=src.layer)
+    copy = Tensor(name, src.type, src.ne, src.nb, "NONE", (), layer=src.layer, size=src.size)
     if p.pipeline_copies > 1:
         for c in range(p.pipeline_copies):
             extra = copy if c == 0 else Tensor(name[:-1] + str(c), src.type, src.ne, src.nb, layer=src.layer)
