@@ -27,6 +27,8 @@ One JSON object per line, `"k"` saying which kind. Format 2 (this writer) writes
   engine_log  {"k":"engine_log","t","engine","stage","devices":[{device,weights,kv,activations,overhead}],
                "ranks","figures":{name: value}}   (each time the followed child log says something new)
   alert       {"k":"alert","t","kind","severity","message","pid","device","value"}  (raised during the run)
+  pool        {"k":"pool","t","files":[[pid,bytes],...],"files_source","dev_shm_used","kernel_log":{...}}
+              (every few seconds: what the pool's decomposition reads beyond meminfo, collectors/pool.py)
   summary     {"k":"summary","t",...collectors.summary.summary_to_json...}         (last line, at the end)
   skip        {"k":"skip","t","source":"agents","path","reason"}   (an agent file or directory not read: why)
   scope       {"k":"scope","t","own":[pid,...]}   (`memsight run`: the command's own agents, each time the set
@@ -349,6 +351,11 @@ class Recorder:
             return  # unchanged: replay holds the previous one
         self._last_vllm = text
         self._write({"k": "vllm", "t": snap.t, **body})
+
+    def pool(self, detail) -> None:  # noqa: ANN001  (collectors.snapshots.PoolDetail)
+        from collectors.pool import pool_detail_to_json  # noqa: PLC0415  (pool imports the snapshots only)
+
+        self._write({"k": "pool", **pool_detail_to_json(detail)})
 
     def engine(self, snap) -> None:  # noqa: ANN001  (collectors.engine_metrics.EngineSnapshot)
         body = {

@@ -394,6 +394,7 @@ _OS_FIELDS = {
     "t": "time", "mem_total": "num", "mem_available": "num", "cached": "num?", "shmem": "num?",
     "swap_total": "num", "swap_free": "num", "psi_some_avg10": "num?", "psi_full_avg10": "num?",
     "oom_kill": "num?", "skipped": "int?", "source": "str?", "procs": "list-", "w": "num?",
+    "mem_free": "num?", "buffers": "num?", "anon_pages": "num?", "sreclaimable": "num?", "kernel": "num?",
 }  # fmt: skip
 _PROC_ROW = ("int", "int", "str", "num", "num?", "any", "str")  # pid, start, name, rss, growth, is_new, user
 _PROC_FIELDS = {"pid": "int", "start": "int", "cmdline": "str?"}
@@ -537,6 +538,11 @@ def check_event(e: dict) -> None:
         _check_list(models, _VLLM_MODEL_FIELDS, VLLMModelStats, "vllm model: ")
         for m in models:
             _check_strings(m.get("prefix_cache_metrics"), "vllm model: prefix_cache_metrics")
+    elif k == "pool":
+        from collectors.pool import check_pool_event  # noqa: PLC0415
+
+        _check_fields(e, {"t": "time"}, "pool event: ")
+        check_pool_event(e)
     elif k == "engine":
         _check_fields(e, _ENGINE_FIELDS, "engine event: ")
         for load in e.get("loads") or []:
@@ -602,6 +608,11 @@ def os_snapshot_from(event: dict, cmdlines: dict[tuple[int, int], str]) -> OSSna
         processes=tuple(procs),
         skipped_processes=event.get("skipped", 0),
         source=event.get("source", "proc"),  # recordings made before psutil fallback: all /proc
+        mem_free=event.get("mem_free"),  # these five: null in recordings made before they were sampled
+        buffers=event.get("buffers"),
+        anon_pages=event.get("anon_pages"),
+        sreclaimable=event.get("sreclaimable"),
+        kernel=event.get("kernel"),
     )
 
 

@@ -14,7 +14,8 @@ import psutil
 import pytest
 
 from collectors.errors import CollectorError
-from collectors.flight import FlightRecorder, flight_end, new_run_dir, read_flight, segments
+from collectors.flight import FlightRecorder, flight_end, joined_file, new_run_dir, read_flight, segments
+from collectors.recording import read_recording
 from collectors.replay import ReplayMonitor
 from collectors.snapshots import NVMLSnapshot, ProcessInfo
 from tests.collectors.builders import os_snapshot
@@ -55,7 +56,9 @@ def test_segments_roll_within_the_limit_and_read_back_in_order(tmp_path):
     assert sum(1 for e in recording.events if e["k"] == "proc") >= 50 * len(kept)  # each segment declares
     ends = flight_end(tmp_path / "f", recording)
     assert ends.last_t == times[-1] and not ends.closed  # no summary was written
-    replay = ReplayMonitor(tmp_path / "f", recording=recording)
+    joined = joined_file(tmp_path / "f")  # what `memsight replay DIR` streams
+    assert read_recording(joined).events == recording.events  # each segment decodes as it did alone
+    replay = ReplayMonitor(joined)
     while not replay.at_end:
         replay.step()
     assert replay.state().os.mem_available == 10 * GiB - 599 * MiB
