@@ -31,6 +31,21 @@ class LlamaCpp(Engine):
 
         return parse_log(text)
 
+    def new_reader(self) -> Any:
+        from planner.engines.llamacpp.log import LogReader  # noqa: PLC0415
+
+        return LogReader()
+
+    def live_buckets(self, log: Any) -> Any:
+        from planner.engines.llamacpp.live import live_buckets  # noqa: PLC0415
+
+        return live_buckets(log)
+
+    def planned_buckets(self, sheet: Any) -> Any:
+        from planner.engines.llamacpp.live import planned_buckets  # noqa: PLC0415
+
+        return planned_buckets(sheet)
+
     def log_problem(self, log: Any) -> str | None:
         from planner.engines.llamacpp.explain import stage_problem  # noqa: PLC0415
 

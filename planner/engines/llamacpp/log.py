@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from planner.engines.base import Figure
+from planner.engines.base import Figure, LineReader, read_all
 
 STAGES = ("start", "model", "weights", "context", "ready")
 STAGE_WORDS = {
@@ -333,8 +333,9 @@ def _read_breakdown(s: _State, text: str) -> bool:
     return True
 
 
-class LogReader:
-    """Incremental: feed() lines as they arrive, result() at any moment (the Live screen follows a child)."""
+class LogReader(LineReader):
+    """Incremental: feed() lines as they arrive (or feed_text() chunks of any size), result() at any moment
+    (the Live screen follows a child)."""
 
     def __init__(self) -> None:
         self._s = _State()
@@ -391,10 +392,6 @@ class LogReader:
         if m and s.error is None:
             s.error, s.error_line = m.group("msg").strip()[:300], n
 
-    def feed_text(self, text: str) -> None:
-        for line in text.splitlines():
-            self.feed(line)
-
     def result(self) -> LlamaCppLog:
         s = self._s
         return LlamaCppLog(
@@ -420,10 +417,4 @@ class LogReader:
 
 
 def parse_log(text: str | Iterable[str]) -> LlamaCppLog:
-    reader = LogReader()
-    if isinstance(text, str):
-        reader.feed_text(text)
-    else:
-        for line in text:
-            reader.feed(line)
-    return reader.result()
+    return read_all(LogReader(), text)
