@@ -321,8 +321,9 @@ class Decoder:
         except (ValueError, TypeError) as exc:
             # its changes (this device's values, the agent's carried fields) are lost: refuse every change
             # of this agent until its next complete record
-            self.records = {k: v for k, v in self.records.items() if k[:2] != key}
-            self.carried.pop(key, None)
+            if all(_fits(v, "int") for v in key):  # a pid or start that is not a number names no agent
+                self.records = {k: v for k, v in self.records.items() if k[:2] != key}
+                self.carried.pop(key, None)
             raise ValueError(str(exc)) from None
         self.records[key3] = values
         self.carried[key] = carried

@@ -231,6 +231,11 @@ class ReplayMonitor:
         if parts:
             self.builder.input_warnings["replay"] = "recording: " + "; ".join(parts)
 
+    @property
+    def bad_lines(self) -> int:
+        """Lines of the file skipped on reading so far (unreadable, over-long, cut)."""
+        return self._reader.bad_lines
+
     def describe(self) -> str:
         """One line for the UI: which file, how long, made where."""
         host = self.header.get("host") or "unknown host"

@@ -20,7 +20,10 @@ _FLAGS = {
         "sglang_version", "mem_fraction_static", "free_gib", "page_size", "max_total_tokens",
         "max_running_requests", "chunked_prefill_size", "cuda_graph_max_bs",
     ),
-    "ollama": ("ollama_version", "num_ctx", "num_parallel", "kv_cache_type", "flash_attention", "gpu_layers"),
+    "ollama": (
+        "ollama_version", "num_ctx", "num_parallel", "kv_cache_type", "flash_attention", "gpu_layers",
+        "ollama_runner",
+    ),
 }  # fmt: skip
 
 
@@ -58,6 +61,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="OLLAMA_FLASH_ATTENTION (default: the release's)",
     )
     ollama.add_argument("--gpu-layers", type=count("--gpu-layers", 0), help="num_gpu: layers on the GPU")
+    ollama.add_argument(
+        "--ollama-runner",
+        choices=("ollama", "llama"),
+        help="Ollama's own engine (default) or its llama.cpp runner (llama.cpp's arithmetic)",
+    )
 
 
 def check_flags(args: argparse.Namespace) -> None:
@@ -109,6 +117,7 @@ def engine_plan(args: argparse.Namespace, spec: Any, plan: Any) -> Any:
             flash_attention=args.flash_attention,
             gpu_layers=args.gpu_layers,
             weight_format=fmt or "q4_k_m",
+            runner=args.ollama_runner or "ollama",
             **({"version": args.ollama_version} if args.ollama_version else {}),
         )
     return get_engine(args.engine).predict(spec, arguments, plan)

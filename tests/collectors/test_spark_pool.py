@@ -22,6 +22,7 @@ from collectors.nvml_collector import NVMLCollector
 from collectors.os_collector import OSCollector
 from collectors.pool import SMAPS_SOURCE, PoolSampler, file_resident, pool_parts
 from collectors.recorder import Recorder
+from collectors.recording import read_recording
 from collectors.replay import ReplayMonitor
 from collectors.snapshots import NVMLSnapshot
 from tests.conftest import SHARED_FIXTURES, needs_shared
@@ -278,5 +279,5 @@ def test_a_checkpoint_read_in_halves_shows_in_the_recorded_pool(tmp_path):
         recorder.close()
     half, whole = files
     assert 32 * MiB <= half < 48 * MiB and whole - half >= 31 * MiB  # each half of the pages, and libraries
-    recorded = [e for e in ReplayMonitor(record).recording.events if e["k"] == "pool"]
+    recorded = [e for e in read_recording(record).events if e["k"] == "pool"]
     assert [dict(map(tuple, e["files"]))[reader.pid] for e in recorded] == files

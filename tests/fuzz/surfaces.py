@@ -489,7 +489,7 @@ def run_live_replay(data: bytes, folder: pathlib.Path) -> str:
         return "refused"
     replay.advance_to(replay.duration_s)
     screen.draw(replay, _size_of_case(data))
-    return "refused" if replay.recording.bad_lines or replay.bad_events else "ok"
+    return "refused" if replay.bad_lines or replay.bad_events else "ok"
 
 
 @functools.cache

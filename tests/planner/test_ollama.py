@@ -29,10 +29,7 @@ LOGS = {
         "qwen3-30b-a3b",
         {"format": "q8_0", "ctx_size": 32768, "parallel": 1, "kv_cache_type": "f16", "flash_attention": True},
     ),
-    "ollama11292_llama3.1-8b-q4km_windows.log": (
-        "llama-3.1-8b",
-        {"format": "q4_k_m", "ctx_size": 8192, "parallel": 2},
-    ),
+    "ollama11292_llama3.1-8b-q4km_windows.log": ("llama-3.1-8b", {"format": "q4_k_m"}),
     "reddit1kwiff1_qwen3-4b_a2000-4gb_estimate.log": (
         "qwen3-4b",
         {"format": "q4_k_m", "ctx_size": 4096, "parallel": 1},
@@ -41,7 +38,10 @@ LOGS = {
     "ollama12000_gemma3-12b_estimate_cuda.log": ("gemma-3-12b", {"format": "q4_k_m"}),
     "deepresearch14_gemma3-12b_estimate_cpu.log": ("gemma-3-12b", {"format": "q4_k_m"}),
 }
-TABLE_ROWS = ("estimate_kv", "estimate_weights", "estimate_output", "kv_all", "weights_all", "total")
+TABLE_ROWS = (
+    "estimate_kv", "estimate_weights", "estimate_output", "kv_all", "weights_all", "total",
+    "runner_weights_gpu", "runner_weights_host", "runner_kv",
+)  # fmt: skip
 
 
 def _log(name: str):
@@ -201,9 +201,29 @@ def test_unpriced_weights_and_missing_inputs():
     assert rows["estimate_kv"].relative == 0 and rows["estimate_weights"].predicted is None
     assert any("not priced" in n for n in sheet.notes)
     with pytest.raises(PlannerError, match="--ctx-size"):
-        explain(_log("ollama11292_llama3.1-8b-q4km_windows.log"), {"model": "llama-3.1-8b"})
+        explain(_log("reddit1kwiff1_qwen3-4b_a2000-4gb_estimate.log"), {"model": "qwen3-4b"})
     with pytest.raises(PlannerError, match="--model"):
         explain(_log("ollama12000_gemma3-12b_estimate_cuda.log"), {})
+
+
+def test_the_llama_runners_own_lines_are_llama_cpps_arithmetic():
+    """The llama runner's buffer lines (llama.cpp's, inside Ollama's log) beside planner.engines.llamacpp's
+    arithmetic: the context and sequences from its llama_context lines, the GPU layers from its offload
+    line."""
+    sheet = _sheet("ollama11292_llama3.1-8b-q4km_windows.log")
+    inputs = {name: (value, where) for name, value, where in sheet.inputs}
+    assert inputs["runner context"] == (
+        "8,192 (num_ctx x parallel)",
+        "log (llama.cpp's llama_context: n_ctx)",
+    )
+    assert inputs["parallel"] == ("2", "log (llama.cpp's llama_context: n_seq_max)")
+    rows = {r.key: r for r in sheet.rows}
+    assert (rows["runner_weights_gpu"].logged, rows["runner_weights_host"].logged) == (4403.49, 281.81)
+    assert round(rows["runner_weights_gpu"].predicted, 2) == 4403.49  # to the printed digit
+    assert round(rows["runner_weights_host"].predicted, 2) == 281.81
+    from planner.engines.ollama.cache import llama_runner_kv  # noqa: PLC0415
+
+    assert llama_runner_kv(load_spec("llama-3.1-8b"), 8192, 2, 512, "f16", False).bytes == GiB
 
 
 def test_release_defaults():
@@ -254,3 +274,22 @@ def test_readme_error_table_is_the_one_these_logs_give():
     table = error_table()
     print("\n" + table)
     assert table in README.read_text(), "README's Ollama error table differs: paste the table printed above"
+
+
+def test_plan_for_the_llama_runner_is_llama_cpps_kv_and_model_buffers(capsys):
+    """`plan --engine ollama --ollama-runner llama`: the KV and weights llama.cpp's own arithmetic gives for
+    the runner's settings (one unified cache of num_ctx x parallel cells), split by the layers on the GPU."""
+    import json  # noqa: PLC0415
+
+    from planner.engines.ollama.cache import llama_runner_kv, llama_runner_weights  # noqa: PLC0415
+    from tui.cli import main  # noqa: PLC0415
+
+    args = ["plan", "qwen3-4b", "--engine", "ollama", "--ollama-runner", "llama", "--num-ctx", "8192",
+            "--num-parallel", "2", "--kv-cache-type", "q8_0", "--machine", "rtx4090", "--json"]  # fmt: skip
+    assert main(args) == 0
+    got = json.loads(capsys.readouterr().out)["ollama"]
+    spec = load_spec("qwen3-4b")
+    kv = llama_runner_kv(spec, 8192 * 2, 2, 512, "q8_0", True)
+    assert got["kv_gpu_bytes"] + got["kv_cpu_bytes"] == kv.bytes
+    weights = llama_runner_weights(spec, "q4_k_m", got["gpu_layers"])
+    assert (got["weights_gpu_bytes"], got["weights_cpu_bytes"]) == (weights.gpu_bytes, weights.cpu_bytes)

@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from planner.engines.base import Figure
+from planner import limits
+from planner.engines.base import Figure, plausible
 from planner.engines.llamacpp.graph import GraphShape
 from planner.engines.llamacpp.kv import KVShape, row_bytes, swa_layer_count, swa_layer_ids
 from planner.engines.llamacpp.log import STAGE_WORDS, LlamaCppLog
@@ -173,8 +174,11 @@ def _file_bytes(log: LlamaCppLog) -> tuple[int, str] | None:
     m = re.match(r"([\d.]+) (GiB|MiB)", text)
     if not m:
         return None
+    value = limits.logged_number(m.group(1))
+    if value is None or not plausible(value, m.group(2)):
+        return None  # no size a GGUF has (inf, 400 digits): as if the log printed none
     scale = GiB if m.group(2) == "GiB" else MiB
-    return round(float(m.group(1)) * scale), text
+    return round(value * scale), text
 
 
 def model_from_log(

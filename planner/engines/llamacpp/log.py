@@ -26,7 +26,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from planner.engines.base import Figure, LineReader, read_all
+from planner import limits
+from planner.engines.base import Figure, LineReader, plausible, read_all
 
 STAGES = ("start", "model", "weights", "context", "ready")
 STAGE_WORDS = {
@@ -221,10 +222,25 @@ def _stage(s: _State, stage: str) -> None:
         s.stage = stage
 
 
+def _mib(text: str) -> float:
+    """A size the log printed in MiB; ValueError for one llama.cpp cannot print (inf, nan, 400 digits): the
+    line is then not read (LogReader.feed)."""
+    value = limits.logged_number(text)
+    if value is None or not plausible(value, "MiB"):
+        raise ValueError(f"{text[:40]!r} MiB is no size a log prints")
+    return value
+
+
+def _count(text: str) -> int:
+    """A count the log printed (cells, layers, tensors, MiB free); ValueError past 2^48."""
+    if len(text) > 15:
+        raise ValueError(f"{text[:40]!r} is no count a log prints")
+    return int(text)
+
+
 def _add(s: _State, name: str, value: str, unit: str, line: int, rank: str = "") -> None:
-    try:
-        number = float(value)
-    except ValueError:
+    number = limits.logged_number(value)
+    if number is None or not plausible(number, unit):
         return
     rank = _RANK_ADDRESS.sub("", rank.strip())
     s.figures.setdefault(name, []).append(Figure(name, number, unit, value, line, rank))
@@ -238,11 +254,11 @@ def _read_model(s: _State, text: str, n: int) -> bool:
         return True
     m = _TYPE_COUNT.search(text)
     if m:
-        s.tensor_types[m.group("type").lower()] = int(m.group("n"))
+        s.tensor_types[m.group("type").lower()] = _count(m.group("n"))
         return True
     m = _LOADED.search(text)
     if m:
-        s.tensor_count = int(m.group("n"))
+        s.tensor_count = _count(m.group("n"))
         _stage(s, "model")
         return True
     m = _INFO.search(text)
@@ -278,23 +294,24 @@ def _read_buffers(s: _State, text: str, n: int) -> bool:
         total, cells, layers, seqs = m.group(1), m.group("cells"), m.group("layers"), m.group("seqs")
         streams = m.group("streams")
         s.kv_caches.append(
-            KVCacheLine(float(total), int(cells), int(layers), int(seqs), int(streams) if streams else None,
-                        m.group("kt"), float(m.group(7)), m.group("vt"), float(m.group(9)), n, s.swa_next)
+            KVCacheLine(_mib(total), _count(cells), _count(layers), _count(seqs),
+                        _count(streams) if streams else None, m.group("kt"), _mib(m.group(7)), m.group("vt"),
+                        _mib(m.group(9)), n, s.swa_next)
         )  # fmt: skip
         _stage(s, "context")
         return True
     m = _KV_SELF.search(text)
     if m:
         s.kv_caches.append(
-            KVCacheLine(float(m.group(1)), None, None, None, None, m.group("kt"), float(m.group(3)),
-                        m.group("vt"), float(m.group(5)), n, None)
+            KVCacheLine(_mib(m.group(1)), None, None, None, None, m.group("kt"), _mib(m.group(3)),
+                        m.group("vt"), _mib(m.group(5)), n, None)
         )  # fmt: skip
         _stage(s, "context")
         return True
     m = _KV_SELF_OLD.search(text)
     if m:
         s.kv_caches.append(
-            KVCacheLine(float(m.group(1)), None, None, None, None, None, None, None, None, n, None)
+            KVCacheLine(_mib(m.group(1)), None, None, None, None, None, None, None, None, n, None)
         )
         _stage(s, "context")
         return True
@@ -328,7 +345,7 @@ def _read_breakdown(s: _State, text: str) -> bool:
     row: dict[str, int | str] = {"device": m.group("dev").strip()}
     for key in ("total", "free", "self", "model", "context", "compute", "unaccounted"):
         if m.group(key) is not None:
-            row[key] = int(m.group(key))
+            row[key] = _count(m.group(key))
     s.breakdown.append(row)
     return True
 
@@ -349,6 +366,12 @@ class LogReader(LineReader):
             return
         if _MARKERS.search(text):
             s.markers += 1
+        try:
+            self._read(s, raw, text, n)
+        except ValueError:  # a figure no llama.cpp prints (_mib, _count): the line is not read
+            return
+
+    def _read(self, s: _State, raw: str, text: str, n: int) -> None:
         if _read_breakdown(s, text) or _read_model(s, text, n) or _read_buffers(s, text, n):
             return
         m = _CTX_PARAM.search(text)
@@ -370,7 +393,7 @@ class LogReader(LineReader):
             return
         m = _USING_DEVICE.search(text)
         if m:  # a --fit dry run prints them too: the later line wins, the order is the first's
-            s.model_devices[m.group("dev")] = int(m.group("free"))
+            s.model_devices[m.group("dev")] = _count(m.group("free"))
             return
         m = _FA_RESOLVED.search(text)
         if m:
@@ -378,11 +401,11 @@ class LogReader(LineReader):
             return
         m = _HOST_TENSORS.search(text)
         if m:
-            s.context["host_tensors"] = str(int(m.group("n")) + 1)
+            s.context["host_tensors"] = str(_count(m.group("n")) + 1)
             return
         m = _BUILD.search(text)
         if m and s.build is None and ("llama" in raw or "build" in text):
-            s.build = int(m.group("n"))
+            s.build = _count(m.group("n"))
             s.commit = m.group("commit")
             return
         if _READY.search(text) and s.figures.get("kv_buffer"):

@@ -17,21 +17,23 @@ output. memsight prices each tensor as the GGUF stores it (planner.formats: q4_k
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from planner.errors import PlannerError
-from planner.formats import GGML_BY_NAME, weight_bytes
+from planner.formats import weight_bytes
 from planner.spec import ModelSpec
 
-KV_TYPES = {"f16": "F16", "": "F16", "q8_0": "Q8_0", "q4_0": "Q4_0", "f32": "F32"}
+KV_TYPES = {"f16": "f16", "": "f16", "q8_0": "q8_0", "q4_0": "q4_0", "f32": "f32"}
 
 
 def kv_element_bytes(kv_type: str, elements: int) -> int:
-    """Bytes of `elements` cache elements of `kv_type` (whole ggml blocks)."""
+    """Bytes of `elements` cache elements of `kv_type` (ggml's row size: whole blocks)."""
+    from planner.engines.llamacpp.kv import row_bytes  # noqa: PLC0415  (one ggml row size for every engine)
+
     name = KV_TYPES.get(kv_type.strip().lower())
     if name is None:
         raise PlannerError(f"unknown Ollama KV cache type {kv_type!r}; known: f16, q8_0, q4_0")
-    block, size = GGML_BY_NAME[name]
-    return -(-elements // block) * size
+    return row_bytes(name, elements)
 
 
 def round_up(n: int, multiple: int) -> int:
@@ -103,3 +105,47 @@ def gpu_layers_from(offloaded: int, blocks: int) -> tuple[tuple[int, ...], bool]
     output = offloaded > blocks
     repeating = min(offloaded, blocks)
     return tuple(range(blocks - repeating, blocks)), output
+
+
+# ---- the llama runner (Ollama before its own engine, and the models it still runs on llama.cpp): llama.cpp's
+# own arithmetic (planner.engines.llamacpp), with Ollama's runner settings: one sequence stream of num_ctx x
+# num_parallel cells (the llama.cpp Ollama vendors keeps one unified cache), the cache type for K and V alike.
+def llama_runner_kv(
+    spec: ModelSpec, kv_size: int, parallel: int, batch: int, kv_type: str, flash_attention: bool
+) -> Any:
+    """llama.cpp's KV plan (planner.engines.llamacpp.kv.KVPlan) for a llama runner of KvSize `kv_size`."""
+    return llama_runner_kv_shaped(spec, kv_size, parallel, batch, kv_type, flash_attention)[0]
+
+
+def llama_runner_kv_shaped(
+    spec: ModelSpec, kv_size: int, parallel: int, batch: int, kv_type: str, flash_attention: bool
+) -> tuple[Any, Any]:
+    """(KVPlan, the KVShape it was computed for)."""
+    from planner.engines.llamacpp.kv import KVArgs, KVShape, kv_plan  # noqa: PLC0415
+
+    layers = [layer.attention for layer in spec.layers if layer.attention is not None]
+    if not layers:
+        raise PlannerError(f"{spec.name}: no attention layer with a KV cache")
+    k = max(a.num_kv_heads * a.k_head_dim for a in layers)
+    v = max(a.num_kv_heads * (a.v_head_dim or a.k_head_dim) for a in layers)
+    swa = [a for a in layers if a.kind == "sliding" and a.window is not None]
+    why = f"memsight's spec of {spec.name}: {len(layers)} attention layers, {len(swa)} sliding"
+    shape = KVShape(spec.model_type, len(spec.layers), k, v, len(layers), len(swa),
+                    swa[0].window if swa else 0, why)  # fmt: skip
+    name = KV_TYPES.get(kv_type.strip().lower(), kv_type)
+    args = KVArgs(n_ctx=kv_size, n_seq_max=parallel, kv_unified=True, type_k=name, type_v=name,
+                  n_ubatch=batch, flash_attn=flash_attention)  # fmt: skip
+    return kv_plan(shape, args), shape
+
+
+def llama_runner_weights(spec: ModelSpec, fmt: str, n_gpu_layers: int) -> Any:
+    """llama.cpp's model buffers (planner.engines.llamacpp.model.split_tensors) for -ngl `n_gpu_layers`, the
+    tensors priced by planner.formats in the GGUF file type."""
+    from planner.engines.llamacpp.model import split_tensors  # noqa: PLC0415
+
+    w = weight_bytes(spec, fmt)
+    tensors = [("token_embd.weight", w.embed), ("output_norm.weight", w.final_norm)]
+    if w.head:
+        tensors.append(("output.weight", w.head))
+    tensors += [(f"blk.{i}.weights", b) for i, b in enumerate(w.per_layer)]
+    return split_tensors(tensors, len(spec.layers), n_gpu_layers)

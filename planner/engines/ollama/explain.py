@@ -25,6 +25,8 @@ from planner.engines.ollama.cache import (
     LayerCache,
     gpu_layers_from,
     kv_by_device,
+    llama_runner_kv,
+    llama_runner_weights,
     ollama_kv_layers,
     weights_by_device,
 )
@@ -46,6 +48,9 @@ ROW_LABELS = {
     "kv_cpu": "KV cache on CPU (MiB)",
     "compute_gpu": "compute graph GPU (MiB)",
     "total": "total (MiB)",
+    "runner_weights_gpu": "llama.cpp model buffers, GPU (MiB)",
+    "runner_weights_host": "llama.cpp model buffers, host (MiB)",
+    "runner_kv": "llama.cpp KV cache (MiB)",
 }
 # GGUF file types (general.file_type's names, as the new engine's model line and llama.cpp print them)
 FILE_TYPES = {"Q4_K_M": "q4_k_m", "Q4_K - Medium": "q4_k_m", "Q8_0": "q8_0"}
@@ -103,6 +108,9 @@ def settings(log: OllamaLog, given: Mapping[str, Any]) -> Settings:
     ctx, ctx_from = _pick(
         _int(log.setting("ctx-size"), "ctx-size"), given.get("ctx_size"), None, where, "ctx-size"
     )
+    llama_ctx = dict(log.llama.context) if log.llama is not None else {}
+    if ctx is None and llama_ctx.get("n_ctx"):  # the llama runner's own llama_context lines
+        ctx, ctx_from = _int(llama_ctx["n_ctx"], "n_ctx"), "log (llama.cpp's llama_context: n_ctx)"
     if ctx is None:
         raise PlannerError(
             "the log names no runner context (--ctx-size or the load request's KvSize): give --ctx-size "
@@ -111,6 +119,11 @@ def settings(log: OllamaLog, given: Mapping[str, Any]) -> Settings:
     parallel, par_from = _pick(
         _int(log.setting("parallel"), "parallel"), given.get("parallel"), 1, where, "parallel"
     )
+    if par_from == "default" and llama_ctx.get("n_seq_max"):
+        parallel, par_from = (
+            _int(llama_ctx["n_seq_max"], "n_seq_max"),
+            "log (llama.cpp's llama_context: n_seq_max)",
+        )
     batch, batch_from = _pick(_int(log.setting("batch-size"), "batch-size"), None, 512, where, "batch-size")
     kv_type, kv_from = _pick(
         log.setting("kv-cache-type"), given.get("kv_cache_type"), "f16", where, "kv-cache-type"
@@ -161,7 +174,11 @@ def explain(log: OllamaLog, options: Mapping[str, Any]) -> Worksheet:
     s = settings(log, dict(options.get("given") or {}))
     layers = ollama_kv_layers(spec, s.ctx, s.parallel, s.batch, s.kv_type, s.flash)
     estimate = ollama_estimate(spec, s.fmt, s.ctx, s.parallel, s.batch, s.kv_type, log.architecture)
-    rows = (*_estimate_rows(log, estimate), *_allocation_rows(log, spec, s, layers))
+    rows = (
+        *_estimate_rows(log, estimate),
+        *_allocation_rows(log, spec, s, layers),
+        *_runner_rows(log, spec, s),
+    )
     kv_total = sum(c.bytes for c in layers)
     terms = [
         Term("KV cache", kv_total, "PREDICTED",
@@ -311,6 +328,44 @@ def _allocation_rows(log: OllamaLog, spec: Any, s: Settings, layers: tuple[Layer
             _row("total", total, predicted_total, "the compute graphs (not derived) are in Ollama's total")
         )
     return [r for r in rows if r.logged is not None]
+
+
+def _host(buffer: str) -> bool:
+    return buffer.upper().startswith("CPU") or buffer.endswith("_Host")
+
+
+def _runner_rows(log: OllamaLog, spec: Any, s: Settings) -> list[Row]:
+    """The llama runner's own buffer lines (llama.cpp's) beside llama.cpp's arithmetic for the same model and
+    Ollama's runner settings (planner.engines.ollama.cache.llama_runner_*: planner.engines.llamacpp's)."""
+    llama = log.llama
+    if llama is None:
+        return []
+    rows = []
+    buffers = llama.by_device("model_buffer")
+    if buffers and s.fmt is not None:
+        n_gpu = len(spec.layers) + 1 if s.gpu_layers is None else s.gpu_layers
+        model = llama_runner_weights(spec, s.fmt, n_gpu)
+        for key, host, predicted in (("runner_weights_gpu", False, model.gpu_bytes),
+                                     ("runner_weights_host", True, model.cpu_bytes)):  # fmt: skip
+            figs = [f for b, f in buffers.items() if _host(b) == host]
+            if figs:
+                rows.append(_mib_row(key, figs, predicted, WEIGHTS))
+    if llama.kv_caches:
+        kv = llama_runner_kv(spec, s.ctx, s.parallel, s.batch, s.kv_type, s.flash)
+        total = sum(c.total_mib for c in llama.kv_caches)
+        line = llama.kv_caches[0].line
+        rows.append(
+            _mib_row("runner_kv", [], kv.bytes, KV, logged=(total, line, 0.005 * len(llama.kv_caches)))
+        )
+    return rows
+
+
+def _mib_row(key: str, figs: list, predicted: int, cause: str, logged: tuple | None = None) -> Row:  # noqa: ANN001
+    """A row of llama.cpp's MiB figures (printed to two decimals)."""
+    value, line, resolution = logged or (sum(f.value for f in figs), figs[0].line, 0.005 * len(figs))
+    mib = predicted / MiB
+    same = abs(mib - value) <= resolution + 1e-9
+    return Row(key, value, line, mib, "PREDICTED", "same (within the log's two decimals)" if same else cause)
 
 
 def _gpu_device(log: OllamaLog) -> str | None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from planner.engines.base import ANSI, Figure, LineReader, plausible, read_all
 
@@ -107,6 +108,9 @@ class OllamaLog:
     error: str | None
     error_line: int | None
     lines: int
+    # the llama runner's own lines (llama.cpp's: its buffers, context), read by llama.cpp's reader; None when
+    # the log has none
+    llama: Any = None
 
     def figure(self, name: str, device: str | None = None) -> Figure | None:
         """The last figure of `name` (for `device`): a log can hold several loads, the last one is current."""
@@ -149,12 +153,16 @@ class LogReader(LineReader):
     """Incremental reader: feed() lines (or chunks of text), result() at any time."""
 
     def __init__(self) -> None:
+        from planner.engines.llamacpp.log import LogReader as LlamaCppReader  # noqa: PLC0415
+
         self._s = _State()
+        self._llama = LlamaCppReader()
 
     def feed(self, raw: str) -> None:
         s = self._s
         s.lines += 1
         n = s.lines
+        self._llama.feed(raw)  # every line, so that its line numbers are the log's
         line = ANSI.sub("", raw).rstrip("\r\n")
         at = line.find("time=")
         if at < 0 or " msg=" not in line:
@@ -279,6 +287,7 @@ class LogReader(LineReader):
             error=s.error,
             error_line=s.error_line,
             lines=s.lines,
+            llama=llama if (llama := self._llama.result()).is_llamacpp else None,
         )
 
 

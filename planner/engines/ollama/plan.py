@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from planner.engines.ollama.cache import (
     gpu_layers_from,
     kv_by_device,
+    llama_runner_kv_shaped,
+    llama_runner_weights,
     ollama_kv_layers,
     weights_by_device,
 )
@@ -39,6 +41,7 @@ class OllamaArguments:
     gpu_layers: int | None = None  # repeating layers + output on the GPU; None: all of them
     batch: int = 512
     weight_format: str | None = None  # q4_k_m (Ollama's library default) or q8_0
+    runner: str = "ollama"  # "ollama": its own engine; "llama": the llama.cpp runner (llama.cpp's arithmetic)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,9 +85,16 @@ def predict(spec: ModelSpec, arguments: OllamaArguments) -> OllamaPlan:
     blocks = len(spec.layers)
     gpu = blocks + 1 if arguments.gpu_layers is None else max(0, min(arguments.gpu_layers, blocks + 1))
     gpu_layers, output_on_gpu = gpu_layers_from(gpu, blocks)
-    layers = ollama_kv_layers(spec, context, parallel, arguments.batch, kv_type, flash)
-    kv = kv_by_device(layers, gpu_layers)
-    weights = weights_by_device(spec, fmt, gpu_layers, output_on_gpu)
+    if arguments.runner == "llama":
+        kv, weights, n_layers = _llama_runner(
+            spec, fmt, gpu, context, parallel, arguments.batch, kv_type, flash
+        )
+    elif arguments.runner == "ollama":
+        layers = ollama_kv_layers(spec, context, parallel, arguments.batch, kv_type, flash)
+        kv, n_layers = kv_by_device(layers, gpu_layers), len(layers)
+        weights = weights_by_device(spec, fmt, gpu_layers, output_on_gpu)
+    else:
+        raise PlannerError(f"unknown Ollama runner {arguments.runner!r}: ollama (its own engine) or llama")
     estimate = ollama_estimate(spec, fmt, context, parallel, arguments.batch, kv_type)
     how = {True: "given", False: "default"}
     terms = (
@@ -102,7 +112,7 @@ def predict(spec: ModelSpec, arguments: OllamaArguments) -> OllamaPlan:
             sum(kv.values()),
             "PREDICTED",
             f"{context:,} cells ({how[arguments.num_ctx is not None]} num_ctx {num_ctx:,} x "
-            f"{how[arguments.num_parallel is not None]} parallel {parallel}) x {len(layers)} layers, "
+            f"{how[arguments.num_parallel is not None]} parallel {parallel}) x {n_layers} layers, "
             f"{kv_type}",
         ),
         Term("Ollama's KV estimate", estimate.kv, "PREDICTED", "llm/memory.go: context x layers x KV width"),
@@ -124,6 +134,22 @@ def predict(spec: ModelSpec, arguments: OllamaArguments) -> OllamaPlan:
         gpu,
         terms,
         tuple(notes),
+    )
+
+
+def _llama_runner(
+    spec: ModelSpec, fmt: str, gpu: int, context: int, parallel: int, batch: int, kv_type: str, flash: bool
+) -> tuple[dict[str, int], dict[str, int], int]:
+    """KV and weights per device as the llama runner (llama.cpp) allocates them: planner.engines.llamacpp."""
+    from planner.engines.llamacpp.predict import kv_on_gpus  # noqa: PLC0415
+
+    plan, shape = llama_runner_kv_shaped(spec, context, parallel, batch, kv_type, flash)
+    model = llama_runner_weights(spec, fmt, gpu)
+    kv_gpu = sum(kv_on_gpus(plan, shape, model, kv_offload=True)[0])
+    return (
+        {"GPU": kv_gpu, "CPU": plan.bytes - kv_gpu},
+        {"GPU": model.gpu_bytes, "CPU": model.cpu_bytes},
+        shape.kv_layers,
     )
 
 
