@@ -184,3 +184,32 @@ def test_readme_llamacpp_table():
     print("\n" + table())
     assert found is not None, "README.md has no <!-- llamacpp-table --> section"
     assert found.group(1) == table()
+
+
+def test_live_buckets_and_the_plan_row_of_a_cpu_only_run():
+    """The Live screen's buckets from a CPU-only log are the host's buffers, and its plan row's activations
+    the host compute buffer derived from the graph (a CPU run has no GPU compute buffer)."""
+    from planner.engines import get_engine  # noqa: PLC0415
+
+    engine = get_engine("llamacpp")
+    log = engine.read_log((LOGS / "ci_b3448_x86cpu_pythia14b_q4_0.log").read_text())
+    (cpu,) = engine.live_buckets(log).devices
+    assert cpu.device == "CPU"
+    assert cpu.kv == round(log.by_device("kv_buffer")["CPU"].value * 2**20)
+    terms = {t.name: t.bytes for t in engine.explain(log, {}).terms}
+    planned = engine.planned_buckets(engine.explain(log, {}))
+    assert planned.activations == terms["compute buffer, host"] > 0
+    assert planned.kv == terms["KV cache"]
+
+
+def test_a_build_with_no_release_number_is_explained_with_the_newest_graph():
+    """A llama.cpp built outside its git tree logs `build 1`: the graph rules are not those of release 1 (the
+    2024 graph gave +22.9% here) but the newest; its logged buffers are then the predicted ones within 1%."""
+    log_path = REPO_ROOT / "tests" / "data" / "llamacpp_local" / "b1_0c1e570_cpu_tiny_c4096_np2.log"
+    engine = recognize(log_path.read_text())
+    assert engine.name == "llamacpp"
+    sheet = engine.explain(engine.read_log(log_path.read_text()), {})
+    rows = {row.key: row for row in sheet.rows if row.relative is not None}
+    for key in ("model_host", "kv_total", "compute_host"):
+        assert abs(rows[key].relative) <= 0.01, (key, rows[key])
+    assert any("no release number" in value for _, value, _ in sheet.inputs)

@@ -70,7 +70,7 @@ async def test_sglang_buckets_fill_the_table_with_outside_accounting(tmp_path):
     outside = next(n for n in c.notes if n.startswith("non-PyTorch bar: "))
     # the rank's own accounting: weights + K/V + graphs and what the pool's creation took (the log's figures)
     assert outside.endswith(
-        "outside SGLang's accounting 0.53 GiB (NVML per-process 21.00 - SGLang's own 20.47)"
+        "outside SGLang's accounting 0.530 GiB (NVML per-process 21.00 - SGLang's own 20.47)"
     )
     assert c.measured_bytes("nonpytorch") == round(21.0 * GIB) - weights - kv
 
@@ -89,6 +89,8 @@ async def test_the_plan_row_is_sglangs_own_model_for_the_given_model(tmp_path):
     sheet = explain(parse_log(log.read_text()), {"model": "qwen2.5-32b"})
     terms = {t.name: t.bytes for t in sheet.terms}
     assert (c.planned_bytes("weights"), c.planned_bytes("kv")) == (terms["weights"], terms["KV pool"])
+    # the engine's model is of its own process: the rest of the GPU is planned as measured (no diff)
+    assert c.planned_bytes("other") == c.measured_bytes("other") is not None
     assert c.plan_label == "SGLang's own model (planner/engines/sglang): qwen2.5-32b"
     assert "| plan, same model/args: weights 15.32 · KV 3.07 GiB PREDICTED" in line
 
@@ -108,4 +110,7 @@ async def test_ollama_per_device_figures_and_the_model_it_needs(tmp_path):
     )  # CUDA0's, the GPU this pool is
     assert "give memsight run --model" in c.plan_label  # Ollama's log names its model by sha256 only
     assert c.notes[-1].startswith("use now (ollama, http://127.0.0.1:11434/api/ps): mistral:latest: ")
-    assert line.startswith("Ollama (from Ollama's log): weights 18.50 · KV 1.90 · activations 0.19")
+    # one unit for the line, three significant digits each
+    assert line.startswith(
+        "Ollama (from Ollama's log): weights 18.50 · KV 1.90 · activations 0.186 · overhead — GiB"
+    )

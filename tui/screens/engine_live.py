@@ -14,6 +14,7 @@ from collectors.snapshots import MonitorState
 from planner.engines.base import DeviceBuckets
 from tui.screens.view_model import PoolCapacity
 from tui.widgets.data import BucketComparison, Segment
+from tui.widgets.fmt import figure, unit_for
 
 GIB = 2**30
 
@@ -77,6 +78,12 @@ def _g(x: int | None) -> str:
     return "—" if x is None else f"{x / GIB:,.2f}"
 
 
+def _in(*values: int | None):  # noqa: ANN202
+    """(format, unit name) for figures written on one line: one unit, three significant digits."""
+    unit = unit_for(values)
+    return (lambda x: figure(x, unit)), unit.name
+
+
 def engine_line(
     followed: Any, device: DeviceBuckets | None, plan: EnginePlan, held: int | None, what: str
 ) -> str:
@@ -90,20 +97,23 @@ def engine_line(
     head += "):"
     if device is None:
         return f"{head} {getattr(followed.log, 'stage', 'starting')}: no memory figure logged yet"
+    p = plan.buckets
+    planned = (p.weights, p.kv) if p else ()
+    f, unit = _in(device.weights, device.kv, device.activations, device.overhead, *planned)
     text = (
-        f"{head} weights {_g(device.weights)} · KV {_g(device.kv)} · activations {_g(device.activations)} · "
-        f"overhead {_g(device.overhead)} GiB"
+        f"{head} weights {f(device.weights)} · KV {f(device.kv)} · activations {f(device.activations)} · "
+        f"overhead {f(device.overhead)} {unit}"
     )
-    if plan.buckets is not None:
-        p = plan.buckets
-        text += f" | plan, same model/args: weights {_g(p.weights)} · KV {_g(p.kv)} GiB PREDICTED"
+    if p is not None:
+        text += f" | plan, same model/args: weights {f(p.weights)} · KV {f(p.kv)} {unit} PREDICTED"
     else:
         text += f" | plan: {plan.label[:80]}"
     accounted = device.total
     if accounted is not None and held is not None:
+        g, gunit = _in(held - accounted, held, accounted)
         text += (
-            f" | outside {followed.title}'s accounting {_g(held - accounted)} GiB ({what} {_g(held)} - "
-            f"{followed.title} {_g(accounted)})"
+            f" | outside {followed.title}'s accounting {g(held - accounted)} {gunit} ({what} {g(held)} - "
+            f"{followed.title} {g(accounted)})"
         )
     return text
 
@@ -149,9 +159,10 @@ def engine_comparison(
     notes = [f"sources: {followed.title}'s log: {sources or 'nothing yet'} · {system}: other, free"]
     if held is not None:
         name = followed.title
+        g, unit = _in(device.overhead, held - accounted, held, accounted)
         notes.append(
-            f"non-PyTorch bar: {name}'s overhead {_g(device.overhead)} + outside {name}'s accounting "
-            f"{_g(held - accounted)} GiB ({what} {_g(held)} - {name}'s own {_g(accounted)})"
+            f"non-PyTorch bar: {name}'s overhead {g(device.overhead)} + outside {name}'s accounting "
+            f"{g(held - accounted)} {unit} ({what} {g(held)} - {name}'s own {g(accounted)})"
         )
         if held < accounted and what.startswith("resident"):
             notes.append(
@@ -168,12 +179,12 @@ def engine_comparison(
         used = sum(x or 0 for x in (p.weights, p.kv, p.activations, p.overhead))
         capacity = pool.capacity_bytes or 0
         planned = (
-            Segment("other", 0),
+            Segment("other", other),  # the engine's model is of its own process: the rest as measured
             Segment("weights", p.weights),
             Segment("kv", p.kv),
             Segment("activations", p.activations),
             Segment("overhead", p.overhead),
-            Segment("free", max(0, capacity - used) if capacity else None),
+            Segment("free", max(0, capacity - (other or 0) - used) if capacity else None),
         )
     stage = getattr(followed.log, "stage", "")
     title = f"{pool.title} · {followed.title} (pid {pid}, figures from {followed.title}'s log; {stage})"

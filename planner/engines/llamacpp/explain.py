@@ -319,8 +319,18 @@ def args_from_log(log: LlamaCppLog, inputs: list[tuple[str, str, str]]) -> Llama
     return LlamaCppArgs(
         n_ctx=n_ctx, n_gpu_layers=ngl, n_seq_max=seqs, kv_unified=unified, type_k=k_type, type_v=v_type,
         n_ubatch=ubatch, flash_attn=flash, kv_offload=kv_offload, n_batch=n_batch, n_outputs=n_outputs,
-        build=log.build, gpus=split, gpu_backend=backend, cpu_only=not gpus, devices=tuple(gpus),
+        build=release_build(log), gpus=split, gpu_backend=backend, cpu_only=not gpus, devices=tuple(gpus),
     )  # fmt: skip
+
+
+# llama.cpp built outside its git tree (a vendored copy, as llama-cpp-python's sdist builds) numbers itself
+# from CMake's fallback, "build 1"; the oldest release a log here names is b907
+FIRST_RELEASE_BUILD = 100
+
+
+def release_build(log: LlamaCppLog) -> int | None:
+    """The log's llama.cpp release number, None where it names none (the graph rules then take the newest)."""
+    return log.build if log.build is not None and log.build >= FIRST_RELEASE_BUILD else None
 
 
 def gpu_devices(log: LlamaCppLog) -> list[str]:
@@ -486,6 +496,8 @@ def explain(log: LlamaCppLog, *, model: str | None = None) -> Explanation:
     name = log.metadata.get("general.name", "").strip() or log.info.get("general.name", "?")
     inputs.append(("model", name, "log (general.name)"))
     build = (f"b{log.build}" + (f" ({log.commit})" if log.commit else "")) if log.build else "not in the log"
+    if log.build is not None and release_build(log) is None:
+        build += ": no release number (built outside llama.cpp's git tree), the newest graph taken"
     inputs.append(("llama.cpp build", build, "log" if log.build else "-"))
     shape, buffers, p = _predict(log, model, inputs, notes)
     predicted = {

@@ -45,10 +45,11 @@ def live_buckets(log: LlamaCppLog) -> LiveBuckets | None:
 
 def planned_buckets(sheet) -> DeviceBuckets | None:  # noqa: ANN001  (planner.engines.worksheet.Worksheet)
     """llama.cpp's own model for the Live plan row: its model buffers (every device) as weights, the KV cache,
-    the GPU compute buffer (derived from the graph) as activations."""
+    the compute buffer (derived from the graph; the GPU's, else the host's) as activations."""
     terms = {t.name: t.bytes for t in sheet.terms}
     weights = [b for name, b in terms.items() if name.startswith("model buffer")]
     if not weights and "KV cache" not in terms:
         return None
-    return DeviceBuckets("planned", sum(weights) if weights else None, terms.get("KV cache"),
-                         terms.get("compute buffer, GPU") or None)  # fmt: skip
+    # a CPU-only run's compute buffer is the host one (llama.cpp's CPU backend computes there)
+    compute = terms.get("compute buffer, GPU") or terms.get("compute buffer, host") or None
+    return DeviceBuckets("planned", sum(weights) if weights else None, terms.get("KV cache"), compute)
