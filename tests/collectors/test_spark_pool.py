@@ -281,3 +281,16 @@ def test_a_checkpoint_read_in_halves_shows_in_the_recorded_pool(tmp_path):
     assert 32 * MiB <= half < 48 * MiB and whole - half >= 31 * MiB  # each half of the pages, and libraries
     recorded = [e for e in read_recording(record).events if e["k"] == "pool"]
     assert [dict(map(tuple, e["files"]))[reader.pid] for e in recorded] == files
+
+
+def test_a_recording_made_before_the_pool_was_sampled_says_it_is_not_decomposed():
+    """The bundled demo recordings predate MemFree and the parts: the panel says why it has no bar instead of
+    drawing one part (shared memory) and 'MemFree n/a' as if the rest were empty."""
+    from collectors.replay import bundled_recording  # noqa: PLC0415
+    from tui.screens.pool_view import pool_data  # noqa: PLC0415
+
+    replay = ReplayMonitor(bundled_recording("transformers"))
+    replay.advance_to(replay.duration_s)
+    data = pool_data(replay.state())
+    assert data.parts == ()
+    assert data.lines[0].startswith("not decomposed: this sample has no MemFree")

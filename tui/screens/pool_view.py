@@ -130,6 +130,13 @@ def pool_data(state: MonitorState) -> PoolData | None:
     if not p.unified and state.nvml.devices:
         where += " (the GPU's own memory is in the bars above)"
     title = f"where the pool is: {where}, {_g(p.total)} GiB (MemTotal)"
+    if p.free is None and p.processes is None and p.kernel is None:
+        # no MemFree, AnonPages or kernel fields in the sample: nothing to decompose, and said so
+        why = (
+            "not decomposed: this sample has no MemFree, AnonPages or kernel figures (a recording made "
+            "before memsight read them, or no /proc/meminfo)"
+        )
+        return PoolData(title, p.total, (), (why, _free_line(p)))
     lines = [_parts_line(p, segments), _free_line(p)]
     for extra in (_difference_line(p), note):
         if extra:
