@@ -17,6 +17,8 @@ from tests.conftest import REPO_ROOT
 from tests.tui.fixed_states import FixedMonitor, two_rank_state
 from tui import cmd_run
 from tui.app import MemsightApp
+from tui.screens.engine_live import ENGINE_OTHER_NOTE
+from tui.widgets.bucket_bars import comparison_rows
 
 DATA = REPO_ROOT / "tests" / "data"
 GIB = 2**30
@@ -91,6 +93,9 @@ async def test_the_plan_row_is_sglangs_own_model_for_the_given_model(tmp_path):
     assert (c.planned_bytes("weights"), c.planned_bytes("kv")) == (terms["weights"], terms["KV pool"])
     # the engine's model is of its own process: the rest of the GPU is planned as measured (no diff)
     assert c.planned_bytes("other") == c.measured_bytes("other") is not None
+    assert c.other_planned_as_measured and ENGINE_OTHER_NOTE in c.notes  # shown as no diff, and why
+    rows = {key: diff for key, _, _, diff in comparison_rows(c)}
+    assert rows["other"] is None
     assert c.plan_label == "SGLang's own model (planner/engines/sglang): qwen2.5-32b"
     assert "| plan, same model/args: weights 15.32 · KV 3.07 GiB PREDICTED" in line
 

@@ -17,6 +17,8 @@ from tui.widgets.data import BucketComparison, Segment
 from tui.widgets.fmt import figure, unit_for
 
 GIB = 2**30
+# the engine's own model is of its own process: the rest of the memory is planned as it is measured
+ENGINE_OTHER_NOTE = "other procs / OS planned as measured: the engine's model is of its process (no diff)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +190,12 @@ def engine_comparison(
         )
     stage = getattr(followed.log, "stage", "")
     title = f"{pool.title} · {followed.title} (pid {pid}, figures from {followed.title}'s log; {stage})"
-    return BucketComparison(title, pool.capacity_bytes, measured, planned, plan.label, "", tuple(notes))
+    if planned is not None:
+        notes.insert(0, ENGINE_OTHER_NOTE)
+    return BucketComparison(
+        title, pool.capacity_bytes, measured, planned, plan.label, "", tuple(notes),
+        other_planned_as_measured=planned is not None,
+    )  # fmt: skip
 
 
 def engine_metrics_note(snap: Any) -> str:
