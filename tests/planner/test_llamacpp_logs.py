@@ -138,16 +138,18 @@ def table_key(key: str, how: str) -> str:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.log for c in CASES])
 def test_prediction_against_the_logged_figures(case):
+    """The targets, not today's errors: every KV row within 1% (each log here states the architecture), every
+    other row within 1% unless the case names why it cannot be (case.misses), and a row outside 1% says its
+    cause in explain's own output. An improvement passes as it is; a new miss fails."""
     errors = errors_of(case)
-    assert set(errors) == set(case.errors), (case.log, errors)
+    assert set(errors) == set(case.errors), (case.log, errors)  # the rows the log shows
+    causes = {r.key: r.cause for r in sheet(case).rows}
+    assert abs(errors["kv_total"]) <= 0.01
     for key, error in errors.items():
-        assert abs(error - case.errors[key]) <= 0.005, (case.log, key, error)
-    assert abs(errors["kv_total"]) <= 0.01  # every log here states the architecture
-    for key, error in errors.items():
-        if key not in case.misses and not key.startswith("kv"):
+        if key.startswith("kv") or key not in case.misses:
             assert abs(error) <= 0.01, (case.log, key, error)
-        if key.startswith("kv"):
-            assert abs(error) <= 0.01, (case.log, key, error)
+        elif abs(error) > 0.01:
+            assert causes[key] and causes[key] != "within 1%", (case.log, key, causes[key])
 
 
 def test_the_set_spans_builds_devices_and_quant_types():
