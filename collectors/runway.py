@@ -89,9 +89,9 @@ def _grower(history: Sequence[MonitorState], window_s: float) -> tuple[object, f
     before = {(p.pid, p.start_ticks): p.rss + (p.gpu_bytes or 0) for p in base.os.processes}
     best = None
     for p in now.os.processes:
-        held_before = before.get((p.pid, p.start_ticks))
-        if held_before is None:
-            continue
+        # a process absent from the window's first sample was started within it (a server loading its
+        # model: the likeliest grower of all): it held nothing then, so all it holds now is growth
+        held_before = before.get((p.pid, p.start_ticks), 0)
         grown = p.rss + (p.gpu_bytes or 0) - held_before
         if grown > 0 and (best is None or grown > best[1]):
             best = (p, grown)

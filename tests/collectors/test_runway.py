@@ -4,6 +4,7 @@ process that grows; stays quiet on a flat noisy series, on a one-off drop and on
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 from collectors.alerts import AlertOptions
 from collectors.runway import falling_trend, theil_sen
@@ -93,3 +94,24 @@ def test_theil_sen_ignores_outliers_and_the_checks_refuse_noise():
     rng = random.Random(3)
     noise = [(float(t), rng.uniform(-1e9, 1e9)) for t in range(40)]
     assert falling_trend(noise, 20.0, 1) is None
+
+
+def test_a_process_started_within_the_window_is_the_grower_it_is():
+    """A server started mid-window that loads 2.8 GiB/min is named, not an older process growing slowly
+    (a process absent from the window's first sample held nothing then)."""
+    builder = StateBuilder(alert_options=AlertOptions())
+    old = ProcessInfo(1491, "python", "python -m pytest", "me", 400 * MiB, None, False, start_ticks=3)
+    alerts = []
+    for i in range(240):  # 2 minutes at 2 Hz
+        t = 1000.0 + i / 2
+        growing_old = replace(old, rss=old.rss + i * MiB // 4)  # +0.03 GiB/min
+        procs = [growing_old]
+        if i >= 40:  # the server starts 20 s in and loads 25 MiB each tick (2.9 GiB/min)
+            rss, new = (i - 40) * 25 * MiB, i == 40
+            procs.append(ProcessInfo(1545, "python", "python grow.py", "me", rss, None, new, start_ticks=900))
+        available = 8 * GiB - max(0, i - 40) * 25 * MiB
+        builder.update_os(os_snapshot(t, available, tuple(procs)))
+        builder.build(t)
+    alerts = _runway(builder.alerts)
+    assert alerts and all(a.pid == 1545 for a in alerts), [a.message for a in alerts]
+    assert "from pid 1545 python grow.py" in alerts[0].message
