@@ -101,10 +101,10 @@ class Engine(ABC):
     def predict(self, spec: Any, arguments: Any, plan: Any = None) -> Any:
         """The engine's own memory terms for a model spec and the engine's arguments, before launch."""
 
+    @abstractmethod
     def new_reader(self) -> Any:
-        """An incremental reader of this engine's log: feed_text(chunk) as it streams, result() at any time.
-        Engines whose reader is incremental return it; this default re-reads the text kept so far."""
-        return _WholeTextReader(self)
+        """An incremental reader of this engine's log (a LineReader): feed_text(chunk) as it streams, flush()
+        at its end, result() at any time."""
 
     def live_buckets(self, log: Any) -> LiveBuckets | None:
         """What each device holds by the engine's own log (None: this engine gives none)."""
@@ -126,23 +126,55 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # terminal colour codes a captured
 
 class LineReader:
     """An engine log reader fed text in chunks of any size (a followed file delivers lines in pieces): each
-    whole line goes to feed(line) when its newline arrives; flush() hands on a last line without one."""
+    whole line goes to feed(line) when its newline arrives; flush() hands on a last line without one. A line
+    over limits.MAX_LOG_LINE is not read (counted in skipped_lines), whole or in pieces alike, and its pieces
+    are not kept: a stream without newlines costs bounded memory and time."""
 
-    _partial = ""
+    _parts: list[str] | None = None  # the current line's pieces so far (None: none)
+    _parts_len = 0
+    _skipping = False  # inside a line over MAX_LOG_LINE: dropped up to its newline
+    skipped_lines = 0
 
     def feed(self, raw: str) -> None:
         raise NotImplementedError
 
     def feed_text(self, chunk: str) -> None:
-        data = self._partial + chunk
-        *complete, self._partial = data.split("\n")
-        for line in complete:
-            self.feed(line)
+        *complete, tail = chunk.split("\n")
+        for piece in complete:
+            self._end_line(piece)
+        if tail:
+            self._add_piece(tail)
+
+    def _add_piece(self, piece: str) -> None:
+        if self._skipping:
+            return
+        if self._parts_len + len(piece) > limits.MAX_LOG_LINE:
+            self._parts, self._parts_len, self._skipping = None, 0, True
+            self.skipped_lines += 1
+            return
+        if self._parts is None:
+            self._parts = []
+        self._parts.append(piece)
+        self._parts_len += len(piece)
+
+    def _end_line(self, piece: str) -> None:
+        if self._skipping:  # its newline: the next piece starts a line
+            self._skipping = False
+            return
+        if self._parts:
+            piece = "".join(self._parts) + piece
+            self._parts, self._parts_len = None, 0
+        if len(piece) > limits.MAX_LOG_LINE:
+            self.skipped_lines += 1
+            return
+        self.feed(piece)
 
     def flush(self) -> None:
-        if self._partial:
-            line, self._partial = self._partial, ""
+        if self._parts and not self._skipping:
+            line = "".join(self._parts)
+            self._parts, self._parts_len = None, 0
             self.feed(line)
+        self._parts, self._parts_len, self._skipping = None, 0, False
 
 
 def read_all(reader: Any, text: str | Iterable[str]) -> Any:
@@ -154,18 +186,6 @@ def read_all(reader: Any, text: str | Iterable[str]) -> Any:
         for line in text:
             reader.feed(line)
     return reader.result()
-
-
-class _WholeTextReader:
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
-        self._text: list[str] = []
-
-    def feed_text(self, chunk: str) -> None:
-        self._text.append(chunk)
-
-    def result(self) -> Any:
-        return self._engine.read_log("".join(self._text))
 
 
 # ---- what a followed log says each device holds (the Live screen's buckets, the recording's figures) ----

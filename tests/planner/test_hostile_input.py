@@ -318,3 +318,38 @@ def test_a_long_ollama_line_is_read_in_linear_time(tmp_path):
     (tmp_path / "ollama.log").write_text(hostile)
     done = memsight("explain", str(tmp_path / "ollama.log"), "--model", "llama-3.1-8b", "--format", "q4_k_m")
     assert done.returncode in (0, 2) and "Traceback" not in done.stderr, done.stderr[-2000:]
+
+
+def test_an_engine_log_line_past_the_line_limit_is_not_read_whole_or_in_pieces():
+    """A 2 MiB line (a log whose config line was repeated by a damaged write) is skipped by every engine's
+    reader, whole or fed in pieces as a followed file is, to the same result as the log without it: the
+    readers' regexes never see it (the fuzz's vLLM log surface ran one such case past its 20 s guard)."""
+    from planner import limits  # noqa: PLC0415
+    from planner.engines import get_engine  # noqa: PLC0415
+
+    log = (REPO_ROOT / "tests" / "data" / "vllm_logs" / "akamas_v0.29.0_gpt-oss-20b_l4.log").read_text()
+    lines = log.split("\n")
+    long_line = lines[3] * (2 * limits.MAX_LOG_LINE // max(1, len(lines[3])) + 1)
+    damaged = "\n".join([*lines[:3], long_line, *lines[3:]])
+    for name in ("vllm", "sglang", "ollama", "llamacpp"):
+        engine = get_engine(name)
+        whole = engine.new_reader()
+        whole.feed_text(damaged)
+        whole.flush()
+        pieces = engine.new_reader()
+        for i in range(0, len(damaged), 97):
+            pieces.feed_text(damaged[i : i + 97])
+        pieces.flush()
+        assert whole.skipped_lines == pieces.skipped_lines == 1, name
+        assert whole.result() == pieces.result() == engine.read_log(log), name
+
+
+def test_a_damaged_llama_cpp_device_name_is_sorted_not_a_crash():
+    """'CUDA-0.0' (a damaged buffer line): the devices are still ordered; the log is explained or refused."""
+    from planner.engines import get_engine  # noqa: PLC0415
+    from planner.engines.llamacpp.explain import gpu_devices  # noqa: PLC0415
+
+    engine = get_engine("llamacpp")
+    text = (REPO_ROOT / "tests" / "data" / "llamacpp_logs" / "ci_b3448_v100_pythia28b_q4_0.log").read_text()
+    log = engine.read_log(text.replace("CUDA0 KV buffer", "CUDA-0.0 KV buffer"))
+    assert "CUDA-0.0" in gpu_devices(log)

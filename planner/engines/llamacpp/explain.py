@@ -345,7 +345,13 @@ def gpu_devices(log: LlamaCppLog) -> list[str]:
                 device = "Metal" if fig.rank.startswith("Metal") else fig.rank
                 if device not in seen:
                     seen.append(device)
-    return sorted(seen, key=lambda d: (re.sub(r"\d+$", "", d), int(re.sub(r"^\D+", "", d) or 0)))
+    return sorted(seen, key=_device_order)
+
+
+def _device_order(device: str) -> tuple[str, int]:
+    """CUDA0 < CUDA1 < CUDA10 (by the number that ends the name; a name a log damaged sorts as text)."""
+    m = re.match(r"^(.*?)(\d{1,9})$", device)
+    return (m.group(1), int(m.group(2))) if m else (device, 0)
 
 
 def _gpu(fig: Figure) -> bool:

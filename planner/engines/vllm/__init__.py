@@ -38,6 +38,11 @@ class VLLM(Engine):
 
         return parse_log(text)
 
+    def new_reader(self) -> Any:
+        from planner.engines.vllm.log import LogReader  # noqa: PLC0415
+
+        return LogReader()
+
     def log_problem(self, log: Any) -> str | None:
         from planner.engines.vllm.explain import stage_problem  # noqa: PLC0415
 
