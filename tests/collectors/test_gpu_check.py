@@ -44,7 +44,8 @@ def test_exits_with_a_clear_message_without_cuda():
 
 @pytest.mark.skipif(
     not torch.cuda.is_available(),
-    reason="no CUDA GPU here: the check itself needs one (python scripts/gpu_check.py on an NVIDIA GPU)",
+    reason="torch here has no CUDA (no NVIDIA GPU, or the CPU build scripts/test.sh installs): the check "
+    "needs both (python scripts/gpu_check.py on an NVIDIA GPU with a CUDA build of torch)",
 )
 def test_the_check_runs_on_the_gpu():
     """Where a GPU is, the quick check runs on it: every exact figure equal, and the CUDA context measured
