@@ -105,10 +105,10 @@ def test_fused_moe_chunks_and_formats():
 # weights (checkpoint tensors + the layout of vLLM's MoE kernel for that GPU and version, from the config
 # alone) against the logged "Model loading took X GiB"; recorded error, asserted to +-0.5 percentage points.
 WEIGHT_CASES = (
-    # log, catalog model, vLLM version, compute capability, recorded relative error
-    ("myoceane_v0.19.0_gpt-oss-20b_a100.log", "gpt-oss-20b", (0, 19, 0), (8, 0), -0.0036),
-    ("issue23278_gpt-oss-120b_h100_marlin.log", "gpt-oss-120b", (0, 10, 1), (9, 0), -0.0010),
-    ("issue33155_v0.14.1_gpt-oss-120b_h100_triton.log", "gpt-oss-120b", (0, 14, 1), (9, 0), -0.0031),
+    # log, catalog model, vLLM version, compute capability, the error the README quotes (printed with -s)
+    ("myoceane_v0.19.0_gpt-oss-20b_a100.log", "gpt-oss-20b", (0, 19, 0), (8, 0), -0.0013),
+    ("issue23278_gpt-oss-120b_h100_marlin.log", "gpt-oss-120b", (0, 10, 1), (9, 0), -0.0006),
+    ("issue33155_v0.14.1_gpt-oss-120b_h100_triton.log", "gpt-oss-120b", (0, 14, 1), (9, 0), -0.0026),
 )
 
 
@@ -125,7 +125,10 @@ def test_mxfp4_weights_against_real_logs(case):
     extras, _ = vllm_weight_extras(spec, "mxfp4", version, capability, 1, 1)
     predicted = (weight_bytes(spec, "mxfp4").total + extras[0]) / 2**30
     error = predicted / logged - 1
-    assert abs(error - recorded) <= 0.005, (log_name, predicted, logged, error)
+    # the target the README states (within 0.5% of "Model loading took"), not today's error: an improvement
+    # passes as it is
+    print(f"{log_name}: {error:+.2%} (README: {recorded:+.1%})")
+    assert abs(error) <= 0.005, (log_name, predicted, logged, error)
 
 
 def test_rotary_cos_sin_cache_by_rope_type_exact():
