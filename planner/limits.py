@@ -35,6 +35,7 @@ MAX_RECORDING_BYTES = 1024 * MiB  # a memsight recording (one hour of a 8-GPU bo
 MAX_RECORDING_LINE = 4 * MiB  # one JSON line of a recording (an os event of 10k processes: about 1 MiB)
 MAX_TOML_BYTES = 1 * MiB  # memsight's config.toml (a real one: under 1 KiB)
 MAX_LOG_BYTES = 64 * MiB  # an engine's start-up log for `memsight explain` (real ones: a few MB at most)
+MAX_MEMINFO_BYTES = 1 * MiB  # a /proc/meminfo or a saved copy (real ones: about 1.5 KiB)
 MAX_NAME_CHARS = 1024  # a model name / path given on the command line (PATH_MAX is 4096, NAME_MAX 255)
 
 # ---- JSON shape

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
+from planner import limits
 from planner.errors import PlannerError
 from planner.units import GiB
 
@@ -97,11 +98,14 @@ def machine_names() -> list[str]:
 
 def read_meminfo(path: str | os.PathLike[str] = "/proc/meminfo") -> dict[str, int]:
     """/proc/meminfo as bytes (the file says kB, which the kernel means as KiB)."""
+    # bytes first: a saved copy given by --meminfo may be anything, and the kernel writes plain ASCII
+    data = limits.read_regular(path, "MAX_MEMINFO_BYTES", PlannerError, "meminfo file")
     try:
-        with open(path, encoding="ascii") as handle:
-            text = handle.read()
-    except OSError as exc:
-        raise PlannerError(f"cannot read {path} to size 'this' machine: {exc.strerror}") from exc
+        text = data.decode("ascii")
+    except UnicodeDecodeError:
+        raise PlannerError(f"{path}: binary data, not a copy of /proc/meminfo") from None
+    if "\x00" in text:
+        raise PlannerError(f"{path}: binary data, not a copy of /proc/meminfo")
     values: dict[str, int] = {}
     for line in text.splitlines():
         key, _, rest = line.partition(":")

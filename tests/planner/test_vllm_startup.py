@@ -194,3 +194,21 @@ def test_this_machine_with_a_discrete_gpu_reads_nvml_free(monkeypatch):
     # the H100's recorded mem_get_info total (79.22 GiB, vllm PRs 10511, 12126): 0.9 of it leaves 7.91 GiB
     assert round(verdict.total / GiB, 2) == 79.22 and verdict.passes
     assert round(verdict.margin / GiB, 2) == 7.91
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        bytes.fromhex("c4ed470515f529ae22c68e40c63d0070"),  # the audit's junk.bin: not UTF-8
+        b"MemTotal: 127600748 kB\x00\x00\nMemAvailable: 1 kB\n",  # ASCII with NULs
+        "MemTotal: 127600748 kB\nMemAvailable: 12345 kB\nZurück: 1 kB\n".encode(),  # not ASCII
+    ],
+)
+def test_a_binary_meminfo_file_is_one_line_exit_2(tmp_path, content):
+    from tests.conftest import run_memsight
+
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(content)
+    done = run_memsight("plan", "llama-3.1-8b", "--engine", "vllm", "--meminfo", str(junk))
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == f"memsight: {junk}: binary data, not a copy of /proc/meminfo\n"
