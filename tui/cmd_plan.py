@@ -213,8 +213,9 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     vllm.add_argument(
         "--meminfo",
         metavar="FILE",
-        help="with --engine vllm: check vLLM's start-up rule against this saved /proc/meminfo (a copy from "
-        "the machine, e.g. a Spark) instead of this machine's; --machine this checks this machine now",
+        help="with --engine vllm: check vLLM's start-up rule against this saved /proc/meminfo of a "
+        "unified-memory machine (a Spark) instead of this machine's; --machine this checks this machine now "
+        "(a discrete GPU's free memory comes from NVML, never from a file)",
     )
     vllm.add_argument(
         "--vllm-engine",

@@ -13,6 +13,7 @@ import argparse
 from typing import Any
 
 from planner.engines.vllm.startup import Admission, DeviceMemory, admission, verdict_line
+from planner.errors import PlannerError
 from planner.machines import MACHINES, THIS_MACHINE, read_meminfo
 from planner.units import GiB
 
@@ -41,6 +42,13 @@ def measured_device(args: argparse.Namespace, plan: Any, pool: Any) -> tuple[Dev
             return None, f"no NVIDIA GPU here ({why}): vLLM's CUDA start-up check does not apply"
     unified = plan.machine.unified if gpu is None else gpu["unified"]
     name = gpu["name"] if gpu is not None else plan.machine.device_name
+    if not unified and args.meminfo is not None:
+        # a discrete GPU's check reads cudaMemGetInfo's free, which no host file holds: refused rather than
+        # checked against a figure the file cannot give
+        raise PlannerError(
+            f"--meminfo gives host memory only; {name or 'a discrete GPU'}'s free memory, which vLLM's "
+            "start-up check reads, comes from NVML: run --machine this on that machine, or drop --meminfo"
+        )
     if unified:
         device = DeviceMemory(
             total=info["MemTotal"],

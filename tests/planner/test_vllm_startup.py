@@ -212,3 +212,38 @@ def test_a_binary_meminfo_file_is_one_line_exit_2(tmp_path, content):
     done = run_memsight("plan", "llama-3.1-8b", "--engine", "vllm", "--meminfo", str(junk))
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == f"memsight: {junk}: binary data, not a copy of /proc/meminfo\n"
+
+
+@pytest.mark.parametrize(
+    "machine", [("--machine", "h100"), ("--machine", "rtx4090"), ("--capacity-gib", "80")]
+)
+def test_meminfo_with_a_discrete_gpu_is_refused_in_one_line(tmp_path, machine):
+    from tests.conftest import run_memsight
+
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal: 127600748 kB\nMemFree: 43537000 kB\nMemAvailable: 121530000 kB\n")
+    done = run_memsight("plan", "llama-3.1-8b", "--engine", "vllm", *machine, "--meminfo", str(meminfo))
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("memsight: --meminfo gives host memory only; ")
+    assert "free memory, which vLLM's start-up check reads, comes from NVML" in done.stderr
+    assert done.stderr.count("\n") == 1
+
+
+def test_meminfo_with_this_machine_s_discrete_gpu_is_refused_too(tmp_path, monkeypatch):
+    import sys
+
+    from planner.errors import PlannerError
+    from tests.planner.test_cli_plan import _FakeNVML
+    from tui import cmd_plan
+    from tui.cli import build_parser
+    from tui.startup_check import startup_check
+
+    monkeypatch.setitem(sys.modules, "pynvml", _FakeNVML("NVIDIA H100 80GB HBM3", 81559 * MiB, 81106 * MiB))
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal: 127600748 kB\nMemFree: 43537000 kB\nMemAvailable: 121530000 kB\n")
+    argv = ["plan", "llama-3.1-8b", "--engine", "vllm", "--machine", "this", "--meminfo", str(meminfo)]
+    parser, _ = build_parser(argv)
+    args = parser.parse_args(argv)
+    plan, pool = cmd_plan.compute(args)
+    with pytest.raises(PlannerError, match="NVIDIA H100 80GB HBM3's free memory, .* comes from NVML"):
+        startup_check(args, plan, pool)
