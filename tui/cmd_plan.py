@@ -589,7 +589,7 @@ def main(args: argparse.Namespace, name: str) -> int:
         if startup is not None:
             doc["vllm_startup"] = startup_to_json(startup)
         return _print(json.dumps(doc, indent=1))
-    return _print("\n".join([render(plan, pool), *startup_lines(startup, pool)]))
+    return _print("\n".join([render(plan, pool), *startup_lines(startup, pool, args.meminfo)]))
 
 
 def _llamacpp(args: argparse.Namespace, defaults: PlanDefaults | None) -> int:

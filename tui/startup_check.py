@@ -32,7 +32,9 @@ def measured_device(args: argparse.Namespace, plan: Any, pool: Any) -> tuple[Dev
     if not this and args.meminfo is None:
         return None, "give --machine this (or --meminfo FILE from the machine) to check it against one now"
     source = args.meminfo or "/proc/meminfo"
-    info = read_meminfo(source)
+    info = read_meminfo(
+        source, needs=("MemFree", "MemAvailable"), purpose="check vLLM's start-up rule against it"
+    )
     gpu = None
     if this:
         from tui.cmd_plan import probe_gpu  # noqa: PLC0415  (NVML, lazily)
@@ -99,15 +101,21 @@ def startup_check(args: argparse.Namespace, plan: Any, pool: Any) -> tuple[Admis
     return verdict, measured
 
 
-def startup_lines(startup: tuple[Admission | None, str] | None, pool: Any) -> list[str]:
+def startup_lines(
+    startup: tuple[Admission | None, str] | None, pool: Any, meminfo: str | None = None
+) -> list[str]:
+    """The check as the plan prints it; `meminfo` is the --meminfo file the figures came from, if any."""
     if startup is None:
         return []
     verdict, measured = startup
-    lines = ["", "  will it start? vLLM's start-up check on this machine now:"]
+    where = f"with {meminfo}'s memory" if meminfo is not None else "on this machine now"
+    lines = ["", f"  will it start? vLLM's start-up check {where}:"]
     if verdict is None:
         return [*lines, f"    {measured}"]
     lines.append(f"    {verdict_line(verdict)}")
-    lines.extend(f"    fix: {fix}" for fix in verdict.fixes)
+    # a start that passes needs no fix: what is left to say is how large a KV cache the memory allows
+    label = "or size the KV cache" if verdict.passes else "fix"
+    lines.extend(f"    {label}: {fix}" for fix in verdict.fixes)
     lines.append(f"    measured: {measured}")
     return lines
 

@@ -247,3 +247,57 @@ def test_meminfo_with_this_machine_s_discrete_gpu_is_refused_too(tmp_path, monke
     plan, pool = cmd_plan.compute(args)
     with pytest.raises(PlannerError, match="NVIDIA H100 80GB HBM3's free memory, .* comes from NVML"):
         startup_check(args, plan, pool)
+
+
+@pytest.mark.parametrize(
+    ("lines", "said"),
+    [
+        # the audit's mi_bad: MemFree above MemTotal, then a negative MemAvailable
+        (("MemTotal: 127600748 kB", "MemFree: 200000000 kB", "MemAvailable: 100 kB"),
+         "MemFree 200000000 kB is outside 0 .. MemTotal 127600748 kB"),
+        (("MemTotal: 127600748 kB", "MemFree: 1000 kB", "MemAvailable: -5 kB"),
+         "MemAvailable -5 kB is outside 0 .. MemTotal 127600748 kB"),
+        (("MemTotal: 0 kB", "MemFree: 0 kB", "MemAvailable: 0 kB"), "MemTotal 0 kB"),
+        (("MemTotal: 127600748 kB", "MemAvailable: 100 kB"),
+         "has no MemFree line; cannot check vLLM's start-up"),
+    ],
+)
+def test_an_impossible_or_short_meminfo_is_refused_in_one_line(tmp_path, lines, said):
+    from tests.conftest import run_memsight
+
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("\n".join(lines) + "\n")
+    args = ["plan", "llama-3.1-8b", "--engine", "vllm", "--machine", "spark", "--vllm-version", "0.10.0"]
+    done = run_memsight(*args, "--meminfo", str(meminfo))
+    assert done.returncode == 2 and done.stdout == "" and done.stderr.count("\n") == 1
+    assert said in done.stderr and "'this' machine" not in done.stderr
+
+
+def test_no_utilization_above_1_is_ever_proposed():
+    # a discrete GPU whose NVML free reads above the recorded cudaMemGetInfo total it is checked against
+    total = 80 * GiB
+    verdict = admission("0.24.0", "V1", 0.9, DeviceMemory(total, cuda_free=125 * GiB), non_kv_bytes=20 * GiB)
+    assert verdict.passes and verdict.passing_utilization == 1.0
+    assert largest_passing_utilization(125 * GiB, total) == 1.0
+    assert not any("utilization 1.5" in fix for fix in verdict.fixes), verdict.fixes
+    assert "with --gpu-memory-utilization 1.00" in verdict.fixes[0]
+    # nothing passes: what has to give is said instead of a utilization
+    starved = admission("0.24.0", "V1", 0.9, DeviceMemory(total, cuda_free=GiB // 2))
+    assert starved.passing_utilization is None
+    assert starved.fixes[0] == (
+        "no --gpu-memory-utilization passes: even 0.01 asks for 0.80 GiB, more than the 0.50 GiB "
+        "cudaMemGetInfo free; what holds the memory now has to give it back first"
+    )
+
+
+def test_a_passing_check_from_a_file_says_whose_memory_and_proposes_no_fix(tmp_path):
+    from tests.conftest import run_memsight
+
+    meminfo = tmp_path / "meminfo"  # the audit's mi_ok: a GB10 with 115.90 GiB available
+    meminfo.write_text("MemTotal: 127600748 kB\nMemFree: 43537000 kB\nMemAvailable: 121530000 kB\n")
+    done = run_memsight("plan", "llama-3.1-8b", "--engine", "vllm", "--meminfo", str(meminfo))
+    assert done.returncode == 0, done.stderr
+    assert f"will it start? vLLM's start-up check with {meminfo}'s memory:" in done.stdout
+    assert "on this machine now" not in done.stdout
+    assert "start-up check: passes by 6.38 GiB" in done.stdout and "fix:" not in done.stdout
+    assert "    or size the KV cache: --kv-cache-memory-bytes " in done.stdout
