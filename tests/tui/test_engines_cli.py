@@ -82,3 +82,19 @@ def test_plan_engine_sglang_and_ollama():
     assert o["kv_gpu_bytes"] + o["kv_cpu_bytes"] == 3 * 2**30 and o["estimate_kv_bytes"] == 3 * 2**30
     refused = memsight("plan", "qwen3-8b", "--engine", "ollama", "--format", "awq")
     assert refused.returncode == 2 and refused.stderr.startswith("memsight: Ollama serves GGUF files")
+
+
+def test_tiny_figures_outside_the_screens_keep_three_significant_digits():
+    # a 2.5 MiB GGUF's explain: each predicted term in its own unit, never "0.00 GiB"
+    tiny = REPO_ROOT / "tests" / "data" / "llamacpp_local" / "b1_0c1e570_cpu_tiny_c4096_np2.log"
+    explained = memsight("explain", str(tiny))
+    assert explained.returncode == 0, explained.stderr
+    terms = explained.stdout.split("how each predicted term is known:")[1]
+    assert "    model buffer, host    2.53 MiB  PREDICTED" in terms
+    assert "    KV cache              8.00 MiB  PREDICTED" in terms
+    assert "0.00 GiB" not in terms and "0.01 GiB" not in terms
+    # SGLang with one token of KV: 147,456 B of K + V buffers per token (qwen3-8b, bf16)
+    one = memsight("plan", "qwen3-8b", "--engine", "sglang", "--machine", "h100", "--max-total-tokens", "1")
+    assert one.returncode == 0, one.stderr
+    sglang = one.stdout.split("  SGLang (")[1]
+    assert "    K + V buffers              288 KiB" in sglang and " 0.00 GiB" not in sglang
