@@ -98,3 +98,19 @@ def test_tiny_figures_outside_the_screens_keep_three_significant_digits():
     assert one.returncode == 0, one.stderr
     sglang = one.stdout.split("  SGLang (")[1]
     assert "    K + V buffers              288 KiB" in sglang and " 0.00 GiB" not in sglang
+
+
+def test_sglang_plan_with_no_kv_budget_prints_no_negative_pool():
+    # 0.1 GiB free cannot hold qwen3-8b's 15.3 GiB of weights: SGLang stops before allocating its KV pool
+    starved = memsight("plan", "qwen3-8b", "--engine", "sglang", "--free-gib", "0.1")
+    assert starved.returncode == 0, starved.stderr
+    sglang = starved.stdout.split("  SGLang (")[1]
+    assert "    max_total_num_tokens         -      (none: the KV budget holds no token of 147,456 B" in (
+        sglang
+    )
+    assert "    K + V buffers                -      (none: SGLang refuses to start" in sglang
+    assert "-110,589" not in sglang and "-15." not in sglang
+    assert "note: SGLang would refuse to start" in sglang
+    doc = json.loads(memsight("plan", "qwen3-8b", "--engine", "sglang", "--free-gib", "0.1", "--json").stdout)
+    s = doc["sglang"]
+    assert s["max_total_num_tokens"] is None and s["k_bytes"] is None and s["v_bytes"] is None

@@ -105,7 +105,7 @@ def predict(spec: ModelSpec, arguments: SGLangArguments) -> SGLangPlan:
         )
     )
     capture = tuple(bs for bs in defaults.capture_bs if bs <= pool.req_pool_size)
-    if pool.tokens <= 0:
+    if pool.refused:
         notes.append(
             "SGLang would refuse to start: the weights leave no KV budget at mem_fraction_static "
             f"{fraction:g} "
@@ -146,9 +146,9 @@ def plan_json(plan: SGLangPlan) -> dict:
         "weights_bytes": pool.weights,
         "kv_bytes_per_token": pool.cell,
         "kv_budget_bytes": max(pool.rest, 0),
-        "max_total_num_tokens": pool.tokens,
-        "k_bytes": pool.k_bytes,
-        "v_bytes": pool.v_bytes,
+        "max_total_num_tokens": None if pool.refused else pool.tokens,  # null: SGLang refuses to start
+        "k_bytes": None if pool.refused else pool.k_bytes,
+        "v_bytes": None if pool.refused else pool.v_bytes,
         "req_to_token_bytes": pool.req_to_token,
         "max_running_requests": pool.max_running_requests,
         "headroom_bytes": pool.headroom,
@@ -168,8 +168,7 @@ def render(plan: SGLangPlan) -> list[str]:
         f"    weights (per rank)   {size_text(pool.weights):>13}",
         f"    KV budget            {size_text(max(pool.rest, 0)):>13}  = free after weights - free x (1 - "
         f"{fraction:g})",
-        f"    max_total_num_tokens {pool.tokens:>9,}      ({pool.cell:,} B per token per rank)",
-        f"    K + V buffers        {size_text(pool.kv_bytes):>13}",
+        *_pool_lines(pool),
         f"    req_to_token         {size_text(pool.req_to_token):>13}  ({pool.req_pool_size:,} requests)",
         f"    max_running_requests {pool.max_running_requests:>9,}",
         f"    outside the static   {size_text(pool.headroom):>13}  (CUDA graphs, activations, workspaces)",
@@ -177,6 +176,20 @@ def render(plan: SGLangPlan) -> list[str]:
     ]
     lines.extend(f"    note: {note}" for note in plan.notes)
     return lines
+
+
+def _pool_lines(pool: SGLangPool) -> list[str]:
+    """max_total_num_tokens and the K + V buffers; "-" when SGLang would refuse: it allocates none."""
+    if pool.refused:
+        return [
+            f"    max_total_num_tokens {'-':>9}      "
+            f"(none: the KV budget holds no token of {pool.cell:,} B per rank)",
+            f"    K + V buffers        {'-':>9}      (none: SGLang refuses to start before allocating them)",
+        ]
+    return [
+        f"    max_total_num_tokens {pool.tokens:>9,}      ({pool.cell:,} B per token per rank)",
+        f"    K + V buffers        {size_text(pool.kv_bytes):>13}",
+    ]
 
 
 def _sizes_text(bs: tuple[int, ...]) -> str:
