@@ -114,3 +114,12 @@ def test_sglang_plan_with_no_kv_budget_prints_no_negative_pool():
     doc = json.loads(memsight("plan", "qwen3-8b", "--engine", "sglang", "--free-gib", "0.1", "--json").stdout)
     s = doc["sglang"]
     assert s["max_total_num_tokens"] is None and s["k_bytes"] is None and s["v_bytes"] is None
+
+
+def test_a_tp_that_splits_no_head_names_sglang_under_engine_sglang():
+    refused = memsight("plan", "qwen3-8b", "--engine", "sglang", "--machine", "h100", "--tp", "3")
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr == (
+        "memsight: tp=3 does not divide the 32 attention heads of qwen3-8b "
+        "(vLLM and SGLang both require num_attention_heads % tensor_parallel_size == 0)\n"
+    )
