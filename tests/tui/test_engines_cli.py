@@ -123,3 +123,14 @@ def test_a_tp_that_splits_no_head_names_sglang_under_engine_sglang():
         "memsight: tp=3 does not divide the 32 attention heads of qwen3-8b "
         "(vLLM and SGLang both require num_attention_heads % tensor_parallel_size == 0)\n"
     )
+
+
+def test_top_level_help_names_every_engine_explain_reads():
+    from planner.engines import engine_names
+
+    shown = memsight("--help")
+    assert shown.returncode == 0, shown.stderr
+    explain = " ".join(shown.stdout.split("explain", 1)[1].split("\n  lab")[0].split())
+    assert explain.startswith("a vLLM, SGLang, Ollama or llama.cpp startup log")
+    labels = {"vllm": "vLLM", "sglang": "SGLang", "ollama": "Ollama", "llamacpp": "llama.cpp"}
+    assert all(labels[name] in explain for name in engine_names())  # an engine added names itself here
