@@ -26,6 +26,7 @@ from typing import Any
 
 from collectors.errors import CollectorError
 from collectors.recorder import Recorder, Recording, read_recording
+from planner.units import size_text
 
 SEGMENT_GLOB = "segment-*.jsonl"
 DEFAULT_LIMIT_BYTES = 64 * 2**20  # the whole flight recording (stated in `memsight run --help`)
@@ -276,7 +277,7 @@ class FlightEnd:
         if self.last_t is None:
             return "it holds no sample"
         span = f"{_clock(self.first_t)} to {_clock(self.last_t)} ({self.last_t - self.first_t:.0f} s)"
-        size = f"{self.segments} segment(s), {self.bytes / 2**20:.1f} MiB"
+        size = f"{self.segments} segment(s), {size_text(self.bytes)}"
         if self.closed:
             return f"{span}, closed by the run ({size})"
         return (

@@ -64,7 +64,9 @@ def _element_bytes(kv_dtype: str, spec: ModelSpec) -> int:
 
 def kv_heads_per_rank(total_kv_heads: int, tp: int) -> int:
     """KV heads each tensor-parallel rank stores, by vLLM's rule: split them when tp <= heads (tp must divide
-    them), otherwise replicate so that every rank holds one (heads must divide tp)."""
+    them), otherwise replicate so that every rank holds one (heads must divide tp). SGLang's attention layers
+    assert the same (python/sglang/srt/models/llama.py LlamaAttention, copied from vLLM's), so the errors
+    name both engines: `plan --engine sglang` reaches them too."""
     if tp < 1:
         raise PlannerError(f"tensor parallel size must be >= 1, got {tp}")
     if total_kv_heads < 1:
@@ -73,13 +75,14 @@ def kv_heads_per_rank(total_kv_heads: int, tp: int) -> int:
         if total_kv_heads % tp:
             raise PlannerError(
                 f"{total_kv_heads} KV heads cannot be split over tp={tp} ranks: "
-                "vLLM requires num_key_value_heads to be divisible by the tensor parallel size"
+                "vLLM and SGLang both require num_key_value_heads to be divisible by the tensor parallel size"
             )
         return total_kv_heads // tp
     if tp % total_kv_heads:
         raise PlannerError(
-            f"tp={tp} is more than the {total_kv_heads} KV heads and not a multiple of them: vLLM requires "
-            "the tensor parallel size to be divisible by num_key_value_heads when it replicates them"
+            f"tp={tp} is more than the {total_kv_heads} KV heads and not a multiple of them: vLLM and "
+            "SGLang both require the tensor parallel size to be divisible by num_key_value_heads when they "
+            "replicate them"
         )
     return 1
 
@@ -93,7 +96,7 @@ def _check_tp(spec: ModelSpec, layer: LayerSpec, tp: int) -> None:
     if attention.num_q_heads and attention.num_q_heads % tp:
         raise PlannerError(
             f"{spec.name}: {attention.num_q_heads} attention heads are not divisible by tp={tp} "
-            "(vLLM requires num_attention_heads % tensor_parallel_size == 0)"
+            "(vLLM and SGLang both require num_attention_heads % tensor_parallel_size == 0)"
         )
     if attention.kind in STATE_KINDS and attention.state_heads % tp:
         raise PlannerError(

@@ -38,6 +38,7 @@ MAX_LOG_BYTES = 64 * MiB  # an engine's start-up log for `memsight explain` (rea
 # one line of an engine's log; the longest in the published logs here is SGLang's server_args, 10 KB. Longer
 # lines are not read: every engine reader's regexes then stay within a bounded cost per line
 MAX_LOG_LINE = 256 * 1024
+MAX_MEMINFO_BYTES = 1 * MiB  # a /proc/meminfo or a saved copy (real ones: about 1.5 KiB)
 MAX_NAME_CHARS = 1024  # a model name / path given on the command line (PATH_MAX is 4096, NAME_MAX 255)
 
 # ---- JSON shape

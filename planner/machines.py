@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
+from planner import limits
 from planner.errors import PlannerError
 from planner.units import GiB
 
@@ -95,13 +96,22 @@ def machine_names() -> list[str]:
     return [*MACHINES, THIS_MACHINE, CUSTOM_MACHINE]
 
 
-def read_meminfo(path: str | os.PathLike[str] = "/proc/meminfo") -> dict[str, int]:
-    """/proc/meminfo as bytes (the file says kB, which the kernel means as KiB)."""
+def read_meminfo(
+    path: str | os.PathLike[str] = "/proc/meminfo",
+    *,
+    needs: tuple[str, ...] = ("MemTotal", "MemAvailable"),
+    purpose: str = "size 'this' machine",
+) -> dict[str, int]:
+    """/proc/meminfo as bytes (the file says kB, which the kernel means as KiB); `needs` are the fields the
+    caller reads, `purpose` what it reads them for (said when one is missing)."""
+    # bytes first: a saved copy given by --meminfo may be anything, and the kernel writes plain ASCII
+    data = limits.read_regular(path, "MAX_MEMINFO_BYTES", PlannerError, "meminfo file")
     try:
-        with open(path, encoding="ascii") as handle:
-            text = handle.read()
-    except OSError as exc:
-        raise PlannerError(f"cannot read {path} to size 'this' machine: {exc.strerror}") from exc
+        text = data.decode("ascii")
+    except UnicodeDecodeError:
+        raise PlannerError(f"{path}: binary data, not a copy of /proc/meminfo") from None
+    if "\x00" in text:
+        raise PlannerError(f"{path}: binary data, not a copy of /proc/meminfo")
     values: dict[str, int] = {}
     for line in text.splitlines():
         key, _, rest = line.partition(":")
@@ -113,10 +123,26 @@ def read_meminfo(path: str | os.PathLike[str] = "/proc/meminfo") -> dict[str, in
         except ValueError:
             continue
         values[key.strip()] = number * 1024 if len(fields) > 1 and fields[1] == "kB" else number
-    for key in ("MemTotal", "MemAvailable"):
+    for key in ("MemTotal", *needs):
         if key not in values:
-            raise PlannerError(f"{path} has no {key} line; cannot size 'this' machine")
+            raise PlannerError(f"{path} has no {key} line; cannot {purpose}")
+    _check_meminfo(path, values)
     return values
+
+
+def _check_meminfo(path: str | os.PathLike[str], values: dict[str, int]) -> None:
+    """The kernel never writes MemFree or MemAvailable outside [0, MemTotal]: a file that does was edited
+    or is not a meminfo, and a check against it would pass by memory the machine does not have."""
+    total = values["MemTotal"]
+    if total <= 0:
+        raise PlannerError(f"{path}: MemTotal {total // 1024} kB: not a /proc/meminfo the kernel wrote")
+    for key in ("MemFree", "MemAvailable"):
+        value = values.get(key)
+        if value is not None and not 0 <= value <= total:
+            raise PlannerError(
+                f"{path}: {key} {value // 1024} kB is outside 0 .. MemTotal {total // 1024} kB: "
+                "not a /proc/meminfo the kernel wrote"
+            )
 
 
 def this_machine(

@@ -61,7 +61,7 @@ def make_topology(
     if spec.num_attention_heads % tp:
         raise PlannerError(
             f"tp={tp} does not divide the {spec.num_attention_heads} attention heads of {spec.name} "
-            "(vLLM requires num_attention_heads % tensor_parallel_size == 0)"
+            "(vLLM and SGLang both require num_attention_heads % tensor_parallel_size == 0)"
         )
     sequence_kv(spec, "auto", tp)  # kv.py's per-layer TP checks (state heads too), once per kind of layer
     notes: list[str] = []

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 GiB: int = 2**30  # memory capacities and usage
+MiB: int = 2**20
+KiB: int = 2**10
 GB: int = 10**9  # decimal: file sizes on the Hub, bandwidth
 
 # Bytes per element of the floating-point / integer dtypes a config or a cache can name.
@@ -45,6 +47,21 @@ def canonical_dtype(name: str) -> str:
 def dtype_bytes(name: str) -> int:
     """Bytes per element of a dtype name (any spelling canonical_dtype accepts)."""
     return _DTYPE_BYTES[canonical_dtype(name)]
+
+
+def size_text(n: int | None) -> str:
+    """A figure standing alone, in its own unit, to three significant digits: `21.8 GiB`, `1.50 GiB`,
+    `15.9 MiB`, `640 KiB`, `64 B`; `n/a` when unknown. The one rule for every such figure: the screens
+    (tui/widgets/fmt.py size) and the planner's and collectors' text use it, so a tiny model's 2.53 MiB
+    never reads 0.00 GiB."""
+    if n is None:
+        return "n/a"
+    if abs(n) < KiB:
+        return f"{n:,} B"
+    name, unit = next((u for u in (("GiB", GiB), ("MiB", MiB)) if abs(n) >= u[1]), ("KiB", KiB))
+    value = n / unit
+    decimals = 0 if abs(value) >= 100 else (1 if abs(value) >= 10 else 2)
+    return f"{value:,.{decimals}f} {name}"
 
 
 def to_gib(n_bytes: int) -> float:

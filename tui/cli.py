@@ -28,7 +28,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("tui.cmd_watch", "the live view fed by a bundled real recording"),
     "explain": (
         "tui.cmd_explain",
-        "a vLLM or llama.cpp startup log: each logged memory figure next to the prediction",
+        "a vLLM, SGLang, Ollama or llama.cpp startup log: each logged memory figure next to the prediction",
     ),
     "lab": ("tui.cmd_lab", "predict, then measure: the edge search and the lesson's Break It experiments"),
 }

@@ -13,6 +13,7 @@ from planner import limits
 from planner.errors import PlannerError
 from planner.units import GiB
 from tui import explain_engines
+from tui.widgets.fmt import size
 
 GIVEN_FLAGS = (
     "max_model_len", "tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_utilization",
@@ -123,8 +124,9 @@ def render(sheet) -> str:  # noqa: ANN001  (planner.engines.worksheet.Worksheet,
         )
     lines.append("")
     lines.append("  how each predicted term is known:")
-    for t in sheet.terms:
-        lines.append(f"    {t.name:<16}{t.bytes / GiB:>9.2f} GiB  {t.how:<9} {t.source}")
+    name_width = max((len(t.name) for t in sheet.terms), default=0)
+    for t in sheet.terms:  # each figure in its own unit: a tiny model's 2.53 MiB is not 0.00 GiB
+        lines.append(f"    {t.name:<{name_width}}{size(t.bytes):>10}  {t.how:<9} {t.source}")
     for note in sheet.notes:
         lines.append(f"  note: {note}")
     return "\n".join(lines)

@@ -213,8 +213,9 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     vllm.add_argument(
         "--meminfo",
         metavar="FILE",
-        help="with --engine vllm: check vLLM's start-up rule against this saved /proc/meminfo (a copy from "
-        "the machine, e.g. a Spark) instead of this machine's; --machine this checks this machine now",
+        help="with --engine vllm: check vLLM's start-up rule against this saved /proc/meminfo of a "
+        "unified-memory machine (a Spark) instead of this machine's; --machine this checks this machine now "
+        "(a discrete GPU's free memory comes from NVML, never from a file)",
     )
     vllm.add_argument(
         "--vllm-engine",
@@ -588,7 +589,7 @@ def main(args: argparse.Namespace, name: str) -> int:
         if startup is not None:
             doc["vllm_startup"] = startup_to_json(startup)
         return _print(json.dumps(doc, indent=1))
-    return _print("\n".join([render(plan, pool), *startup_lines(startup, pool)]))
+    return _print("\n".join([render(plan, pool), *startup_lines(startup, pool, args.meminfo)]))
 
 
 def _llamacpp(args: argparse.Namespace, defaults: PlanDefaults | None) -> int:

@@ -13,6 +13,7 @@ import argparse
 from typing import Any
 
 from planner.engines.vllm.startup import Admission, DeviceMemory, admission, verdict_line
+from planner.errors import PlannerError
 from planner.machines import MACHINES, THIS_MACHINE, read_meminfo
 from planner.units import GiB
 
@@ -31,7 +32,9 @@ def measured_device(args: argparse.Namespace, plan: Any, pool: Any) -> tuple[Dev
     if not this and args.meminfo is None:
         return None, "give --machine this (or --meminfo FILE from the machine) to check it against one now"
     source = args.meminfo or "/proc/meminfo"
-    info = read_meminfo(source)
+    info = read_meminfo(
+        source, needs=("MemFree", "MemAvailable"), purpose="check vLLM's start-up rule against it"
+    )
     gpu = None
     if this:
         from tui.cmd_plan import probe_gpu  # noqa: PLC0415  (NVML, lazily)
@@ -41,6 +44,13 @@ def measured_device(args: argparse.Namespace, plan: Any, pool: Any) -> tuple[Dev
             return None, f"no NVIDIA GPU here ({why}): vLLM's CUDA start-up check does not apply"
     unified = plan.machine.unified if gpu is None else gpu["unified"]
     name = gpu["name"] if gpu is not None else plan.machine.device_name
+    if not unified and args.meminfo is not None:
+        # a discrete GPU's check reads cudaMemGetInfo's free, which no host file holds: refused rather than
+        # checked against a figure the file cannot give
+        raise PlannerError(
+            f"--meminfo gives host memory only; {name or 'a discrete GPU'}'s free memory, which vLLM's "
+            "start-up check reads, comes from NVML: run --machine this on that machine, or drop --meminfo"
+        )
     if unified:
         device = DeviceMemory(
             total=info["MemTotal"],
@@ -91,15 +101,21 @@ def startup_check(args: argparse.Namespace, plan: Any, pool: Any) -> tuple[Admis
     return verdict, measured
 
 
-def startup_lines(startup: tuple[Admission | None, str] | None, pool: Any) -> list[str]:
+def startup_lines(
+    startup: tuple[Admission | None, str] | None, pool: Any, meminfo: str | None = None
+) -> list[str]:
+    """The check as the plan prints it; `meminfo` is the --meminfo file the figures came from, if any."""
     if startup is None:
         return []
     verdict, measured = startup
-    lines = ["", "  will it start? vLLM's start-up check on this machine now:"]
+    where = f"with {meminfo}'s memory" if meminfo is not None else "on this machine now"
+    lines = ["", f"  will it start? vLLM's start-up check {where}:"]
     if verdict is None:
         return [*lines, f"    {measured}"]
     lines.append(f"    {verdict_line(verdict)}")
-    lines.extend(f"    fix: {fix}" for fix in verdict.fixes)
+    # a start that passes needs no fix: what is left to say is how large a KV cache the memory allows
+    label = "or size the KV cache" if verdict.passes else "fix"
+    lines.extend(f"    {label}: {fix}" for fix in verdict.fixes)
     lines.append(f"    measured: {measured}")
     return lines
 

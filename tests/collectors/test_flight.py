@@ -175,3 +175,12 @@ def test_sigkill_of_the_command_is_recorded_to_the_end(tmp_path):
     assert ends.closed and "closed by the run" in ends.sentence()
     recording = read_flight(flight)
     assert recording.events[-1]["k"] == "summary"
+
+
+def test_the_end_sentence_sizes_a_small_recording_in_its_own_unit():
+    from collectors.flight import FlightEnd
+
+    small = FlightEnd(first_t=0.0, last_t=2.0, closed=True, segments=1, bytes=10_000)
+    assert small.sentence().endswith("closed by the run (1 segment(s), 9.77 KiB)")  # was "0.0 MiB"
+    large = FlightEnd(first_t=0.0, last_t=2.0, closed=False, segments=8, bytes=64 * 2**20)
+    assert large.sentence().endswith("(8 segment(s), 64.0 MiB)")

@@ -194,3 +194,110 @@ def test_this_machine_with_a_discrete_gpu_reads_nvml_free(monkeypatch):
     # the H100's recorded mem_get_info total (79.22 GiB, vllm PRs 10511, 12126): 0.9 of it leaves 7.91 GiB
     assert round(verdict.total / GiB, 2) == 79.22 and verdict.passes
     assert round(verdict.margin / GiB, 2) == 7.91
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        bytes.fromhex("c4ed470515f529ae22c68e40c63d0070"),  # the audit's junk.bin: not UTF-8
+        b"MemTotal: 127600748 kB\x00\x00\nMemAvailable: 1 kB\n",  # ASCII with NULs
+        "MemTotal: 127600748 kB\nMemAvailable: 12345 kB\nZurück: 1 kB\n".encode(),  # not ASCII
+    ],
+)
+def test_a_binary_meminfo_file_is_one_line_exit_2(tmp_path, content):
+    from tests.conftest import run_memsight
+
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(content)
+    done = run_memsight("plan", "llama-3.1-8b", "--engine", "vllm", "--meminfo", str(junk))
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == f"memsight: {junk}: binary data, not a copy of /proc/meminfo\n"
+
+
+@pytest.mark.parametrize(
+    "machine", [("--machine", "h100"), ("--machine", "rtx4090"), ("--capacity-gib", "80")]
+)
+def test_meminfo_with_a_discrete_gpu_is_refused_in_one_line(tmp_path, machine):
+    from tests.conftest import run_memsight
+
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal: 127600748 kB\nMemFree: 43537000 kB\nMemAvailable: 121530000 kB\n")
+    done = run_memsight("plan", "llama-3.1-8b", "--engine", "vllm", *machine, "--meminfo", str(meminfo))
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("memsight: --meminfo gives host memory only; ")
+    assert "free memory, which vLLM's start-up check reads, comes from NVML" in done.stderr
+    assert done.stderr.count("\n") == 1
+
+
+def test_meminfo_with_this_machine_s_discrete_gpu_is_refused_too(tmp_path, monkeypatch):
+    import sys
+
+    from planner.errors import PlannerError
+    from tests.planner.test_cli_plan import _FakeNVML
+    from tui import cmd_plan
+    from tui.cli import build_parser
+    from tui.startup_check import startup_check
+
+    monkeypatch.setitem(sys.modules, "pynvml", _FakeNVML("NVIDIA H100 80GB HBM3", 81559 * MiB, 81106 * MiB))
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal: 127600748 kB\nMemFree: 43537000 kB\nMemAvailable: 121530000 kB\n")
+    argv = ["plan", "llama-3.1-8b", "--engine", "vllm", "--machine", "this", "--meminfo", str(meminfo)]
+    parser, _ = build_parser(argv)
+    args = parser.parse_args(argv)
+    plan, pool = cmd_plan.compute(args)
+    with pytest.raises(PlannerError, match="NVIDIA H100 80GB HBM3's free memory, .* comes from NVML"):
+        startup_check(args, plan, pool)
+
+
+@pytest.mark.parametrize(
+    ("lines", "said"),
+    [
+        # the audit's mi_bad: MemFree above MemTotal, then a negative MemAvailable
+        (("MemTotal: 127600748 kB", "MemFree: 200000000 kB", "MemAvailable: 100 kB"),
+         "MemFree 200000000 kB is outside 0 .. MemTotal 127600748 kB"),
+        (("MemTotal: 127600748 kB", "MemFree: 1000 kB", "MemAvailable: -5 kB"),
+         "MemAvailable -5 kB is outside 0 .. MemTotal 127600748 kB"),
+        (("MemTotal: 0 kB", "MemFree: 0 kB", "MemAvailable: 0 kB"), "MemTotal 0 kB"),
+        (("MemTotal: 127600748 kB", "MemAvailable: 100 kB"),
+         "has no MemFree line; cannot check vLLM's start-up"),
+    ],
+)
+def test_an_impossible_or_short_meminfo_is_refused_in_one_line(tmp_path, lines, said):
+    from tests.conftest import run_memsight
+
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("\n".join(lines) + "\n")
+    args = ["plan", "llama-3.1-8b", "--engine", "vllm", "--machine", "spark", "--vllm-version", "0.10.0"]
+    done = run_memsight(*args, "--meminfo", str(meminfo))
+    assert done.returncode == 2 and done.stdout == "" and done.stderr.count("\n") == 1
+    assert said in done.stderr and "'this' machine" not in done.stderr
+
+
+def test_no_utilization_above_1_is_ever_proposed():
+    # a discrete GPU whose NVML free reads above the recorded cudaMemGetInfo total it is checked against
+    total = 80 * GiB
+    verdict = admission("0.24.0", "V1", 0.9, DeviceMemory(total, cuda_free=125 * GiB), non_kv_bytes=20 * GiB)
+    assert verdict.passes and verdict.passing_utilization == 1.0
+    assert largest_passing_utilization(125 * GiB, total) == 1.0
+    assert not any("utilization 1.5" in fix for fix in verdict.fixes), verdict.fixes
+    assert "with --gpu-memory-utilization 1.00" in verdict.fixes[0]
+    # nothing passes: what has to give is said instead of a utilization
+    starved = admission("0.24.0", "V1", 0.9, DeviceMemory(total, cuda_free=GiB // 2))
+    assert starved.passing_utilization is None
+    assert starved.fixes[0] == (
+        "no --gpu-memory-utilization passes: even 0.01 asks for 0.80 GiB, more than the 0.50 GiB "
+        "cudaMemGetInfo free; what holds the memory now has to give it back first"
+    )
+
+
+def test_a_passing_check_from_a_file_says_whose_memory_and_proposes_no_fix(tmp_path):
+    from tests.conftest import run_memsight
+
+    meminfo = tmp_path / "meminfo"  # the audit's mi_ok: a GB10 with 115.90 GiB available
+    meminfo.write_text("MemTotal: 127600748 kB\nMemFree: 43537000 kB\nMemAvailable: 121530000 kB\n")
+    done = run_memsight("plan", "llama-3.1-8b", "--engine", "vllm", "--meminfo", str(meminfo))
+    assert done.returncode == 0, done.stderr
+    assert f"will it start? vLLM's start-up check with {meminfo}'s memory:" in done.stdout
+    assert "on this machine now" not in done.stdout
+    assert "start-up check: passes by 6.38 GiB" in done.stdout and "fix:" not in done.stdout
+    assert "    or size the KV cache: --kv-cache-memory-bytes " in done.stdout

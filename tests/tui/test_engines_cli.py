@@ -82,3 +82,55 @@ def test_plan_engine_sglang_and_ollama():
     assert o["kv_gpu_bytes"] + o["kv_cpu_bytes"] == 3 * 2**30 and o["estimate_kv_bytes"] == 3 * 2**30
     refused = memsight("plan", "qwen3-8b", "--engine", "ollama", "--format", "awq")
     assert refused.returncode == 2 and refused.stderr.startswith("memsight: Ollama serves GGUF files")
+
+
+def test_tiny_figures_outside_the_screens_keep_three_significant_digits():
+    # a 2.5 MiB GGUF's explain: each predicted term in its own unit, never "0.00 GiB"
+    tiny = REPO_ROOT / "tests" / "data" / "llamacpp_local" / "b1_0c1e570_cpu_tiny_c4096_np2.log"
+    explained = memsight("explain", str(tiny))
+    assert explained.returncode == 0, explained.stderr
+    terms = explained.stdout.split("how each predicted term is known:")[1]
+    assert "    model buffer, host    2.53 MiB  PREDICTED" in terms
+    assert "    KV cache              8.00 MiB  PREDICTED" in terms
+    assert "0.00 GiB" not in terms and "0.01 GiB" not in terms
+    # SGLang with one token of KV: 147,456 B of K + V buffers per token (qwen3-8b, bf16)
+    one = memsight("plan", "qwen3-8b", "--engine", "sglang", "--machine", "h100", "--max-total-tokens", "1")
+    assert one.returncode == 0, one.stderr
+    sglang = one.stdout.split("  SGLang (")[1]
+    assert "    K + V buffers              288 KiB" in sglang and " 0.00 GiB" not in sglang
+
+
+def test_sglang_plan_with_no_kv_budget_prints_no_negative_pool():
+    # 0.1 GiB free cannot hold qwen3-8b's 15.3 GiB of weights: SGLang stops before allocating its KV pool
+    starved = memsight("plan", "qwen3-8b", "--engine", "sglang", "--free-gib", "0.1")
+    assert starved.returncode == 0, starved.stderr
+    sglang = starved.stdout.split("  SGLang (")[1]
+    assert "    max_total_num_tokens         -      (none: the KV budget holds no token of 147,456 B" in (
+        sglang
+    )
+    assert "    K + V buffers                -      (none: SGLang refuses to start" in sglang
+    assert "-110,589" not in sglang and "-15." not in sglang
+    assert "note: SGLang would refuse to start" in sglang
+    doc = json.loads(memsight("plan", "qwen3-8b", "--engine", "sglang", "--free-gib", "0.1", "--json").stdout)
+    s = doc["sglang"]
+    assert s["max_total_num_tokens"] is None and s["k_bytes"] is None and s["v_bytes"] is None
+
+
+def test_a_tp_that_splits_no_head_names_sglang_under_engine_sglang():
+    refused = memsight("plan", "qwen3-8b", "--engine", "sglang", "--machine", "h100", "--tp", "3")
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr == (
+        "memsight: tp=3 does not divide the 32 attention heads of qwen3-8b "
+        "(vLLM and SGLang both require num_attention_heads % tensor_parallel_size == 0)\n"
+    )
+
+
+def test_top_level_help_names_every_engine_explain_reads():
+    from planner.engines import engine_names
+
+    shown = memsight("--help")
+    assert shown.returncode == 0, shown.stderr
+    explain = " ".join(shown.stdout.split("explain", 1)[1].split("\n  lab")[0].split())
+    assert explain.startswith("a vLLM, SGLang, Ollama or llama.cpp startup log")
+    labels = {"vllm": "vLLM", "sglang": "SGLang", "ollama": "Ollama", "llamacpp": "llama.cpp"}
+    assert all(labels[name] in explain for name in engine_names())  # an engine added names itself here

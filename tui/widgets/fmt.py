@@ -12,6 +12,8 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from planner.units import size_text
+
 GIB = 2**30
 MAX_DECIMALS = 4  # below 0.0001 of the table's unit a figure is written "<0.0001" (it is not zero)
 
@@ -69,17 +71,8 @@ def signed_figure(n: int | None, unit: Unit, decimals: int) -> str:
     return f"{value:+,.{decimals}f}"
 
 
-def size(n: int | None) -> str:
-    """A figure standing alone, in its own unit, to three significant digits: `21.8 GiB`, `1.50 GiB`,
-    `15.9 MiB`, `640 KiB`, `64 B`; `n/a` when unknown."""
-    if n is None:
-        return "n/a"
-    if abs(n) < 1024:
-        return f"{n:,} B"
-    unit = unit_for((n,))
-    value = n / unit.bytes
-    decimals = 0 if abs(value) >= 100 else (1 if abs(value) >= 10 else 2)
-    return f"{value:,.{decimals}f} {unit.name}"
+# A figure standing alone: the planner's rule (planner/units.py), one place for the screens and the text
+size = size_text
 
 
 def split_cells(values: list[int], total_cells: int, scale: int) -> list[int]:

@@ -20,7 +20,7 @@ from planner.engines.sglang.pool import SOURCE_POOL, PoolInputs, SGLangPool, sgl
 from planner.engines.worksheet import Term
 from planner.errors import PlannerError
 from planner.spec import ModelSpec
-from planner.units import GiB
+from planner.units import GiB, size_text
 
 # 79.22 GiB (H100 80GB's mem_get_info total, planner's GPU table) - 78.43 GiB free at "Load weight begin" in
 # the docs.sglang.io CI log of 2026-02-04 (tests/data/sglang_logs/SOURCES.md; an H100 80GB by its default
@@ -105,7 +105,7 @@ def predict(spec: ModelSpec, arguments: SGLangArguments) -> SGLangPlan:
         )
     )
     capture = tuple(bs for bs in defaults.capture_bs if bs <= pool.req_pool_size)
-    if pool.tokens <= 0:
+    if pool.refused:
         notes.append(
             "SGLang would refuse to start: the weights leave no KV budget at mem_fraction_static "
             f"{fraction:g} "
@@ -146,9 +146,9 @@ def plan_json(plan: SGLangPlan) -> dict:
         "weights_bytes": pool.weights,
         "kv_bytes_per_token": pool.cell,
         "kv_budget_bytes": max(pool.rest, 0),
-        "max_total_num_tokens": pool.tokens,
-        "k_bytes": pool.k_bytes,
-        "v_bytes": pool.v_bytes,
+        "max_total_num_tokens": None if pool.refused else pool.tokens,  # null: SGLang refuses to start
+        "k_bytes": None if pool.refused else pool.k_bytes,
+        "v_bytes": None if pool.refused else pool.v_bytes,
         "req_to_token_bytes": pool.req_to_token,
         "max_running_requests": pool.max_running_requests,
         "headroom_bytes": pool.headroom,
@@ -164,19 +164,32 @@ def render(plan: SGLangPlan) -> list[str]:
         f"  SGLang ({plan.arguments.version} rules): mem_fraction_static {fraction:g}, chunked_prefill_size "
         f"{plan.defaults.chunked_prefill_size:,}, cuda_graph_max_bs "
         f"{plan.defaults.cuda_graph_max_bs or 'uncapped'}",
-        f"    free at start        {plan.free_before_weights / GiB:>9.2f} GiB  ({plan.free_how})",
-        f"    weights (per rank)   {pool.weights / GiB:>9.2f} GiB",
-        f"    KV budget            {max(pool.rest, 0) / GiB:>9.2f} GiB  = free after weights - free x (1 - "
+        f"    free at start        {size_text(plan.free_before_weights):>13}  ({plan.free_how})",
+        f"    weights (per rank)   {size_text(pool.weights):>13}",
+        f"    KV budget            {size_text(max(pool.rest, 0)):>13}  = free after weights - free x (1 - "
         f"{fraction:g})",
-        f"    max_total_num_tokens {pool.tokens:>9,}      ({pool.cell:,} B per token per rank)",
-        f"    K + V buffers        {pool.kv_bytes / GiB:>9.2f} GiB",
-        f"    req_to_token         {pool.req_to_token / GiB:>9.2f} GiB  ({pool.req_pool_size:,} requests)",
+        *_pool_lines(pool),
+        f"    req_to_token         {size_text(pool.req_to_token):>13}  ({pool.req_pool_size:,} requests)",
         f"    max_running_requests {pool.max_running_requests:>9,}",
-        f"    outside the static   {pool.headroom / GiB:>9.2f} GiB  (CUDA graphs, activations, workspaces)",
+        f"    outside the static   {size_text(pool.headroom):>13}  (CUDA graphs, activations, workspaces)",
         f"    CUDA graph batches   {len(bs):>9}      ({_sizes_text(bs)})",
     ]
     lines.extend(f"    note: {note}" for note in plan.notes)
     return lines
+
+
+def _pool_lines(pool: SGLangPool) -> list[str]:
+    """max_total_num_tokens and the K + V buffers; "-" when SGLang would refuse: it allocates none."""
+    if pool.refused:
+        return [
+            f"    max_total_num_tokens {'-':>9}      "
+            f"(none: the KV budget holds no token of {pool.cell:,} B per rank)",
+            f"    K + V buffers        {'-':>9}      (none: SGLang refuses to start before allocating them)",
+        ]
+    return [
+        f"    max_total_num_tokens {pool.tokens:>9,}      ({pool.cell:,} B per token per rank)",
+        f"    K + V buffers        {size_text(pool.kv_bytes):>13}",
+    ]
 
 
 def _sizes_text(bs: tuple[int, ...]) -> str:

@@ -107,6 +107,12 @@ class SGLangPool:
     def kv_bytes(self) -> int:
         return self.k_bytes + self.v_bytes
 
+    @property
+    def refused(self) -> bool:
+        """SGLang stops with "Not enough memory" when max_total_num_tokens <= 0 (the weights leave no KV
+        budget): no pool is allocated, so its tokens and buffers are none, not the negative arithmetic."""
+        return self.tokens <= 0
+
 
 def cell_bytes(spec: ModelSpec, kv_dtype: str, tp: int, layers: range | None = None) -> tuple[int, bool]:
     """Bytes one token takes on one rank (planner.kv: SGLang's MHA and MLA cells), and whether it is MLA.

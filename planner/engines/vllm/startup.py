@@ -101,9 +101,14 @@ def requested_bytes(version: str, total: int, utilization: float) -> int:
     return math.ceil(total * utilization)
 
 
+MAX_UTILIZATION_HUNDREDTHS = 100  # vLLM takes --gpu-memory-utilization in (0, 1]
+
+
 def largest_passing_utilization(free: int, total: int) -> float:
-    """The largest utilization in hundredths whose request fits in `free` (0.0 when none does)."""
-    hundredths = free * 100 // total
+    """The largest utilization in hundredths whose request fits in `free` (0.0 when none does), at most 1.00
+    even where the free figure read is above the total (a discrete GPU's NVML free against a recorded
+    cudaMemGetInfo total): vLLM refuses a utilization above 1."""
+    hundredths = min(free * 100 // total, MAX_UTILIZATION_HUNDREDTHS)
     while hundredths > 0 and math.ceil(total * hundredths / 100) > free:
         hundredths -= 1
     return hundredths / 100
@@ -205,6 +210,12 @@ def _with_fixes(v: Admission, device: DeviceMemory, uses_available: bool, non_kv
             fixes.append(
                 f"--gpu-memory-utilization {u_pass:.2f} passes now ({asked} requested of {_g(v.free)} "
                 f"{v.reads})"
+            )
+        else:
+            least = _g(math.ceil(v.total / 100))
+            fixes.append(
+                f"no --gpu-memory-utilization passes: even 0.01 asks for {least}, more than the "
+                f"{_g(v.free)} {v.reads}; what holds the memory now has to give it back first"
             )
         if device.integrated and not uses_available and device.mem_available is not None:
             fixes.append(_page_cache_fix(device.mem_available - v.free, v.requested - v.free))
