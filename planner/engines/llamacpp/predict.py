@@ -11,6 +11,7 @@ from planner.engines.llamacpp.compute import ComputeEstimate, Devices, compute_b
 from planner.engines.llamacpp.graph import ARCH_FAMILIES, GraphShape, ReserveBatch
 from planner.engines.llamacpp.kv import KVArgs, KVPlan, KVShape, kv_plan
 from planner.engines.llamacpp.model import GpuSplit, ModelBuffers
+from planner.errors import PlannerError
 
 MiB = 2**20
 DEFAULT_BATCH = 2048  # -b: llama-server's and llama-cli's n_batch (common.h)
@@ -37,6 +38,13 @@ class LlamaCppArgs:
     gpu_backend: str = "CUDA"  # the GPU backend's name: CUDA, ROCm, Vulkan, Metal
     cpu_only: bool = False  # a build without a GPU backend: one CPU compute buffer
     devices: tuple[str, ...] = ()  # the devices by name, in llama.cpp's order, where a log names them
+
+    def __post_init__(self) -> None:
+        # a Metal build sees one device (the Apple GPU): there is no second one to split layers over
+        if self.gpu_backend == "Metal" and not self.cpu_only and self.gpus.n_gpus > 1:
+            raise PlannerError(
+                f"--gpu-backend Metal is one device: --gpus {self.gpus.n_gpus} needs CUDA, ROCm or Vulkan"
+            )
 
     def device_names(self) -> tuple[str, ...]:
         if self.cpu_only:
