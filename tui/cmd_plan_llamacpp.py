@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
 from planner.errors import PlannerError
-from tui.options import argparse_type, parse_choice, parse_count
+from tui.options import InputError, argparse_type, parse_choice, parse_count
 
 MiB = 2**20
 GiB = 2**30
@@ -31,9 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--n-gpu-layers",
         "-ngl",
-        type=count("--n-gpu-layers"),
+        type=argparse_type(parse_gpu_layers, "--n-gpu-layers"),
         default=None,
-        help="layers on the GPU (default all)",
+        help="layers on the GPU: N, auto (-1, the default) or all (-2); both put every layer there",
     )
     group.add_argument(
         "--parallel", "-np", type=count("--parallel", 1), default=None, help="sequences (slots)"
@@ -66,6 +67,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--gpu-backend", **choice(*GPU_BACKENDS, what="--gpu-backend"), default=None,
         help="the build's GPU backend (default CUDA; CPU: a CPU-only build)",
     )  # fmt: skip
+
+
+# common/arg.cpp (0c1e570) -ngl: "auto" is -1, "all" is -2, and llama-model.cpp n_gpu_layers() reads any
+# negative count as every layer (n_layer + 1); "auto" differs only in letting --fit (on by default) offload
+# fewer when a GPU's free memory is short, which a plan made before launch cannot know
+NGL_WORDS = {"auto": -1, "all": -2}
+
+
+def parse_gpu_layers(text: str, what: str) -> int:
+    word = NGL_WORDS.get(text.strip().lower())
+    if word is not None:
+        return word
+    if not re.fullmatch(r"\s*-?[0-9][0-9,_]*\s*", text):
+        raise InputError(f"{what}: {text!r} is not a number of layers, auto or all")
+    return parse_count(text, what, minimum=-2)
 
 
 def _split(text: str) -> tuple[float, ...]:

@@ -36,3 +36,23 @@ def test_metal_is_one_device(gguf, gpus):
     assert refusal(plan(gguf, "--gpu-backend", "Metal", "--gpus", gpus)) == (
         f"memsight: --gpu-backend Metal is one device: --gpus {gpus} needs CUDA, ROCm or Vulkan"
     )
+
+
+@pytest.mark.parametrize("ngl", ["-1", "auto", "all", "-2", "ALL"])
+def test_ngl_takes_llama_cpps_own_spellings_of_every_layer(gguf, ngl):
+    # common/arg.cpp (0c1e570): auto is -1, all is -2; llama-model.cpp reads any negative count as every layer
+    done = plan(gguf, "-ngl", ngl)
+    assert done.returncode == 0, done.stderr
+    assert "-ngl: 5/5 layers on the GPU" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("-ngl", "-3"), "argument --n-gpu-layers/-ngl: must be at least -2, got -3"),
+        (("-ngl", "half"), "argument --n-gpu-layers/-ngl: 'half' is not a number of layers, auto or all"),
+        (("-np", "-2"), "argument --parallel/-np: must be at least 1, got -2"),
+    ],
+)
+def test_a_negative_count_says_its_minimum(gguf, args, message):
+    assert refusal(plan(gguf, *args)) == f"memsight plan: {message}"
