@@ -56,3 +56,21 @@ def test_ngl_takes_llama_cpps_own_spellings_of_every_layer(gguf, ngl):
 )
 def test_a_negative_count_says_its_minimum(gguf, args, message):
     assert refusal(plan(gguf, *args)) == f"memsight plan: {message}"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--users", "4"), "--users is -np (--parallel) for llama.cpp"),
+        (("--tp", "4"), "--tp is --gpus / -ts (--tensor-split) for llama.cpp"),
+        (("--kv-dtype", "fp8"), "--kv-dtype is -ctk / -ctv (--cache-type-k / --cache-type-v) for llama.cpp"),
+        (("--format", "bf16"), "--format: llama.cpp runs the GGUF's own tensor types; plan another GGUF file "
+         "instead"),
+        (("--gpu-memory-utilization", "0.5"), "--gpu-memory-utilization is vLLM's; llama.cpp allocates what "
+         "its buffers need"),
+        (("--machine", "h100"), "--machine sizes the four-bucket plan; llama.cpp's plan prints each device's "
+         "total to compare with its memory"),
+    ],
+)  # fmt: skip
+def test_another_engines_flag_is_refused_not_ignored(gguf, args, message):
+    assert refusal(plan(gguf, *args)) == f"memsight: {message}"
