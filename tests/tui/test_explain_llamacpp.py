@@ -40,7 +40,9 @@ def test_json_has_the_shared_keys_and_exact_figures():
     done = memsight("explain", str(LOG), "--json")
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
-    assert list(out) == ["worksheet", "model", "llamacpp_build", "stage", "inputs", "terms", "rows", "notes"]
+    assert list(out) == [
+        "worksheet", "model", "llamacpp_build", "engine", "stage", "inputs", "terms", "rows", "notes"
+    ]
     assert out["rows"]["kv_total"]["logged"] == 640.0 and out["rows"]["kv_total"]["predicted"] == 640.0
     assert out["rows"]["kv_cells"]["logged"] == 2048 and out["rows"]["model_host"]["logged"] == 130.49
     assert {t["name"]: t["how"] for t in out["terms"]}["compute buffer, GPU"] == "DERIVED"

@@ -587,7 +587,7 @@ def to_worksheet(ex: Explanation) -> Worksheet:
         line=ex.line,
         title=f"llama.cpp {ex.build}" if ex.build.startswith("b") else "llama.cpp (build not in the log)",
         model=ex.model,
-        identity=(("llamacpp_build", ex.build),),
+        identity=(("llamacpp_build", ex.build), ("engine", "llamacpp")),
         stage=ex.stage,
         inputs=ex.inputs,
         terms=ex.terms,
