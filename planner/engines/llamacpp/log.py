@@ -45,7 +45,8 @@ _PREFIX = re.compile(
     r"^(?:[\w.-]+\s+\|\s+)?(?:\[\d+\]\s+)?(?:\d{4}-\d\d-\d\d[ T][\d:.]+\s*\|?\s*)?"
     r"(?:\d+\.\d\d\.\d{3}\.\d{3}\s+[IWEDT]\s+)?(?:\[llama \w+\]:\s*)?"
 )
-_NUM = r"(-?[\d.]+)"
+# nan and inf are matched so that a damaged size is refused by name, not skipped as a line of another kind
+_NUM = r"(-?(?:[\d.]+(?:e[+-]?\d+)?|nan|inf))"
 _FUNC = r"(?P<func>[a-z_]+):\s+"
 
 _KV_META = re.compile(
@@ -167,6 +168,8 @@ class LlamaCppLog:
     error: str | None
     error_line: int | None
     lines: int
+    bad_size: str | None = None  # the first size no llama.cpp prints ("-5.00 MiB"), and its line
+    bad_size_line: int | None = None
 
     def first(self, name: str) -> Figure | None:
         found = self.figures.get(name)
@@ -209,6 +212,8 @@ class _State:
     error: str | None = None
     error_line: int | None = None
     lines: int = 0
+    bad_size: str | None = None
+    bad_size_line: int | None = None
 
 
 def strip_line(raw: str) -> str:
@@ -222,12 +227,16 @@ def _stage(s: _State, stage: str) -> None:
         s.stage = stage
 
 
+class BadSize(ValueError):
+    """A size no llama.cpp prints (negative, inf, nan, 400 digits): the line is not read, and the log is
+    refused naming it (explain.stage_problem) rather than explained without it."""
+
+
 def _mib(text: str) -> float:
-    """A size the log printed in MiB; ValueError for one llama.cpp cannot print (inf, nan, 400 digits): the
-    line is then not read (LogReader.feed)."""
+    """A size the log printed in MiB; BadSize for one llama.cpp cannot print."""
     value = limits.logged_number(text)
     if value is None or not plausible(value, "MiB"):
-        raise ValueError(f"{text[:40]!r} MiB is no size a log prints")
+        raise BadSize(f"{text.strip()[:40]} MiB")
     return value
 
 
@@ -241,7 +250,7 @@ def _count(text: str) -> int:
 def _add(s: _State, name: str, value: str, unit: str, line: int, rank: str = "") -> None:
     number = limits.logged_number(value)
     if number is None or not plausible(number, unit):
-        return
+        raise BadSize(f"{value.strip()[:40]} {unit}")
     rank = _RANK_ADDRESS.sub("", rank.strip())
     s.figures.setdefault(name, []).append(Figure(name, number, unit, value, line, rank))
 
@@ -368,7 +377,10 @@ class LogReader(LineReader):
             s.markers += 1
         try:
             self._read(s, raw, text, n)
-        except ValueError:  # a figure no llama.cpp prints (_mib, _count): the line is not read
+        except BadSize as exc:
+            if s.bad_size is None:
+                s.bad_size, s.bad_size_line = str(exc), n
+        except ValueError:  # a count no llama.cpp prints (_count): the line is not read
             return
 
     def _read(self, s: _State, raw: str, text: str, n: int) -> None:
@@ -436,6 +448,8 @@ class LogReader(LineReader):
             error=s.error,
             error_line=s.error_line,
             lines=s.lines,
+            bad_size=s.bad_size,
+            bad_size_line=s.bad_size_line,
         )
 
 
