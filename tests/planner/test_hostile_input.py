@@ -354,3 +354,26 @@ def test_no_engine_reads_a_negative_memory_size(engine, log, old, new):
     assert old in text
     figures = get_engine(engine).read_log(text.replace(old, new, 1)).figures
     assert all(f.value >= 0 for found in figures.values() for f in found)
+
+
+def _llamacpp_cpu_lines() -> list[str]:
+    return (ENGINE_DATA / LLAMACPP_CPU).read_text().splitlines(keepends=True)
+
+
+@pytest.mark.parametrize(
+    ("cut", "said"),
+    [
+        # cut after the KV buffer line (line 122), before its size line: the message said "no KV cache line"
+        (lambda lines: lines[:122],
+         "memsight: a llama.cpp log that stops after allocating the KV cache, before the compute buffers "
+         "were reserved, with no `llama_kv_cache: size = ...` line (the KV cache's total, cells and layers) "
+         "to explain: the log was cut, or it died there"),
+        # the whole log less its size line: it said "a llama.cpp log that stops the context was ready"
+        (lambda lines: [x for x in lines if "llama_kv_cache: size =" not in x],
+         "memsight: a llama.cpp log whose context was ready but with no `llama_kv_cache: size = ...` line "
+         "(the KV cache's total, cells and layers) to explain: that line was cut out"),
+    ],
+)  # fmt: skip
+def test_a_llama_cpp_log_without_its_kv_size_line_says_which_line(tmp_path, cut, said):
+    (tmp_path / "llama.log").write_text("".join(cut(_llamacpp_cpu_lines())))
+    assert one_line_refusal(memsight("explain", str(tmp_path / "llama.log"))) == said

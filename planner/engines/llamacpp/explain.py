@@ -611,6 +611,12 @@ def stage_problem(log: LlamaCppLog) -> str | None:
     where = STAGE_WORDS[log.stage]
     if log.error:
         return f"llama.cpp died {where} (line {log.error_line}): {log.error}"
+    if log.stage in ("context", "ready"):
+        # the KV buffers were logged: what is missing is the one line that gives the cache's total and shape
+        missing = "no `llama_kv_cache: size = ...` line (the KV cache's total, cells and layers) to explain"
+        if log.stage == "ready":
+            return f"a llama.cpp log whose context was ready but with {missing}: that line was cut out"
+        return f"a llama.cpp log that stops {where}, with {missing}: the log was cut, or it died there"
     return (
         f"a llama.cpp log that stops {where}: no KV cache line to explain (the log was cut, or it died there)"
     )

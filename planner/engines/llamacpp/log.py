@@ -35,7 +35,7 @@ STAGE_WORDS = {
     "model": "after reading the model's metadata, before the weights were loaded",
     "weights": "after loading the weights, before the KV cache was allocated",
     "context": "after allocating the KV cache, before the compute buffers were reserved",
-    "ready": "the context was ready",
+    "ready": "after the context was ready",
 }
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\^\[\[[0-9;]*m")
