@@ -89,9 +89,9 @@ def _split(text: str) -> tuple[float, ...]:
     try:
         parts = tuple(float(x) for x in text.replace("/", ",").split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--tensor-split: {text!r} is not proportions like 3,1") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not proportions like 3,1") from None
     if any(x < 0 or x != x for x in parts):
-        raise argparse.ArgumentTypeError(f"--tensor-split: {text!r} has a negative proportion")
+        raise argparse.ArgumentTypeError(f"{text!r} has a negative proportion")
     return parts
 
 

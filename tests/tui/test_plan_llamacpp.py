@@ -74,3 +74,19 @@ def test_a_negative_count_says_its_minimum(gguf, args, message):
 )  # fmt: skip
 def test_another_engines_flag_is_refused_not_ignored(gguf, args, message):
     assert refusal(plan(gguf, *args)) == f"memsight: {message}"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        # argparse names the option itself: the parser's own "--tensor-split: " came twice
+        (("-ts", "abc"), "memsight plan: argument --tensor-split/-ts: 'abc' is not proportions like 3,1"),
+        (("-mg", "7"), "memsight: -mg 7: there is 1 GPU (-mg 0)"),
+        (("--gpus", "3", "-mg", "7"), "memsight: -mg 7: there are 3 GPUs (-mg 0 to 2)"),
+        # llama_context_params.n_ctx is a uint32: 10^10 was planned as given
+        (("--context", "10000000000"),
+         "memsight: --context (-c) 10,000,000,000: llama.cpp's n_ctx is a uint32, at most 4,294,967,295"),
+    ],
+)  # fmt: skip
+def test_small_refusals_read_as_one_sentence(gguf, args, message):
+    assert refusal(plan(gguf, *args)) == message

@@ -15,6 +15,7 @@ from planner.errors import PlannerError
 
 MiB = 2**20
 DEFAULT_BATCH = 2048  # -b: llama-server's and llama-cli's n_batch (common.h)
+N_CTX_MAX = 2**32 - 1  # llama_context_params.n_ctx is a uint32_t (llama.h): a larger -c wraps around
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,10 @@ class LlamaCppArgs:
     devices: tuple[str, ...] = ()  # the devices by name, in llama.cpp's order, where a log names them
 
     def __post_init__(self) -> None:
+        if self.n_ctx > N_CTX_MAX:
+            raise PlannerError(
+                f"--context (-c) {self.n_ctx:,}: llama.cpp's n_ctx is a uint32, at most {N_CTX_MAX:,}"
+            )
         # a Metal build sees one device (the Apple GPU): there is no second one to split layers over
         if self.gpu_backend == "Metal" and not self.cpu_only and self.gpus.n_gpus > 1:
             raise PlannerError(
