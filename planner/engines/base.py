@@ -197,6 +197,8 @@ class LiveBuckets:
     sources: tuple[str, ...]  # "weights: 'Load weight end' mem usage (line 12)", ...
     figures: tuple[tuple[str, float], ...]  # (name, value) in bytes for memory figures, else counts
     ranks: int = 1  # ranks of the job whose figures these are (each rank the same)
+    # why the log has no memory figure though the engine is up (a log level that leaves them out), else ""
+    silent: str = ""
 
     def device(self, name: str) -> DeviceBuckets | None:
         return next((d for d in self.devices if d.device == name), None)

@@ -122,10 +122,13 @@ _ERROR = re.compile(
     re.IGNORECASE,
 )
 # lines only llama.cpp writes: enough to say that a log is llama.cpp's
+# llama-server up and serving (llama_server: since 2026, main: before), whatever the log level
+_SERVER_UP = re.compile(r"(?:llama_server|main): (?:model loaded|server is listening|listening on)")
+_VERBOSITY = re.compile(r"common_params_print_info: verbosity = (?P<n>\d+)")
 _MARKERS = re.compile(
     r"llama_model_loader:|llm_load_print_meta:|print_info: (?:arch|n_layer|file type)|load_tensors:|"
     r"llm_load_tensors:|llama_kv_cache|llama_context:|llama_new_context_with_model:|ggml_cuda_init:|"
-    r"llama_model_load_internal:|llama\.cpp: loading model from"
+    r"llama_model_load_internal:|llama\.cpp: loading model from|llama_server: |common_params_print_info:"
 )
 
 
@@ -170,6 +173,7 @@ class LlamaCppLog:
     lines: int
     bad_size: str | None = None  # the first size no llama.cpp prints ("-5.00 MiB"), and its line
     bad_size_line: int | None = None
+    server_up: bool = False  # llama-server said "model loaded" or "listening on"
 
     def first(self, name: str) -> Figure | None:
         found = self.figures.get(name)
@@ -214,6 +218,7 @@ class _State:
     lines: int = 0
     bad_size: str | None = None
     bad_size_line: int | None = None
+    server_up: bool = False
 
 
 def strip_line(raw: str) -> str:
@@ -384,6 +389,10 @@ class LogReader(LineReader):
             return
 
     def _read(self, s: _State, raw: str, text: str, n: int) -> None:
+        m = _VERBOSITY.search(text)
+        if m:  # before _read_model: "common_params_print_info:" is no print_info line of the model
+            s.context["verbosity"] = m.group("n")
+            return
         if _read_breakdown(s, text) or _read_model(s, text, n) or _read_buffers(s, text, n):
             return
         m = _CTX_PARAM.search(text)
@@ -420,6 +429,8 @@ class LogReader(LineReader):
             s.build = _count(m.group("n"))
             s.commit = m.group("commit")
             return
+        if _SERVER_UP.search(text):
+            s.server_up = True
         if _READY.search(text) and s.figures.get("kv_buffer"):
             _stage(s, "ready")
             return
@@ -450,6 +461,7 @@ class LogReader(LineReader):
             lines=s.lines,
             bad_size=s.bad_size,
             bad_size_line=s.bad_size_line,
+            server_up=s.server_up,
         )
 
 
