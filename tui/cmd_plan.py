@@ -603,11 +603,19 @@ def _llamacpp(args: argparse.Namespace, defaults: PlanDefaults | None) -> int:
     _check_llamacpp_flags(args)
     context = build_inputs(args, defaults).context
     p = cmd_plan_llamacpp.predict(args, context)
+    fit = None
+    if args.machine is not None or args.capacity_gib is not None:  # only when asked: no preset is assumed
+        name = args.machine or CUSTOM_MACHINE
+        this = probe_this_machine() if name == THIS_MACHINE else None
+        machine = get_machine(
+            name, capacity_bytes=args.capacity_gib, os_reserve_bytes=args.os_reserve_gib, this=this
+        )
+        fit = cmd_plan_llamacpp.fit(p, machine)
     if args.json:
         import json  # noqa: PLC0415
 
-        return _print(json.dumps(cmd_plan_llamacpp.to_json(args.model, p), indent=1))
-    return _print(cmd_plan_llamacpp.render(args.model, p))
+        return _print(json.dumps(cmd_plan_llamacpp.to_json(args.model, p, fit), indent=1))
+    return _print(cmd_plan_llamacpp.render(args.model, p, fit))
 
 
 # the four-bucket plan's flags that llama.cpp's plan does not read, with llama.cpp's own flag where it has
@@ -619,9 +627,6 @@ _NOT_LLAMACPP = (
     ("format", "--format: llama.cpp runs the GGUF's own tensor types; plan another GGUF file instead"),
     ("gpu_memory_utilization",
      "--gpu-memory-utilization is vLLM's; llama.cpp allocates what its buffers need"),
-    ("machine",
-     "--machine sizes the four-bucket plan; llama.cpp's plan prints each device's total to compare "
-     "with its memory"),
 )  # fmt: skip
 
 

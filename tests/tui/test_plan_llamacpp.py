@@ -3,6 +3,7 @@ each bad argument is one `memsight:` line and exit 2, each llama.cpp spelling th
 
 from __future__ import annotations
 
+import json
 import pathlib
 import subprocess
 import sys
@@ -68,8 +69,6 @@ def test_a_negative_count_says_its_minimum(gguf, args, message):
          "instead"),
         (("--gpu-memory-utilization", "0.5"), "--gpu-memory-utilization is vLLM's; llama.cpp allocates what "
          "its buffers need"),
-        (("--machine", "h100"), "--machine sizes the four-bucket plan; llama.cpp's plan prints each device's "
-         "total to compare with its memory"),
     ],
 )  # fmt: skip
 def test_another_engines_flag_is_refused_not_ignored(gguf, args, message):
@@ -90,3 +89,27 @@ def test_another_engines_flag_is_refused_not_ignored(gguf, args, message):
 )  # fmt: skip
 def test_small_refusals_read_as_one_sentence(gguf, args, message):
     assert refusal(plan(gguf, *args)) == message
+
+
+def test_machine_gives_a_fit_verdict_from_the_fullest_device(gguf):
+    # --machine was read by nothing: exit 0, the same plan, no verdict
+    out = json.loads(plan(gguf, "--machine", "h100", "--json").stdout)
+    gpu = next(d for d in out["devices"] if d["device"] == "CUDA0")
+    need = gpu["model_bytes"] + gpu["kv_bytes"] + gpu["compute_bytes"]
+    assert out["fit"] == {"machine": "h100", "memory": "CUDA0", "need_bytes": need,
+                          "capacity_bytes": 80 * 2**30, "fits": True}  # fmt: skip
+    short = plan(gguf, "--capacity-gib", "10MiB")
+    assert short.returncode == 0, short.stderr
+    over = (need - 10 * 2**20) / 2**20
+    assert f"SHORT by {over:,.2f} MiB: CUDA0 {need / 2**20:,.2f} of 10.00 MiB" in short.stdout
+    # on unified memory GPU and host buffers share the pool, less the OS reserve
+    spark = json.loads(plan(gguf, "--machine", "spark", "--json").stdout)
+    total = sum(d["model_bytes"] + d["kv_bytes"] + d["compute_bytes"] for d in spark["devices"])
+    assert spark["fit"]["memory"] == "one pool" and spark["fit"]["need_bytes"] == total
+    assert spark["fit"]["capacity_bytes"] == (128 - 10) * 2**30
+
+
+def test_a_cpu_build_on_a_gpu_machine_is_refused(gguf):
+    assert refusal(plan(gguf, "--machine", "h100", "--gpu-backend", "CPU")) == (
+        "memsight: --machine h100 sizes a GPU's memory; --gpu-backend CPU keeps every buffer in host memory"
+    )
