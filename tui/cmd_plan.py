@@ -27,6 +27,7 @@ from tui.options import (
 )
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: `--help` does not pay for it
+VLLM_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's own default (EngineArgs.gpu_memory_utilization)
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
@@ -160,7 +161,8 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     vllm.add_argument(
         "--gpu-memory-utilization",
         type=argparse_type(parse_number, "--gpu-memory-utilization", strict=True),
-        default=0.9,
+        default=None,  # vLLM's 0.9 is filled in by _check_vllm_flags, so that a given value can be told apart
+        help=f"vLLM's share of the GPU (default {VLLM_GPU_MEMORY_UTILIZATION})",
     )
     vllm.add_argument(
         "--max-model-len",
@@ -364,6 +366,8 @@ def build_inputs(args: argparse.Namespace, defaults: PlanDefaults | None = None)
 
 def _check_vllm_flags(args: argparse.Namespace) -> None:
     if args.engine == "vllm":
+        if args.gpu_memory_utilization is None:
+            args.gpu_memory_utilization = VLLM_GPU_MEMORY_UTILIZATION
         measured = (args.weights_gib, args.activation_gib, args.non_torch_gib)
         if args.kv_pool_gib is not None and any(v is not None for v in measured):
             raise PlannerError(
@@ -597,13 +601,40 @@ def _llamacpp(args: argparse.Namespace, defaults: PlanDefaults | None) -> int:
     transformers' view and needs a config.json, so it is not printed here."""
     _check_vllm_flags(args)
     plan_engines.check_flags(args)
+    _check_llamacpp_flags(args)
     context = build_inputs(args, defaults).context
     p = cmd_plan_llamacpp.predict(args, context)
+    fit = None
+    if args.machine is not None or args.capacity_gib is not None:  # only when asked: no preset is assumed
+        name = args.machine or CUSTOM_MACHINE
+        this = probe_this_machine() if name == THIS_MACHINE else None
+        machine = get_machine(
+            name, capacity_bytes=args.capacity_gib, os_reserve_bytes=args.os_reserve_gib, this=this
+        )
+        fit = cmd_plan_llamacpp.fit(p, machine)
     if args.json:
         import json  # noqa: PLC0415
 
-        return _print(json.dumps(cmd_plan_llamacpp.to_json(args.model, p), indent=1))
-    return _print(cmd_plan_llamacpp.render(args.model, p))
+        return _print(json.dumps(cmd_plan_llamacpp.to_json(args.model, p, fit), indent=1))
+    return _print(cmd_plan_llamacpp.render(args.model, p, fit))
+
+
+# the four-bucket plan's flags that llama.cpp's plan does not read, with llama.cpp's own flag where it has
+# one; a flag left unread would leave the plan unchanged with no word said
+_NOT_LLAMACPP = (
+    ("users", "--users is -np (--parallel) for llama.cpp"),
+    ("tp", "--tp is --gpus / -ts (--tensor-split) for llama.cpp"),
+    ("kv_dtype", "--kv-dtype is -ctk / -ctv (--cache-type-k / --cache-type-v) for llama.cpp"),
+    ("format", "--format: llama.cpp runs the GGUF's own tensor types; plan another GGUF file instead"),
+    ("gpu_memory_utilization",
+     "--gpu-memory-utilization is vLLM's; llama.cpp allocates what its buffers need"),
+)  # fmt: skip
+
+
+def _check_llamacpp_flags(args: argparse.Namespace) -> None:
+    for name, message in _NOT_LLAMACPP:
+        if getattr(args, name, None) is not None:
+            raise PlannerError(message)
 
 
 def _print(text: str) -> int:

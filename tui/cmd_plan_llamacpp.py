@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import argparse
+import re
+from dataclasses import dataclass
 from typing import Any
 
 from planner.errors import PlannerError
-from tui.options import argparse_type, parse_choice, parse_count
+from tui.options import InputError, argparse_type, parse_choice, parse_count
 
 MiB = 2**20
 GiB = 2**30
@@ -31,9 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--n-gpu-layers",
         "-ngl",
-        type=count("--n-gpu-layers"),
+        type=argparse_type(parse_gpu_layers, "--n-gpu-layers"),
         default=None,
-        help="layers on the GPU (default all)",
+        help="layers on the GPU: N, auto (-1, the default) or all (-2); both put every layer there",
     )
     group.add_argument(
         "--parallel", "-np", type=count("--parallel", 1), default=None, help="sequences (slots)"
@@ -68,14 +70,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+# common/arg.cpp (0c1e570) -ngl: "auto" is -1, "all" is -2, and llama-model.cpp n_gpu_layers() reads any
+# negative count as every layer (n_layer + 1); "auto" differs only in letting --fit (on by default) offload
+# fewer when a GPU's free memory is short, which a plan made before launch cannot know
+NGL_WORDS = {"auto": -1, "all": -2}
+
+
+def parse_gpu_layers(text: str, what: str) -> int:
+    word = NGL_WORDS.get(text.strip().lower())
+    if word is not None:
+        return word
+    if not re.fullmatch(r"\s*-?[0-9][0-9,_]*\s*", text):
+        raise InputError(f"{what}: {text!r} is not a number of layers, auto or all")
+    return parse_count(text, what, minimum=-2)
+
+
 def _split(text: str) -> tuple[float, ...]:
     """-ts 3,1 (llama.cpp also takes 3/1)."""
     try:
         parts = tuple(float(x) for x in text.replace("/", ",").split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--tensor-split: {text!r} is not proportions like 3,1") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not proportions like 3,1") from None
     if any(x < 0 or x != x for x in parts):
-        raise argparse.ArgumentTypeError(f"--tensor-split: {text!r} has a negative proportion")
+        raise argparse.ArgumentTypeError(f"{text!r} has a negative proportion")
     return parts
 
 
@@ -112,11 +129,53 @@ def predict(args: argparse.Namespace, context: int) -> Any:
     return get_engine("llamacpp").predict(args.model, arguments)
 
 
+@dataclass(frozen=True, slots=True)
+class Fit:
+    """Whether llama.cpp's buffers fit a machine: the fullest memory they go in, against its capacity."""
+
+    machine: str
+    label: str
+    memory: str  # "CUDA0", or "one pool" where GPU and host share the memory
+    need_bytes: int
+    capacity_bytes: int
+
+    @property
+    def fits(self) -> bool:
+        return self.need_bytes <= self.capacity_bytes
+
+
+def fit(p: Any, machine: Any) -> Fit:
+    """On unified memory (or host RAM) every buffer, GPU and host, is in one pool less the OS reserve; on a
+    discrete GPU each device holds its own buffers, the fullest one decides. llama.cpp's buffers only: the
+    backend's own context (a CUDA context, ~0.3-0.5 GiB) is not in them."""
+    rows = [(name, model + kv + compute) for name, model, kv, compute in p.per_device()]
+    if machine.unified:
+        room = machine.capacity_bytes - machine.os_reserve_bytes
+        return Fit(machine.name, machine.label, "one pool", sum(t for _, t in rows), room)
+    gpus = rows[:-1]
+    if not gpus:
+        raise PlannerError(
+            f"--machine {machine.name} sizes a GPU's memory; --gpu-backend CPU keeps every buffer in host "
+            "memory"
+        )
+    name, need = max(gpus, key=lambda r: r[1])
+    return Fit(machine.name, machine.label, name, need, machine.capacity_bytes)
+
+
+def _fit_line(f: Fit) -> str:
+    verdict = "FITS" if f.fits else f"SHORT by {_m(f.need_bytes - f.capacity_bytes)} MiB"
+    spare = f"{_m(f.capacity_bytes - f.need_bytes)} MiB to spare" if f.fits else "does not start"
+    return (
+        f"  on {f.label}: {verdict}: {f.memory} {_m(f.need_bytes)} of {_m(f.capacity_bytes)} MiB ({spare}; "
+        "llama.cpp's buffers, not its backend's context)"
+    )
+
+
 def _m(n: int) -> str:
     return f"{n / MiB:,.2f}"
 
 
-def render(model: str, p: Any) -> str:
+def render(model: str, p: Any, machine_fit: Fit | None = None) -> str:
     kv = p.kv
     devices = p.per_device()
     gpu_names = [d[0] for d in devices[:-1]]
@@ -150,6 +209,8 @@ def render(model: str, p: Any) -> str:
             total = model_b + kv_b + compute_b
             lines.append(f"  {name:<20}{_m(model_b):>12}{_m(kv_b):>12}{_m(compute_b):>12}{_m(total):>12}")
         lines.append("")
+    if machine_fit is not None:
+        lines += [_fit_line(machine_fit), ""]
     lines += [f"  kv: {t}" for t in kv.terms]
     lines += [f"  model: {t}" for t in p.model.terms]
     lines += [f"  compute: {t}" for t in p.compute.terms]
@@ -157,9 +218,9 @@ def render(model: str, p: Any) -> str:
     return "\n".join(lines)
 
 
-def to_json(model: str, p: Any) -> dict[str, Any]:
+def to_json(model: str, p: Any, machine_fit: Fit | None = None) -> dict[str, Any]:
     """Stable keys, bytes as integers."""
-    return {
+    out = {
         "model": model,
         "engine": "llamacpp",
         "n_ctx": p.kv.n_ctx,
@@ -185,3 +246,8 @@ def to_json(model: str, p: Any) -> dict[str, Any]:
             for name, model_b, kv_b, compute_b in p.per_device()
         ],
     }
+    if machine_fit is not None:
+        f = machine_fit
+        out["fit"] = {"machine": f.machine, "memory": f.memory, "need_bytes": f.need_bytes,
+                      "capacity_bytes": f.capacity_bytes, "fits": f.fits}  # fmt: skip
+    return out

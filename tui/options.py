@@ -50,7 +50,8 @@ _SIZE_UNITS = {
     "t": 2**40, "tib": 2**40, "tb": 10**12,
 }  # fmt: skip
 _NUMBER = r"[0-9][0-9,_]*(?:\.[0-9]+)?|\.[0-9]+"
-_COUNT_RE = re.compile(rf"\s*({_NUMBER})\s*([a-z]?)\s*", re.IGNORECASE)
+# a count reads its sign, so that "-3" is refused as below the minimum, not as something other than a number
+_COUNT_RE = re.compile(rf"\s*(-?(?:{_NUMBER}))\s*([a-z]?)\s*", re.IGNORECASE)
 _SIZE_RE = re.compile(rf"\s*({_NUMBER})\s*([a-z]*)\s*", re.IGNORECASE)
 
 

@@ -66,12 +66,13 @@ _UNIT_BYTES = {"GiB": GiB, "GB": GiB, "MiB": 2**20, "KiB": 2**10}
 
 
 def plausible(value: float, unit: str) -> bool:
-    """Whether a number read from a log can be a measurement: finite, and as bytes (or as a count) within
-    the int64 range every measured figure keeps to (planner.limits.MAX_MEASURED). A log line damaged into
-    "99999...9 GiB" is then not read, rather than overflowing where it is used."""
+    """Whether a number read from a log can be a measurement: a memory size or a count, so at least 0, finite,
+    and as bytes (or as a count) within the int64 range every measured figure keeps to
+    (planner.limits.MAX_MEASURED). A log line damaged into "99999...9 GiB" or "-5.00 MiB" is then not read,
+    rather than overflowing or subtracting where it is used."""
     from planner.limits import finite  # noqa: PLC0415
 
-    return finite(value) and finite(value * _UNIT_BYTES.get(unit, 1))
+    return finite(value, 0) and finite(value * _UNIT_BYTES.get(unit, 1), 0)
 
 
 class Engine(ABC):
@@ -216,6 +217,8 @@ class LiveBuckets:
     sources: tuple[str, ...]  # "weights: 'Load weight end' mem usage (line 12)", ...
     figures: tuple[tuple[str, float], ...]  # (name, value) in bytes for memory figures, else counts
     ranks: int = 1  # ranks of the job whose figures these are (each rank the same)
+    # why the log has no memory figure though the engine is up (a log level that leaves them out), else ""
+    silent: str = ""
 
     def device(self, name: str) -> DeviceBuckets | None:
         return next((d for d in self.devices if d.device == name), None)

@@ -353,3 +353,62 @@ def test_a_damaged_llama_cpp_device_name_is_sorted_not_a_crash():
     text = (REPO_ROOT / "tests" / "data" / "llamacpp_logs" / "ci_b3448_v100_pythia28b_q4_0.log").read_text()
     log = engine.read_log(text.replace("CUDA0 KV buffer", "CUDA-0.0 KV buffer"))
     assert "CUDA-0.0" in gpu_devices(log)
+
+
+LLAMACPP_CPU = "llamacpp_local/b1_0c1e570_cpu_tiny_c4096_np2.log"
+
+
+@pytest.mark.parametrize("size", ["-5.00", "nan", "-nan", "9" * 26 + ".00"])
+def test_a_llama_cpp_size_out_of_range_is_refused_naming_its_line(tmp_path, size):
+    """A negative KV buffer was read and explained ("logged KV -5.00 MiB ... -9060.0%"); nan and 1e26 read
+    as a log cut short. A memory size is at least 0 and finite: the log is refused at that line."""
+    text = (ENGINE_DATA / LLAMACPP_CPU).read_text()
+    old = "CPU KV buffer size =     8.00 MiB"
+    assert old in text
+    (tmp_path / "llama.log").write_text(text.replace(old, f"CPU KV buffer size =     {size} MiB"))
+    line = one_line_refusal(memsight("explain", str(tmp_path / "llama.log")))
+    assert line == (
+        f"memsight: line 122: {size} MiB is a size out of range (llama.cpp prints sizes of 0 or more, finite)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("engine", "log", "old", "new"),
+    [
+        ("sglang", SGLANG_H100, "K size: 0.55 GB", "K size: -0.55 GB"),
+        ("ollama", OLLAMA_WINDOWS, 'memory.required.kv="1.0 GiB"', 'memory.required.kv="-1.0 GiB"'),
+    ],
+)
+def test_no_engine_reads_a_negative_memory_size(engine, log, old, new):
+    """The same rule for every reader, through base.plausible: a memory size is at least 0."""
+    from planner.engines import get_engine
+    from planner.engines.base import plausible
+
+    assert not plausible(-0.01, "MiB") and plausible(0.0, "MiB")
+    text = (ENGINE_DATA / log).read_text()
+    assert old in text
+    figures = get_engine(engine).read_log(text.replace(old, new, 1)).figures
+    assert all(f.value >= 0 for found in figures.values() for f in found)
+
+
+def _llamacpp_cpu_lines() -> list[str]:
+    return (ENGINE_DATA / LLAMACPP_CPU).read_text().splitlines(keepends=True)
+
+
+@pytest.mark.parametrize(
+    ("cut", "said"),
+    [
+        # cut after the KV buffer line (line 122), before its size line: the message said "no KV cache line"
+        (lambda lines: lines[:122],
+         "memsight: a llama.cpp log that stops after allocating the KV cache, before the compute buffers "
+         "were reserved, with no `llama_kv_cache: size = ...` line (the KV cache's total, cells and layers) "
+         "to explain: the log was cut, or it died there"),
+        # the whole log less its size line: it said "a llama.cpp log that stops the context was ready"
+        (lambda lines: [x for x in lines if "llama_kv_cache: size =" not in x],
+         "memsight: a llama.cpp log whose context was ready but with no `llama_kv_cache: size = ...` line "
+         "(the KV cache's total, cells and layers) to explain: that line was cut out"),
+    ],
+)  # fmt: skip
+def test_a_llama_cpp_log_without_its_kv_size_line_says_which_line(tmp_path, cut, said):
+    (tmp_path / "llama.log").write_text("".join(cut(_llamacpp_cpu_lines())))
+    assert one_line_refusal(memsight("explain", str(tmp_path / "llama.log"))) == said

@@ -154,3 +154,11 @@ def test_engines_recognize_their_own_logs():
     for path in sorted((REPO_ROOT / "tests" / "data" / "vllm_logs").glob("*.log")):
         text = path.read_text(encoding="utf-8")
         assert recognize(text).name == "vllm", path.name
+
+
+def test_a_layer_on_a_device_the_backends_do_not_list_is_refused_not_read_past():
+    from planner.engines.llamacpp.compute import Devices, _placement  # noqa: PLC0415
+    from planner.errors import PlannerError  # noqa: PLC0415
+
+    with pytest.raises(PlannerError, match="layers placed on 3 GPUs but the backend lists 1 \\(Metal\\)"):
+        _placement(Devices(("Metal",), (0, 1, 2, 2)))

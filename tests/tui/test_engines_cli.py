@@ -8,6 +8,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO_ROOT
 
 SGLANG = REPO_ROOT / "tests" / "data" / "sglang_logs" / "llmsinclouds_v0.4.3.post4_qwq32b_tp4_l4.log"
@@ -48,6 +50,27 @@ def test_explain_ollama_with_the_settings_the_log_leaves_out():
     )
     assert out["rows"]["estimate_kv"]["logged"] == 992.0 and out["rows"]["estimate_kv"]["predicted"] == 992.0
     assert {i["name"]: i["from"] for i in out["inputs"]}["weight format"] == "given (--format)"
+
+
+DATA = REPO_ROOT / "tests" / "data"
+
+
+@pytest.mark.parametrize(
+    ("engine", "args"),
+    [
+        # vLLM's `engine` is its V0/V1 generation (a key kept stable since before the other engines)
+        ("V1", (DATA / "vllm_logs" / "akamas_v0.29.0_gpt-oss-20b_l4.log", "--gpu", "l4")),
+        ("sglang", (SGLANG, "--model", "qwen2.5-32b")),
+        ("ollama", (OLLAMA, "--model", "gemma-3-12b", "--format", "q4_k_m")),
+        ("llamacpp", (DATA / "llamacpp_logs" / "ci_b4446_t4vulkan_pythia28b_q8_0.log",)),
+    ],
+)
+def test_every_engines_explain_json_has_the_shared_keys(engine, args):
+    # the README promises these keys for each engine's log, so that one reader reads them all
+    done = memsight("explain", *map(str, args), "--json")
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert KEYS <= set(out) and out["engine"] == engine
 
 
 def test_partial_unknown_and_misdirected_are_one_line_exit_2():

@@ -40,7 +40,9 @@ def test_json_has_the_shared_keys_and_exact_figures():
     done = memsight("explain", str(LOG), "--json")
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
-    assert list(out) == ["worksheet", "model", "llamacpp_build", "stage", "inputs", "terms", "rows", "notes"]
+    assert list(out) == [
+        "worksheet", "model", "llamacpp_build", "engine", "stage", "inputs", "terms", "rows", "notes"
+    ]
     assert out["rows"]["kv_total"]["logged"] == 640.0 and out["rows"]["kv_total"]["predicted"] == 640.0
     assert out["rows"]["kv_cells"]["logged"] == 2048 and out["rows"]["model_host"]["logged"] == 130.49
     assert {t["name"]: t["how"] for t in out["terms"]}["compute buffer, GPU"] == "DERIVED"
@@ -102,3 +104,20 @@ def test_plan_engine_llamacpp_wants_a_gguf_and_its_flags_want_the_engine():
         done.returncode == 2
         and done.stderr == "memsight: --cache-type-k only make sense with --engine llamacpp\n"
     )
+
+
+LOCAL = REPO_ROOT / "tests" / "data" / "llamacpp_local" / "b1_0c1e570_cpu_tiny_c4096_np2.log"
+
+
+def test_a_gguf_that_is_not_the_logs_model_is_named_as_the_cause(tmp_path: pathlib.Path):
+    # the log's model is tiny_gguf's Q8_0 file (print_info: Q8_0, 2.53 MiB); an F16 file was blamed on
+    # llama.cpp ("+88.2% ... repacked or extra buffers")
+    f16 = write_tiny_gguf(tmp_path / "tiny_f16.gguf", matrix_type="F16")
+    out = json.loads(memsight("explain", str(LOCAL), "--model", str(f16), "--json").stdout)
+    said = "this GGUF is not the log's model (F16 4.76 MiB vs Q8_0 2.53 MiB)"
+    assert said in out["notes"]
+    assert out["rows"]["model_host"]["cause"] == said
+    same = json.loads(memsight("explain", str(LOCAL), "--model", str(write_tiny_gguf(tmp_path / "q8.gguf")),
+                               "--json").stdout)  # fmt: skip
+    assert not any("not the log's model" in n for n in same["notes"])
+    assert same["rows"]["model_host"]["cause"] == "within 1%"

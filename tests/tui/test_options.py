@@ -82,6 +82,12 @@ def test_count_minimum():
         parse_count("0", "--users", minimum=1)
 
 
+@pytest.mark.parametrize("text", ["-3", "-3k", " -1,024 "])
+def test_a_negative_count_is_below_the_minimum_not_other_than_a_number(text):
+    with pytest.raises(InputError, match=f"--users must be at least 1, got {text}$"):
+        parse_count(text, "--users", minimum=1)
+
+
 @pytest.mark.parametrize(
     ("text", "value"),
     [

@@ -98,7 +98,8 @@ def engine_line(
         head += f"; per rank, {buckets.ranks} ranks"
     head += "):"
     if device is None:
-        return f"{head} {getattr(followed.log, 'stage', 'starting')}: no memory figure logged yet"
+        why = getattr(buckets, "silent", "") if buckets is not None else ""
+        return f"{head} {getattr(followed.log, 'stage', 'starting')}: {why or 'no memory figure logged yet'}"
     p = plan.buckets
     planned = (p.weights, p.kv) if p else ()
     f, unit = _in(device.weights, device.kv, device.activations, device.overhead, *planned)

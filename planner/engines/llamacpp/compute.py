@@ -31,6 +31,7 @@ from planner.engines.llamacpp.sched import (
     reserve,
     single_backend,
 )
+from planner.errors import PlannerError
 
 MiB = 2**20
 CPU_ALIGNMENT = 32  # ggml-backend.cpp TENSOR_ALIGNMENT (the CPU and CUDA_Host buffer types)
@@ -85,6 +86,12 @@ class ComputeEstimate:
 
 
 def _placement(devices: Devices) -> Placement:
+    if max(devices.layer_device, default=-1) >= len(devices.gpus):
+        # a layer on a device the backends do not list would be read past them (sched.py _copy)
+        raise PlannerError(
+            f"layers placed on {max(devices.layer_device) + 1} GPUs but the backend lists "
+            f"{len(devices.gpus)} ({', '.join(devices.gpus)})"
+        )
     backends = tuple(Backend(g, alignment(g)) for g in devices.gpus) + (Backend("CPU", CPU_ALIGNMENT),)
     cpu = len(backends) - 1
     layer = devices.layer_device

@@ -457,6 +457,31 @@ def _cause(key: str, rel: float | None, p: LlamaCppPlan, from_gguf: bool, log: L
     return ""
 
 
+def not_the_logs_model(log: LlamaCppLog, model: str) -> str | None:
+    """A sentence when --model's GGUF is not the one the log loaded (its tensor bytes differ from print_info's
+    file size past the log's 2-decimal rounding, or its tensor count from the loader's), else None: a wrong
+    file is then named as the cause, not llama.cpp's buffers."""
+    from planner.engines.llamacpp.plan import gguf_info  # noqa: PLC0415
+
+    info = gguf_info(model)
+    printed = _file_bytes(log)
+    unit = "GiB" if printed and " GiB" in printed[1] else "MiB"
+    scale = GiB if unit == "GiB" else MiB
+    size_differs = printed is not None and abs(info.tensor_bytes - printed[0]) > 0.005 * scale + 1
+    count_differs = log.tensor_count is not None and log.tensor_count != len(info.tensors)
+    if not (size_differs or count_differs):
+        return None
+    matrices = {t: b for t, b in info.bytes_by_dtype.items() if t.upper() != "F32"} or info.bytes_by_dtype
+    gguf_type = max(matrices, key=lambda t: matrices[t]).upper() if matrices else "?"
+    log_type = re.sub(r"\s*\(guessed\)$", "", (log.info.get("file type") or "?").strip())
+    log_size = f"{printed[0] / scale:,.2f} {unit}" if printed else "size not printed"
+    counts = f"; {len(info.tensors)} tensors vs {log.tensor_count}" if count_differs else ""
+    return (
+        f"this GGUF is not the log's model ({gguf_type} {info.tensor_bytes / scale:,.2f} {unit} vs "
+        f"{log_type} {log_size}{counts})"
+    )
+
+
 def _peak_names(p: LlamaCppPlan) -> list[str]:
     return [name for term in p.compute.terms for name in re.findall(r"(\S+#\S+#\d)", term)]
 
@@ -505,6 +530,9 @@ def explain(log: LlamaCppLog, *, model: str | None = None) -> Explanation:
     if log.build is not None and release_build(log) is None:
         build += ": no release number (built outside llama.cpp's git tree), the newest graph taken"
     inputs.append(("llama.cpp build", build, "log" if log.build else "-"))
+    wrong_model = not_the_logs_model(log, model) if model is not None else None
+    if wrong_model:
+        notes.append(wrong_model)
     shape, buffers, p = _predict(log, model, inputs, notes)
     predicted = {
         "model_gpu": buffers.gpu_bytes / MiB if buffers else None,
@@ -528,6 +556,8 @@ def explain(log: LlamaCppLog, *, model: str | None = None) -> Explanation:
         rel = None if fig is None or not fig[0] or value is None else value / fig[0] - 1
         how = p.compute.how if key.startswith("compute") else ("PREDICTED" if value is not None else "-")
         cause = _cause(key, rel, p, model is not None, log) if fig is not None else ""
+        if wrong_model and key.startswith("model") and rel is not None and abs(rel) > 0.01:
+            cause = wrong_model  # the file given, not llama.cpp, is what differs
         rows.append(
             Row(key, None if fig is None else fig[0], None if fig is None else fig[1], value, how, cause)
         )
@@ -593,7 +623,7 @@ def to_worksheet(ex: Explanation) -> Worksheet:
         line=ex.line,
         title=f"llama.cpp {ex.build}" if ex.build.startswith("b") else "llama.cpp (build not in the log)",
         model=ex.model,
-        identity=(("llamacpp_build", ex.build),),
+        identity=(("llamacpp_build", ex.build), ("engine", "llamacpp")),
         stage=ex.stage,
         inputs=ex.inputs,
         terms=ex.terms,
@@ -606,11 +636,23 @@ def to_worksheet(ex: Explanation) -> Worksheet:
 
 def stage_problem(log: LlamaCppLog) -> str | None:
     """One line naming what was recognized when the log cannot be explained, else None."""
+    if log.bad_size is not None:
+        # a damaged figure, not a cut log: explaining the rest would compare predictions with a hole
+        return (
+            f"line {log.bad_size_line}: {log.bad_size} is a size out of range (llama.cpp prints sizes of "
+            "0 or more, finite)"
+        )
     if log.kv_caches:
         return None
     where = STAGE_WORDS[log.stage]
     if log.error:
         return f"llama.cpp died {where} (line {log.error_line}): {log.error}"
+    if log.stage in ("context", "ready"):
+        # the KV buffers were logged: what is missing is the one line that gives the cache's total and shape
+        missing = "no `llama_kv_cache: size = ...` line (the KV cache's total, cells and layers) to explain"
+        if log.stage == "ready":
+            return f"a llama.cpp log whose context was ready but with {missing}: that line was cut out"
+        return f"a llama.cpp log that stops {where}, with {missing}: the log was cut, or it died there"
     return (
         f"a llama.cpp log that stops {where}: no KV cache line to explain (the log was cut, or it died there)"
     )

@@ -40,7 +40,19 @@ def live_buckets(log: LlamaCppLog) -> LiveBuckets | None:
         for name in sorted(log.figures)
         for fig in log.by_device(name).values()
     )
-    return LiveBuckets("llamacpp", log.stage, devices, tuple(sources), figures)
+    return LiveBuckets("llamacpp", log.stage, devices, tuple(sources), figures, silent=silent(log))
+
+
+def silent(log: LlamaCppLog) -> str:
+    """Why a llama-server that is up logged no buffer: 0c1e570 prints its buffer lines (load_tensors,
+    llama_kv_cache, sched_reserve) at log level 4 only, and its default is 3."""
+    if not log.server_up or any(log.figures.get(name) for _, name in _BUCKETS):
+        return ""
+    level = log.context.get("verbosity")
+    if level is not None and int(level) >= 4:
+        return ""  # at level 4 the lines would be there: the reason is another one
+    at = f" (this one logs at verbosity {level})" if level else ""
+    return f"this llama-server logs its buffers only at -lv 4 (--verbosity 4){at}"
 
 
 def planned_buckets(sheet) -> DeviceBuckets | None:  # noqa: ANN001  (planner.engines.worksheet.Worksheet)

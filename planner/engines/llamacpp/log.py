@@ -35,7 +35,7 @@ STAGE_WORDS = {
     "model": "after reading the model's metadata, before the weights were loaded",
     "weights": "after loading the weights, before the KV cache was allocated",
     "context": "after allocating the KV cache, before the compute buffers were reserved",
-    "ready": "the context was ready",
+    "ready": "after the context was ready",
 }
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\^\[\[[0-9;]*m")
@@ -45,7 +45,8 @@ _PREFIX = re.compile(
     r"^(?:[\w.-]+\s+\|\s+)?(?:\[\d+\]\s+)?(?:\d{4}-\d\d-\d\d[ T][\d:.]+\s*\|?\s*)?"
     r"(?:\d+\.\d\d\.\d{3}\.\d{3}\s+[IWEDT]\s+)?(?:\[llama \w+\]:\s*)?"
 )
-_NUM = r"(-?[\d.]+)"
+# nan and inf are matched so that a damaged size is refused by name, not skipped as a line of another kind
+_NUM = r"(-?(?:[\d.]+(?:e[+-]?\d+)?|nan|inf))"
 _FUNC = r"(?P<func>[a-z_]+):\s+"
 
 _KV_META = re.compile(
@@ -121,10 +122,13 @@ _ERROR = re.compile(
     re.IGNORECASE,
 )
 # lines only llama.cpp writes: enough to say that a log is llama.cpp's
+# llama-server up and serving (llama_server: since 2026, main: before), whatever the log level
+_SERVER_UP = re.compile(r"(?:llama_server|main): (?:model loaded|server is listening|listening on)")
+_VERBOSITY = re.compile(r"common_params_print_info: verbosity = (?P<n>\d+)")
 _MARKERS = re.compile(
     r"llama_model_loader:|llm_load_print_meta:|print_info: (?:arch|n_layer|file type)|load_tensors:|"
     r"llm_load_tensors:|llama_kv_cache|llama_context:|llama_new_context_with_model:|ggml_cuda_init:|"
-    r"llama_model_load_internal:|llama\.cpp: loading model from"
+    r"llama_model_load_internal:|llama\.cpp: loading model from|llama_server: |common_params_print_info:"
 )
 
 
@@ -167,6 +171,9 @@ class LlamaCppLog:
     error: str | None
     error_line: int | None
     lines: int
+    bad_size: str | None = None  # the first size no llama.cpp prints ("-5.00 MiB"), and its line
+    bad_size_line: int | None = None
+    server_up: bool = False  # llama-server said "model loaded" or "listening on"
 
     def first(self, name: str) -> Figure | None:
         found = self.figures.get(name)
@@ -209,6 +216,9 @@ class _State:
     error: str | None = None
     error_line: int | None = None
     lines: int = 0
+    bad_size: str | None = None
+    bad_size_line: int | None = None
+    server_up: bool = False
 
 
 def strip_line(raw: str) -> str:
@@ -222,12 +232,16 @@ def _stage(s: _State, stage: str) -> None:
         s.stage = stage
 
 
+class BadSize(ValueError):
+    """A size no llama.cpp prints (negative, inf, nan, 400 digits): the line is not read, and the log is
+    refused naming it (explain.stage_problem) rather than explained without it."""
+
+
 def _mib(text: str) -> float:
-    """A size the log printed in MiB; ValueError for one llama.cpp cannot print (inf, nan, 400 digits): the
-    line is then not read (LogReader.feed)."""
+    """A size the log printed in MiB; BadSize for one llama.cpp cannot print."""
     value = limits.logged_number(text)
     if value is None or not plausible(value, "MiB"):
-        raise ValueError(f"{text[:40]!r} MiB is no size a log prints")
+        raise BadSize(f"{text.strip()[:40]} MiB")
     return value
 
 
@@ -241,7 +255,7 @@ def _count(text: str) -> int:
 def _add(s: _State, name: str, value: str, unit: str, line: int, rank: str = "") -> None:
     number = limits.logged_number(value)
     if number is None or not plausible(number, unit):
-        return
+        raise BadSize(f"{value.strip()[:40]} {unit}")
     rank = _RANK_ADDRESS.sub("", rank.strip())
     s.figures.setdefault(name, []).append(Figure(name, number, unit, value, line, rank))
 
@@ -368,10 +382,17 @@ class LogReader(LineReader):
             s.markers += 1
         try:
             self._read(s, raw, text, n)
-        except ValueError:  # a figure no llama.cpp prints (_mib, _count): the line is not read
+        except BadSize as exc:
+            if s.bad_size is None:
+                s.bad_size, s.bad_size_line = str(exc), n
+        except ValueError:  # a count no llama.cpp prints (_count): the line is not read
             return
 
     def _read(self, s: _State, raw: str, text: str, n: int) -> None:
+        m = _VERBOSITY.search(text)
+        if m:  # before _read_model: "common_params_print_info:" is no print_info line of the model
+            s.context["verbosity"] = m.group("n")
+            return
         if _read_breakdown(s, text) or _read_model(s, text, n) or _read_buffers(s, text, n):
             return
         m = _CTX_PARAM.search(text)
@@ -408,6 +429,8 @@ class LogReader(LineReader):
             s.build = _count(m.group("n"))
             s.commit = m.group("commit")
             return
+        if _SERVER_UP.search(text):
+            s.server_up = True
         if _READY.search(text) and s.figures.get("kv_buffer"):
             _stage(s, "ready")
             return
@@ -436,6 +459,9 @@ class LogReader(LineReader):
             error=s.error,
             error_line=s.error_line,
             lines=s.lines,
+            bad_size=s.bad_size,
+            bad_size_line=s.bad_size_line,
+            server_up=s.server_up,
         )
 
 

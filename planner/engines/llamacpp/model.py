@@ -59,7 +59,9 @@ class GpuSplit:
         if self.tensor_split and not any(self.tensor_split):
             raise PlannerError("-ts proportions are all 0")
         if not 0 <= self.main_gpu < self.n_gpus:
-            raise PlannerError(f"-mg {self.main_gpu}: there are {self.n_gpus} GPU(s)")
+            n = self.n_gpus
+            gpus = "there is 1 GPU (-mg 0)" if n == 1 else f"there are {n} GPUs (-mg 0 to {n - 1})"
+            raise PlannerError(f"-mg {self.main_gpu}: {gpus}")
 
     @property
     def devices(self) -> int:

@@ -23,6 +23,11 @@ def _checkpoint(path: str) -> Any:
     return info
 
 
+def gguf_info(path: str) -> Any:
+    """The GGUF's header as read_checkpoint reads it (its tensors, their bytes by type)."""
+    return _checkpoint(path)
+
+
 def gguf_tensors(path: str) -> list[tuple[str, int]]:
     return [(t.name, t.nbytes) for t in _checkpoint(path).tensors]
 

@@ -11,9 +11,11 @@ from planner.engines.llamacpp.compute import ComputeEstimate, Devices, compute_b
 from planner.engines.llamacpp.graph import ARCH_FAMILIES, GraphShape, ReserveBatch
 from planner.engines.llamacpp.kv import KVArgs, KVPlan, KVShape, kv_plan
 from planner.engines.llamacpp.model import GpuSplit, ModelBuffers
+from planner.errors import PlannerError
 
 MiB = 2**20
 DEFAULT_BATCH = 2048  # -b: llama-server's and llama-cli's n_batch (common.h)
+N_CTX_MAX = 2**32 - 1  # llama_context_params.n_ctx is a uint32_t (llama.h): a larger -c wraps around
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +39,17 @@ class LlamaCppArgs:
     gpu_backend: str = "CUDA"  # the GPU backend's name: CUDA, ROCm, Vulkan, Metal
     cpu_only: bool = False  # a build without a GPU backend: one CPU compute buffer
     devices: tuple[str, ...] = ()  # the devices by name, in llama.cpp's order, where a log names them
+
+    def __post_init__(self) -> None:
+        if self.n_ctx > N_CTX_MAX:
+            raise PlannerError(
+                f"--context (-c) {self.n_ctx:,}: llama.cpp's n_ctx is a uint32, at most {N_CTX_MAX:,}"
+            )
+        # a Metal build sees one device (the Apple GPU): there is no second one to split layers over
+        if self.gpu_backend == "Metal" and not self.cpu_only and self.gpus.n_gpus > 1:
+            raise PlannerError(
+                f"--gpu-backend Metal is one device: --gpus {self.gpus.n_gpus} needs CUDA, ROCm or Vulkan"
+            )
 
     def device_names(self) -> tuple[str, ...]:
         if self.cpu_only:
