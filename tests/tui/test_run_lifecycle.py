@@ -93,7 +93,11 @@ def _child_pid(run) -> int:
     import re  # noqa: PLC0415
 
     assert run.wait_for(b"started"), bytes(run.output[-2000:])
-    match = re.search(rb"output of pid (\d+)", bytes(run.output))
+    # the log panel's title may reach the terminal a frame after the child's first line (a loaded machine)
+    deadline = time.monotonic() + 15
+    title = re.compile(rb"output of pid (\d+)")
+    while (match := title.search(bytes(run.output))) is None and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert match, bytes(run.output[-2000:])
     return int(match.group(1))
 
