@@ -412,3 +412,31 @@ def _llamacpp_cpu_lines() -> list[str]:
 def test_a_llama_cpp_log_without_its_kv_size_line_says_which_line(tmp_path, cut, said):
     (tmp_path / "llama.log").write_text("".join(cut(_llamacpp_cpu_lines())))
     assert one_line_refusal(memsight("explain", str(tmp_path / "llama.log"))) == said
+
+
+@pytest.mark.parametrize(
+    "log_name, old, args",
+    [
+        # a capture size of 5,000 digits in vLLM's config line (int() of it raised past Python's digit limit)
+        (
+            "vllm_logs/akamas_v0.29.0_gpt-oss-20b_l4.log",
+            "'cudagraph_capture_sizes': [1, 2,",
+            ["--gpu", "l4"],
+        ),
+        # n_ctx of 5,000 digits in a llama.cpp log
+        ("llamacpp_logs/ci_b3448_v100_pythia28b_q4_0.log", "n_ctx      = 2048", []),
+    ],
+)
+def test_a_number_of_thousands_of_digits_in_a_log_is_one_line_exit_2(tmp_path, log_name, old, args):
+    """Found by the long fuzz run (vLLM and llama.cpp explain surfaces): ValueError from int() of a
+    5,000-digit figure; now the setting is named and refused."""
+    text = (REPO_ROOT / "tests" / "data" / log_name).read_text()
+    assert old in text
+    digits = "9" * 5000
+    damaged = tmp_path / "damaged.log"
+    new = old.replace("2,", f"{digits},") if "[" in old else f"n_ctx      = {digits}"
+    damaged.write_text(text.replace(old, new))
+    done = run_memsight("explain", str(damaged), *args)
+    assert done.returncode == 2, done.stderr[-2000:]
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("memsight: ")

@@ -258,7 +258,7 @@ def _whole(text: str | None, what: str, default: int | None = None, minimum: int
     if text is None and default is not None:
         return default
     value = str(text).strip()
-    if text is None or not value.isdigit() or not minimum <= int(value) < 2**40:
+    if text is None or not value.isdigit() or len(value) > 13 or not minimum <= int(value) < 2**40:
         raise PlannerError(f"the log's {what} is not a whole number from {minimum}: {value[:40]!r}")
     return int(value)
 

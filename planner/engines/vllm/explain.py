@@ -390,12 +390,18 @@ def _graph_setup(log: VLLMLog, setting: _Settings) -> GraphSetup:
     sizes_text = log.fact("cudagraph_capture_sizes")
     sizes = None
     if sizes_text:
-        sizes = tuple(sorted(int(x) for x in sizes_text.replace(" ", "").split(",") if x))
+        where = f"line {log.facts['cudagraph_capture_sizes'][1]}"
+        parts = [x for x in sizes_text.replace(" ", "").split(",") if x]
+        sizes = tuple(sorted(_whole(x, where, "cudagraph_capture_sizes") for x in parts))
     graphs = None
     counted = log.fact("cudagraph_graphs")
     if counted:
         found = dict(re.findall(r"(PIECEWISE|FULL)=(\d+)", counted))
-        graphs = (int(found.get("PIECEWISE", 0)), int(found.get("FULL", 0)))
+        where = f"line {log.facts['cudagraph_graphs'][1]}"
+        graphs = tuple(
+            int(setting_number(found.get(kind, "0"), f"{kind} graphs", where, 0, limits.MAX_CONFIG_INT))
+            for kind in ("PIECEWISE", "FULL")
+        )
     return GraphSetup(mode=mode, capture_sizes=sizes, graphs=graphs, estimate_env=env, why=tuple(why))
 
 
