@@ -440,3 +440,20 @@ def test_a_number_of_thousands_of_digits_in_a_log_is_one_line_exit_2(tmp_path, l
     assert done.returncode == 2, done.stderr[-2000:]
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith("memsight: ")
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--engine", "vllm", "--vllm-version", "9" * 5000 + ".1"],
+        ["--engine", "sglang", "--sglang-version", "9" * 5000 + ".1"],
+        ["--engine", "ollama", "--ollama-version", "9" * 5000 + ".1"],
+    ],
+    ids=["vllm", "sglang", "ollama"],
+)
+def test_a_version_of_thousands_of_digits_is_one_line_exit_2(flags):
+    """int() of a 5,000-digit version part raised ValueError past Python's digit limit (vLLM, SGLang)."""
+    done = run_memsight("plan", "qwen3-8b", *flags)
+    assert done.returncode == 2, done.stderr[-2000:]
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("memsight") and "Traceback" not in done.stderr

@@ -33,7 +33,7 @@ READ = (
 
 
 def parse_version(text: str) -> tuple[int, int, int]:
-    m = re.match(r"v?(\d+)\.(\d+)(?:\.(\d+))?", str(text).strip())
+    m = re.match(r"v?(\d{1,6})\.(\d{1,6})(?:\.(\d{1,6}))?(?!\d)", str(text).strip())
     if not m:
         raise PlannerError(f"not an SGLang version: {text!r} (e.g. 0.4.6, 0.5.3)")
     return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)

@@ -189,7 +189,8 @@ def _resolve(log: SGLangLog, options: Mapping[str, Any]) -> _Run:
     capture = None
     if log.setting("disable_cuda_graph") != "True":
         max_bs = log.setting("cuda_graph_max_bs")
-        capture = capture_batch_sizes(era.rule, None, int(max_bs) if max_bs and max_bs.isdigit() else None)
+        bs = int(max_bs) if max_bs and max_bs.isdigit() and len(max_bs) <= 9 else None  # not 5,000 digits
+        capture = capture_batch_sizes(era.rule, None, bs)
     kt = log.setting("kt_weight_path") is not None  # ktransformers' CPU experts (its --kt-* arguments)
     return _Run(model_id, spec, era, tuple(inputs), pool_inputs, capture, tuple(missing), kt)
 

@@ -193,7 +193,7 @@ _KV_DTYPE = re.compile(r"(?:Using KV cache dtype: |KV Cache is allocated\. dtype
 # "TensorRT-LLM MHA only supports page_size of 16, 32 or 64, changing page_size from None to 64."
 # (logged by server_args)
 _PAGE_CHANGE = re.compile(r"changing page_size from \S+ to (\d+)")
-_CAPTURE_BAR = re.compile(r"\|\s*\d+/(\d+) \[")
+_CAPTURE_BAR = re.compile(r"\|\s*\d{1,9}/(\d{1,9}) \[")
 _MODEL_CLASS = re.compile(r"Load weight end\..*?type=([\w.]+)")
 # flags of the command line that are spelled differently in ServerArgs
 _FLAG_ALIASES = {
@@ -409,7 +409,7 @@ class LogReader(LineReader):
         capture_bs, capture_line = s.capture_bs, s.capture_bs_line
         if not capture_bs:
             listed = s.args.get("cuda_graph_bs", "")
-            values = re.findall(r"\d+", listed)
+            values = re.findall(r"\d{1,9}", listed)  # batch sizes, not a run of 5,000 digits
             if listed.startswith("[") and values:
                 capture_bs = tuple(int(v) for v in values)
         return SGLangLog(

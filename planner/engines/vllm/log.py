@@ -541,7 +541,7 @@ class LogReader(LineReader):  # feed_text(chunk) / flush(): whole lines to feed(
 
 
 def _engine_from_version(version: str, figures: Mapping[str, list[Figure]]) -> str | None:
-    digits = re.findall(r"\d+", version)
+    digits = re.findall(r"\d{1,6}", version)  # a version's parts, not a run of 5,000 digits
     if len(digits) < 2:
         return None
     ver = (int(digits[0]), int(digits[1]))

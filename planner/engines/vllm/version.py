@@ -26,7 +26,7 @@ def parse_version(text: str) -> Version:
             if not ch.isdigit():
                 break
             digits += ch
-        if not digits:
+        if not digits or len(digits) > 6:  # no release is numbered past 999999 (nor 5,000 digits long)
             break
         numbers.append(int(digits))
     if len(numbers) < 2:
