@@ -457,3 +457,17 @@ def test_a_version_of_thousands_of_digits_is_one_line_exit_2(flags):
     assert done.returncode == 2, done.stderr[-2000:]
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith("memsight") and "Traceback" not in done.stderr
+
+
+def test_a_line_of_banner_glyphs_is_read_in_linear_time(tmp_path):
+    """vLLM's banner pattern backtracked from every block glyph of a line (quadratic: 9 s for 30 KB of
+    glyphs, minutes for 250 KB; the long fuzz run's one hang). A 250 KB line of glyphs is now read well within
+    the suite's hang guard, and a real banner still gives its version."""
+    from planner.engines.vllm.log import parse_log  # noqa: PLC0415
+
+    banner = "(APIServer pid=1) INFO 08-06 10:08:29 [utils.py:297]  ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.18.0"
+    assert parse_log(banner + "\n").version == "0.18.0"
+    hostile = tmp_path / "glyphs.log"
+    hostile.write_text("INFO [utils.py:297] " + "█▄ █▀ ▀█▀ █▀█ " * 18_000 + "\n" + banner + "\n")
+    done = run_memsight("explain", str(hostile))  # TimeoutExpired (a failure) past HANG_GUARD_S
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr[-2000:]

@@ -325,7 +325,9 @@ _V1_FILES = {
 _VERSION_PATTERNS = (
     re.compile(r"Initializing (?:a (V[01]) |an )?LLM engine \(v?([^)\s]+)\) with config: (.*)$"),
     re.compile(r"vLLM API server version v?(\d[^\s,]*)"),
-    re.compile(r"█.*\bversion\s+v?(\d+\.\d+[^\s]*)"),
+    # the banner's "version 0.10.2" follows its last block glyph on the same line; bounded, so a line of many
+    # glyphs costs linear time (an unbounded .* backtracked from every glyph: the fuzz's one hang)
+    re.compile(r"█.{0,200}?\bversion\s+v?(\d+\.\d+[^\s]*)"),
 )
 
 
