@@ -471,3 +471,15 @@ def test_a_line_of_banner_glyphs_is_read_in_linear_time(tmp_path):
     hostile.write_text("INFO [utils.py:297] " + "█▄ █▀ ▀█▀ █▀█ " * 18_000 + "\n" + banner + "\n")
     done = run_memsight("explain", str(hostile))  # TimeoutExpired (a failure) past HANG_GUARD_S
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr[-2000:]
+
+
+def test_long_runs_of_letters_and_fields_are_read_in_linear_time_by_every_engine(tmp_path):
+    """Every engine's reader sees an unknown log when `explain` recognizes it: lines of 240 KB of letters,
+    of `a:b` fields and of glyphs made unanchored patterns backtrack at every position (Ollama's request
+    fields: 400 s; llama.cpp's function names; the long fuzz run's hangs). Now one line, exit 2, well within
+    the suite's hang guard."""
+    hostile = tmp_path / "runs.log"
+    runs = ["abcdefgh" * 30_000, "a:b " * 60_000, "█▄ " * 80_000, "key=value " * 24_000]
+    hostile.write_text("\n".join(runs))
+    done = run_memsight("explain", str(hostile))  # TimeoutExpired (a failure) past HANG_GUARD_S
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr[-2000:]

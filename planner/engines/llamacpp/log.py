@@ -47,7 +47,9 @@ _PREFIX = re.compile(
 )
 # nan and inf are matched so that a damaged size is refused by name, not skipped as a line of another kind
 _NUM = r"(-?(?:[\d.]+(?:e[+-]?\d+)?|nan|inf))"
-_FUNC = r"(?P<func>[a-z_]+):\s+"
+# a function name from its first letter (the lookbehind): searched from inside a long run of letters, an
+# unanchored [a-z_]+ backtracked over the whole run at every position (quadratic: the long fuzz run's hang)
+_FUNC = r"(?<![a-z_])(?P<func>[a-z_]+):\s+"
 
 _KV_META = re.compile(
     r"llama_model_loader: - kv\s+\d+:\s+(?P<key>[\w.]+)\s+(?P<type>[\w\[\],]+)\s+=\s+(?P<v>.*)$"

@@ -49,7 +49,9 @@ _LOGFMT = re.compile(r'(?<![\w.])([\w.]+)=("(?:[^"\\]|\\.)*"|\S*)')
 _SIZE = re.compile(r"^(-?\d+(?:\.\d+)?) ?(GiB|MiB|KiB|B|GB|MB|KB)$")
 _UNIT_BYTES = {"GiB": 2**30, "MiB": 2**20, "KiB": 2**10, "B": 1, "GB": 10**9, "MB": 10**6, "KB": 10**3}
 _OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
-_REQUEST_FIELD = re.compile(r"(\w+):(\[[^\]]*\]|[^\s\[\]{}]*)")
+# a field from its first character (the lookbehind): unanchored, \w+ backtracked over a whole run of
+# letters at every position (quadratic: 400 s for a 240 KB line of letters)
+_REQUEST_FIELD = re.compile(r"(?<!\w)(\w+):(\[[^\]]*\]|[^\s\[\]{}]*)")
 _RUNNER_FLAGS = ("ctx-size", "batch-size", "n-gpu-layers", "parallel", "kv-cache-type", "threads", "model")
 
 # the estimate line's keys -> figure names
