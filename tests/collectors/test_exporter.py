@@ -274,27 +274,14 @@ def test_memsight_run_serves_prometheus_and_scrapes_vllm_end_to_end(tmp_path):
     real CLI, a real child with the agent injected, a loopback vLLM stand-in, scraped while the child runs."""
     import subprocess
     import sys
-    import threading
     import time
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     from collectors.recording import read_recording, summarize
+    from tests.collectors.builders import serve_body
     from tests.collectors.test_vllm_metrics import V1_TWO_ENGINES
     from tests.conftest import REPO_ROOT
 
-    class VLLMStandIn(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
-            body = V1_TWO_ENGINES.encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    vllm = ThreadingHTTPServer(("127.0.0.1", 0), VLLMStandIn)
-    threading.Thread(target=vllm.serve_forever, daemon=True).start()
+    vllm = serve_body(V1_TWO_ENGINES.encode())
     out = tmp_path / "run.jsonl"
     child = "import os, sys, time; print(os.getpid(), flush=True); time.sleep(4)"
     proc = subprocess.Popen(

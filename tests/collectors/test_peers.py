@@ -7,7 +7,6 @@ import re
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 
@@ -129,25 +128,14 @@ def test_peer_urls_and_a_non_memsight_answer(tmp_path):
         with pytest.raises(CollectorError, match=why):
             peer_url(bad)
     # an HTTP server that is not memsight (a vLLM server, say): said so, no figures invented
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from tests.collectors.builders import serve_body  # noqa: PLC0415
 
-    class NotMemsight(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
-            body = b"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0.0\n"
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), NotMemsight)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = serve_body(b"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0.0\n")
     try:
         snap = PeerWatcher(f"127.0.0.1:{server.server_address[1]}").poll()
     finally:
         server.shutdown()
+        server.server_close()
     assert snap.status.startswith("down: ") and "not as memsight" in snap.status and snap.ok_t is None
 
 
