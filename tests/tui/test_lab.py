@@ -73,9 +73,13 @@ def test_edge_is_the_largest_batch_that_really_holds(tmp_path, tiny):
     edge = r["edge"]
     assert edge >= 2
     assert_edge_targets(r)
-    # each trial is a marked step in the recording, which replay reads
+    # each trial is a marked step; the agent samples at 10 Hz, so a trial shorter than its tick may be in no
+    # record (the edge's own trial was missing in 2 of ~8 full runs): the steps recorded are trials that ran
     labels = step_labels(rec)
-    assert f"edge batch {edge} ctx 64" in labels
+    tried = {f"edge batch {t['batch']} ctx 64" for t in r["trials"]}
+    recorded = {label.removesuffix(" dec") for label in labels if label.startswith("edge batch ")}
+    recorded = {label for label in recorded if "chu" not in label}  # decode steps; chunked trials: below
+    assert recorded and recorded <= tried, (recorded, tried)
     assert any(e["k"] == "lab" for e in read_recording(rec).events)
     # the search ran again with chunked prefill (16 tokens a pass): its edge is the largest batch that
     # held there, and the next batch was tried and failed
