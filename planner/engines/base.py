@@ -48,6 +48,22 @@ class Figure:
         raise ValueError(f"{self.name} is not a memory figure")
 
 
+
+class FigureLookups:
+    """The lookups every engine's parsed log shares; the log's `figures` maps a stable name to every
+    occurrence, first one first (a mixin of the frozen, slotted log dataclasses: no state of its own)."""
+
+    __slots__ = ()
+    figures: Mapping[str, tuple[Figure, ...]]
+
+    def first(self, name: str) -> Figure | None:
+        found = self.figures.get(name)
+        return found[0] if found else None
+
+    def smallest(self, name: str) -> Figure | None:
+        found = self.figures.get(name)
+        return min(found, key=lambda f: f.value) if found else None
+
 def setting_number(text: str, name: str, where: str, lo: float, hi: float, *, integer: bool = True) -> float:
     """An engine setting read from a log or a flag ("4", "0.9", "8192.0") within [lo, hi], as an int when
     `integer`; anything else (inf, nan, 1e999, a run of digits, -1, 0.5 GPUs) is a PlannerError naming it:

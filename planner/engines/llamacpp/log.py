@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from planner import limits
-from planner.engines.base import Figure, LineReader, plausible, read_all
+from planner.engines.base import Figure, FigureLookups, LineReader, plausible, read_all
 
 STAGES = ("start", "model", "weights", "context", "ready")
 STAGE_WORDS = {
@@ -152,7 +152,7 @@ class KVCacheLine:
 
 
 @dataclass(frozen=True, slots=True)
-class LlamaCppLog:
+class LlamaCppLog(FigureLookups):
     """What a llama.cpp start-up log says. `figures` maps a stable name to every occurrence, first first."""
 
     is_llamacpp: bool
@@ -176,10 +176,6 @@ class LlamaCppLog:
     bad_size: str | None = None  # the first size no llama.cpp prints ("-5.00 MiB"), and its line
     bad_size_line: int | None = None
     server_up: bool = False  # llama-server said "model loaded" or "listening on"
-
-    def first(self, name: str) -> Figure | None:
-        found = self.figures.get(name)
-        return found[0] if found else None
 
     def by_device(self, name: str) -> dict[str, Figure]:
         """The last figure of `name` per device (a log can hold a --fit dry run before the real load)."""

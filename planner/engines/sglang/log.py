@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from planner import limits
-from planner.engines.base import ANSI, Figure, LineReader, plausible, read_all
+from planner.engines.base import ANSI, Figure, FigureLookups, LineReader, plausible, read_all
 
 # Stages a start-up goes through, in order; a log that stops before "pool" died (or was cut) there.
 STAGES = ("start", "config", "weights", "pool", "graphs", "ready")
@@ -63,7 +63,7 @@ _NUM = r"(-?\d+(?:\.\d+)?)"
 
 
 @dataclass(frozen=True, slots=True)
-class SGLangLog:
+class SGLangLog(FigureLookups):
     """What an SGLang server log says. `figures` maps a stable name to every occurrence (first one first)."""
 
     is_sglang: bool
@@ -83,14 +83,6 @@ class SGLangLog:
     error_line: int | None
     lines: int
     notes: tuple[str, ...] = ()
-
-    def first(self, name: str) -> Figure | None:
-        found = self.figures.get(name)
-        return found[0] if found else None
-
-    def smallest(self, name: str) -> Figure | None:
-        found = self.figures.get(name)
-        return min(found, key=lambda f: f.value) if found else None
 
     def setting(self, *names: str) -> str | None:
         """A server argument ("None" and "" count as not given)."""

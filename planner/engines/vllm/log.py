@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from planner import limits
-from planner.engines.base import ANSI, Figure, LineReader, read_all
+from planner.engines.base import ANSI, Figure, FigureLookups, LineReader, read_all
 
 GB = 10**9
 
@@ -65,7 +65,7 @@ _NUM = r"(-?[\d.]+)"
 
 
 @dataclass(frozen=True, slots=True)
-class VLLMLog:
+class VLLMLog(FigureLookups):
     """What a vLLM startup log says. `figures` maps a stable name to every occurrence (first one first)."""
 
     is_vllm: bool
@@ -89,14 +89,6 @@ class VLLMLog:
     def fact(self, name: str) -> str | None:
         found = self.facts.get(name)
         return None if found is None else found[0]
-
-    def first(self, name: str) -> Figure | None:
-        found = self.figures.get(name)
-        return found[0] if found else None
-
-    def smallest(self, name: str) -> Figure | None:
-        found = self.figures.get(name)
-        return min(found, key=lambda f: f.value) if found else None
 
     # The engine settings, from the config line, the non-default args or the command line (in that order).
     def setting(self, *names: str) -> str | None:
