@@ -137,6 +137,17 @@ def parse_number(value: object, what: str, *, minimum: float = 0, strict: bool =
     return number
 
 
+def parse_refresh_hz(value: object, what: str) -> float:
+    """A refresh rate within [MIN_REFRESH_HZ, MAX_REFRESH_HZ] (inf once killed the sampling thread, and a
+    rate of 1e-300 Hz overflows the thread's wait)."""
+    hz = parse_number(value, what, strict=True)
+    if not limits.MIN_REFRESH_HZ <= hz <= limits.MAX_REFRESH_HZ:
+        raise InputError(
+            f"{what} is {hz:g}, outside {limits.bound('MIN_REFRESH_HZ')} .. {limits.bound('MAX_REFRESH_HZ')}"
+        )
+    return hz
+
+
 def parse_choice(value: object, choices: Iterable[str], what: str) -> str:
     """One of `choices`, whatever its case ('Spark' -> 'spark'); the message lists them."""
     options = list(choices)
