@@ -306,11 +306,14 @@ class Decoder:
         key3 = (e.get("pid"), e.get("start"), e.get("dev"))
         key = key3[:2]
         try:
-            _check_fields(e, _AGENT_V2_FIELDS)
+            if not _agent_head_fits(*key3, e.get("t")):
+                _check_fields(e, _AGENT_V2_FIELDS)  # says what is wrong
             known = self.carried.get(key)
             if known is None and not all(n in e for n in AGENT_CARRIED):
                 raise ValueError("agent event: a change without the agent's complete line before it")
-            given = [n for n in AGENT_CARRIED if n in e]
+            # k, pid, start, t, dev and the record or its change: then none of the carried fields
+            plain = len(e) == 6 and ("d" in e or "r" in e)
+            given = () if plain else [n for n in AGENT_CARRIED if n in e]
             # a change line rarely carries one: then the agent's dict is shared (never mutated, only replaced)
             carried = {**(known or {}), **{n: e[n] for n in given}} if given else known
             head = {"k": "agent", "pid": e["pid"], "start": e["start"], "t": e["t"], **carried}
@@ -334,6 +337,17 @@ class Decoder:
         self.records[key3] = values
         self.carried[key] = carried
         return event
+
+
+def _agent_head_fits(pid: Any, start: Any, dev: Any, t: Any) -> bool:
+    """_AGENT_V2_FIELDS' checks (pid, start and dev "int", t "time"), written out: half the lines of a
+    recording are an agent's."""
+    m = _MEASURED
+    return (
+        type(pid) is int and -m <= pid <= m and type(start) is int and -m <= start <= m
+        and type(dev) is int and -m <= dev <= m
+        and (type(t) is float or type(t) is int) and 0.0 <= t <= _LATEST
+    )  # fmt: skip
 
 
 def _os_scalars_in(e: dict) -> tuple[str, ...]:
@@ -897,6 +911,7 @@ def summarize(recording) -> dict:
         return src
 
     processes = _Processes(source)
+    os_source = None  # made at the first os event, where the original made it (the sources' order)
     cmdlines: dict[tuple, str] = {}
     agent_cmdlines: dict[tuple, str] = {}
     alerts: list[dict] = []
@@ -914,7 +929,9 @@ def summarize(recording) -> dict:
             values = {f: e.get(f) for f in fields}
             if changed is None or "mem_total" in changed or "mem_available" in changed:
                 values["system_used"] = e["mem_total"] - e["mem_available"]
-            source("os", "os", None).add(t, values)
+            if os_source is None:
+                os_source = source("os", "os", None)
+            os_source.add(t, values)
             processes.add(t, rows, cmdlines)
         elif k == "agent":
             _summarize_agent(e, changed, source, agent_cmdlines)
