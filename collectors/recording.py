@@ -772,32 +772,13 @@ class _Source:
         self.cmdline: str | None = None  # processes and agents: the command line
 
     def add(self, t: float, values: dict[str, Any]) -> None:
-        """One sample at `t` (seen(t, t, 1) and _Stats.add for each value, written out: an hour of a
-        recording makes a few hundred thousand of these)."""
-        self.samples += 1
-        start, end = self.start, self.end
-        if start is None:
-            self.start = self.end = t
-        else:  # as min() and max() pick: the value held when equal
-            if t < start:
-                self.start = t
-            if t > end:
-                self.end = t
+        self.seen(t, t, 1)
         fields = self.fields
         for name, value in values.items():
             stats = fields.get(name)
             if stats is None:
                 stats = fields[name] = _Stats()
-            kind = type(value)
-            if (kind is not int and kind is not float) or value != value:  # None, a bool, a string, NaN
-                continue
-            if stats.min is None:
-                stats.min = stats.max = value
-            elif value < stats.min:
-                stats.min = value
-            elif value > stats.max:
-                stats.max = value
-            stats.last = value
+            stats.add(value)
 
     def seen(self, first: float, last: float, samples: int) -> None:
         """`samples` samples from time `first` to `last`."""
