@@ -838,32 +838,34 @@ class _Processes:
         self._first.append(t)
         self._last.append(t)
         self._events.append(1)
-        previous, rows, counts = self._rows, {}, {}
+        previous = self._rows
         for row in table:
-            key = (row[0], row[1])
-            counts[key] = counts.get(key, 0) + 1
             if id(row) not in previous:  # a new row: its values are samples
-                self._new_row(row, key, cmdlines)
-            rows[id(row)] = row
+                self._new_row(row, cmdlines)
+        keys = [(row[0], row[1]) for row in table]
+        counts = dict.fromkeys(keys, 1)
+        if len(counts) < len(keys):  # a process with two rows (a hand-made table): count them
+            counts = {}
+            for key in keys:
+                counts[key] = counts.get(key, 0) + 1
         runs = self._runs
-        for key, run in list(runs.items()):
-            if counts.get(key) != run[2]:  # gone, or its rows are not as many as before
-                self._settle(run, epoch)
-                del runs[key]
+        for key in [key for key, run in runs.items() if counts.get(key) != run[2]]:
+            self._settle(runs.pop(key), epoch)  # gone, or its rows are not as many as before
         for key, count in counts.items():
             if key not in runs:
                 runs[key] = (self._sources[key], epoch, count)
-        self._table, self._rows = table, rows
+        self._table, self._rows = table, {id(row): row for row in table}
 
-    def _new_row(self, row: list, key: tuple, cmdlines: dict) -> None:
+    def _new_row(self, row: list, cmdlines: dict) -> None:
+        key = (row[0], row[1])
         src = self._sources.get(key)
         if src is None:
             src = self._sources[key] = self._source(f"process:{key[0]}:{key[1]}", "process", key[0])
-        for field, value in (("rss", row[3]), ("growth", row[4])):
-            stats = src.fields.get(field)
-            if stats is None:
-                stats = src.fields[field] = _Stats()
-            stats.add(value)
+        fields = src.fields
+        if not fields:  # a process's source holds these two, made together at its first row
+            fields["rss"], fields["growth"] = _Stats(), _Stats()
+        fields["rss"].add(row[3])
+        fields["growth"].add(row[4])
         src.name, src.cmdline = row[2], cmdlines.get(key, "")
 
     def _settle(self, run: tuple[_Source, int, int], ended: int) -> None:
