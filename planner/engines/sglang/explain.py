@@ -337,35 +337,27 @@ def explain(log: SGLangLog, options: Mapping[str, Any]) -> Worksheet:
 
 
 def _rows(log: SGLangLog, run: _Run, pool: SGLangPool | None, cell: int) -> tuple[Row, ...]:
-    rows: list[Row] = []
-    gib = GiB
-
-    def add(key: str, fig, predicted: float | None, cause: str) -> None:  # noqa: ANN001
-        value = None if fig is None else fig.value
-        line = None if fig is None else fig.line
-        known = value is not None and predicted is not None
-        rows.append(Row(key, value, line, predicted, "PREDICTED", cause if known else ""))
-
     weights = log.smallest("weights")
-    add(
-        "weights",
-        weights,
-        None if pool is None else pool.weights / gib,
-        _weights_cause(weights, pool, run.kt_offload),
-    )
-    after = log.smallest("free_after_weights")
-    add(
-        "free_after_weights",
-        after,
-        None if pool is None else pool.free_after_weights / gib,
-        "free at start - weights: follows the weights",
-    )
+    rows = [
+        _figure_row(
+            "weights",
+            weights,
+            None if pool is None else pool.weights / GiB,
+            _weights_cause(weights, pool, run.kt_offload),
+        ),
+        _figure_row(
+            "free_after_weights",
+            log.smallest("free_after_weights"),
+            None if pool is None else pool.free_after_weights / GiB,
+            "free at start - weights: follows the weights",
+        ),
+    ]
     logged_kv, kv_line = _logged_kv(log)
     tokens_fig = log.smallest("kv_tokens") or log.smallest("max_total_num_tokens")
     page = run.pool_inputs.page_size
     per_token = None
     if logged_kv is not None and tokens_fig is not None:
-        per_token = logged_kv * gib / (tokens_fig.value + page)
+        per_token = logged_kv * GiB / (tokens_fig.value + page)
     cell_cause = _cell_cause(per_token, cell, logged_kv, tokens_fig.value + page if tokens_fig else 0)
     rows.append(
         Row(
@@ -384,28 +376,48 @@ def _rows(log: SGLangLog, run: _Run, pool: SGLangPool | None, cell: int) -> tupl
             "kv_pool",
             logged_kv,
             kv_line,
-            pool.kv_bytes / gib,
+            pool.kv_bytes / GiB,
             "PREDICTED",
             _pool_cause(logged_kv, pool, weights) if logged_kv is not None else "",
         )
     )
-    add("kv_tokens", tokens_fig, float(pool.tokens), "follows the pool")
+    return tuple(rows + _pool_rows(log, run, pool, tokens_fig))
+
+
+def _figure_row(key: str, fig: Any, predicted: float | None, cause: str) -> Row:
+    """A row for one logged figure (or none); the cause only where both sides are known."""
+    value = None if fig is None else fig.value
+    line = None if fig is None else fig.line
+    known = value is not None and predicted is not None
+    return Row(key, value, line, predicted, "PREDICTED", cause if known else "")
+
+
+def _pool_rows(log: SGLangLog, run: _Run, pool: SGLangPool, tokens_fig: Any) -> list[Row]:
+    """What follows the pool: tokens, free memory left, the request limit, CUDA graphs, the headroom."""
+    rows = [_figure_row("kv_tokens", tokens_fig, float(pool.tokens), "follows the pool")]
     profiled = log.smallest("profiled_tokens")
     if profiled is not None:
-        add("profiled_tokens", profiled, float(pool.profiled_tokens), "the pool before --max-total-tokens")
-    add(
-        "free_after_pool",
-        log.smallest("free_after_pool"),
-        pool.free_after_pool / gib,
-        "free after weights - K/V buffers - req_to_token; the rest: the allocator's free slots and buffers "
-        "created with the pool, not modelled",
+        rows.append(
+            _figure_row(
+                "profiled_tokens", profiled, float(pool.profiled_tokens), "the pool before --max-total-tokens"
+            )
+        )
+    rows.append(
+        _figure_row(
+            "free_after_pool",
+            log.smallest("free_after_pool"),
+            pool.free_after_pool / GiB,
+            "free after weights - K/V buffers - req_to_token; the rest: the allocator's free slots and "
+            "buffers created with the pool, not modelled",
+        )
     )
-    running = log.smallest("max_running_requests")
-    add(
-        "max_running_requests",
-        running,
-        float(pool.max_running_requests),
-        f"min(tokens // 2, request pool of {pool.req_pool_size:,})",
+    rows.append(
+        _figure_row(
+            "max_running_requests",
+            log.smallest("max_running_requests"),
+            float(pool.max_running_requests),
+            f"min(tokens // 2, request pool of {pool.req_pool_size:,})",
+        )
     )
     if run.capture_bs_predicted is not None:
         predicted_bs = [bs for bs in run.capture_bs_predicted if bs <= pool.req_pool_size]
@@ -432,11 +444,11 @@ def _rows(log: SGLangLog, run: _Run, pool: SGLangPool | None, cell: int) -> tupl
                 None,
                 "PREDICTED",
                 "not derived: SGLang's graph memory depends on the attention backend and the model; it "
-                f"must fit in the {pool.headroom / gib:.2f} GiB outside the static part",
+                f"must fit in the {pool.headroom / GiB:.2f} GiB outside the static part",
             )
         )
-    rows.append(Row("headroom", None, None, pool.headroom / gib, "PREDICTED", ""))
-    return tuple(rows)
+    rows.append(Row("headroom", None, None, pool.headroom / GiB, "PREDICTED", ""))
+    return rows
 
 
 def _logged_kv(log: SGLangLog) -> tuple[float | None, int | None]:
