@@ -124,8 +124,11 @@ CASES = (
     Case("club3090_612_v0.24.0_qwen36-35b-a3b-nvfp4_rtx5090.log",
          ("--model", "tests/data/vllm_logs/configs/Qwen3.5-35B-A3B.json", "--gpu", "rtx5090"),
          "0.24.0", "kv_pool", "Qwen3.6-35B-A3B NVFP4, RTX 5090, club-3090 #612", "0.24.0",
-         "~0.7 GiB predicted that this run does not use: the NVFP4 checkpoint's own recipe and the encoder's "
-         "max image size are not in the log (pool only), the vision tower and encoder profile are modelled",
+         "~0.7 GiB predicted that this run does not use, not derived (the log gives the pool only): the "
+         "weights, priced NVFP4 throughout, are within 0.1 GiB of the published 23.5 GB checkpoint less its "
+         "unloaded MTP head (club-3090's compose calls its attention FP8, which would add ~0.5 GiB), so the "
+         "excess most likely sits in the encoder's profile run: 2.15 GiB predicted for one 16,384-token "
+         "dummy image, max_pixels assumed from the family's preprocessor_config, measured by no held log",
          explain_says="an NVFP4 checkpoint"),
     Case("issue27508_v0.11.0_gpt-oss-120b_h100.log",
          ("--model", "gpt-oss-120b", "--vllm-version", "0.11.0", "--gpu", "h100",
