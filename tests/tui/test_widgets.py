@@ -202,21 +202,37 @@ def test_decimate_keeps_every_spike_and_the_newest_sample():
     assert short == t[:10] and same == gap[:10]
 
 
+def _ramp(n: int):
+    """A chart series of n samples, one a second."""
+    from tui.widgets.data import ChartSeries  # noqa: PLC0415
+
+    t = tuple(float(i) for i in range(n))
+    return ChartSeries(t=t, allocated=t, reserved=tuple(2 * v for v in t), gap=t)
+
+
+def _one_widget_app(widget) -> App:
+    """An app showing only `widget`."""
+
+    class OneWidgetApp(App):
+        def compose(self) -> ComposeResult:
+            yield widget
+
+    return OneWidgetApp()
+
+
+def _chart_app(min_redraw_s: float) -> App:
+    from tui.widgets.gap_chart import GapChart  # noqa: PLC0415
+
+    return _one_widget_app(GapChart(min_redraw_s=min_redraw_s, id="chart"))
+
+
 async def test_gap_chart_redraws_at_most_once_per_interval_and_never_drops_the_latest():
     import asyncio
 
-    from tui.widgets.data import ChartSeries
     from tui.widgets.gap_chart import GapChart
 
-    def series(n: int) -> ChartSeries:
-        t = tuple(float(i) for i in range(n))
-        return ChartSeries(t=t, allocated=t, reserved=tuple(2 * v for v in t), gap=t)
-
-    class ChartApp(App):
-        def compose(self) -> ComposeResult:
-            yield GapChart(min_redraw_s=0.3, id="chart")
-
-    app = ChartApp()
+    series = _ramp
+    app = _chart_app(0.3)
     async with app.run_test(size=(80, 20)) as pilot:
         chart = app.query_one(GapChart)
         chart.update_data(series(3))
@@ -278,11 +294,7 @@ async def test_the_chart_picture_is_the_strips_textual_makes_of_plotexts_text():
         gap=tuple(1e9 + (5e8 if i == 150 else 0) for i in range(n)),
     )
 
-    class ChartApp(App):
-        def compose(self) -> ComposeResult:
-            yield GapChart(id="chart")
-
-    app = ChartApp()
+    app = _one_widget_app(GapChart(id="chart"))
     async with app.run_test(size=(90, 30)) as pilot:
         chart = app.query_one(GapChart)
         chart.update_data(data)
@@ -302,18 +314,10 @@ async def test_the_gap_chart_redraws_with_the_tick_that_ends_its_interval():
     widgets), not on a timer of its own just after it; with no tick, the timer still draws the latest."""
     import asyncio  # noqa: PLC0415
 
-    from tui.widgets.data import ChartSeries  # noqa: PLC0415
     from tui.widgets.gap_chart import REDRAW_SLACK_S, GapChart  # noqa: PLC0415
 
-    def series(n: int) -> ChartSeries:
-        t = tuple(float(i) for i in range(n))
-        return ChartSeries(t=t, allocated=t, reserved=tuple(2 * v for v in t), gap=t)
-
-    class ChartApp(App):
-        def compose(self) -> ComposeResult:
-            yield GapChart(min_redraw_s=0.4, id="chart")
-
-    app = ChartApp()
+    series = _ramp
+    app = _chart_app(0.4)
     async with app.run_test(size=(80, 20)) as pilot:
         chart = app.query_one(GapChart)
         chart.update_data(series(3))
@@ -340,11 +344,7 @@ async def test_the_pool_panel_redraws_at_display_resolution_and_lays_out_only_fo
         parts = (Segment("processes", 4 * GIB), Segment("free", free))
         return PoolData("where the pool is: host memory, 16.0 GiB (MemTotal)", 16 * GIB, parts, lines)
 
-    class PoolApp(App):
-        def compose(self) -> ComposeResult:
-            yield PoolParts(id="pool")
-
-    app = PoolApp()
+    app = _one_widget_app(PoolParts(id="pool"))
     async with app.run_test(size=(100, 20)) as pilot:
         panel = app.query_one(PoolParts)
         first = pool(10 * GIB, ("▓ processes (anon) 4.0 · ░ free 10.0 GiB",))
