@@ -49,6 +49,7 @@ class HeadroomGauge(Widget):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self._data: HeadroomData | None = None
+        self._shown: tuple | None = None  # the signature of what is drawn
 
     @property
     def data(self) -> HeadroomData | None:
@@ -57,10 +58,11 @@ class HeadroomGauge(Widget):
     def update_data(self, data: HeadroomData) -> bool:
         if data == self._data:
             return False
-        before = _signature(self._data)
         self._data = data
-        if _signature(data) == before:  # the same figure and level at display resolution
+        signature = _signature(data)
+        if signature == self._shown:  # the same figure and level at display resolution
             return False
+        self._shown = signature
         self.refresh()
         return True
 

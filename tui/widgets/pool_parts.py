@@ -18,6 +18,7 @@ class PoolParts(Widget):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self._data: PoolData | None = None
+        self._shown: tuple | None = None  # the signature of what is drawn (_signature)
 
     @property
     def data(self) -> PoolData | None:
@@ -30,10 +31,11 @@ class PoolParts(Widget):
         self.display = data is not None  # before any data too: no empty row for a state without an OS sample
         if data == self._data:
             return False
-        before = self._signature(self._data)
         self._data = data
-        if self._signature(data) == before:
+        signature = self._signature(data)
+        if signature == self._shown:
             return False
+        self._shown = signature
         laid_out = self.content_size.height
         self.refresh()
         if not laid_out or self._height() != laid_out:
