@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.text import Text
 from textual.app import App, ComposeResult
 
 from tui.widgets.alert_log import AlertLog
@@ -274,6 +275,19 @@ def test_words_and_numbers_on_the_screens():
     assert peak == "peak MiB: weights 2.00 — this run's agents only (pid 4121)"
 
 
+def matrix_text(rows) -> Text:
+    """GapChart's runs as the Text textual-plotext shows: Text.from_ansi of plotext's canvas (one Text per
+    row of runs, the empty line after plotext's last newline kept)."""
+    lines = []
+    for runs in rows:
+        line = Text()
+        for chars, style in runs:
+            line.append(chars, style)
+        lines.append(line)
+    lines.append(Text())
+    return Text("\n").join(lines)
+
+
 async def test_the_chart_picture_is_the_strips_textual_makes_of_plotexts_text():
     """GapChart draws plotext's matrix as strips itself (issue 20: the ANSI text, its parse and Textual's
     Content were three quarters of a redraw); the strips are exactly those of Textual's own path for the
@@ -283,7 +297,7 @@ async def test_the_chart_picture_is_the_strips_textual_makes_of_plotexts_text():
     from textual.visual import Visual, visualize  # noqa: PLC0415
 
     from tui.widgets.data import ChartSeries  # noqa: PLC0415
-    from tui.widgets.gap_chart import GapChart, matrix_text  # noqa: PLC0415
+    from tui.widgets.gap_chart import GapChart  # noqa: PLC0415
 
     n = 300
     t = tuple(i / 2 for i in range(n))

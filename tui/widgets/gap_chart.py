@@ -10,7 +10,6 @@ import plotext._utility as plotext_utility
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
-from textual._context import active_app
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
 from textual.timer import Timer
@@ -63,7 +62,7 @@ class GapChart(PlotextPlot):
         # plotext's build() is the costliest thing the monitor does: reuse its output until the figure
         # (draw_count), the size or the theme changes
         self._built: tuple[tuple, ChartPicture] | None = None
-        self._styles: dict[tuple, Style | None] = {}  # plotext (fg, style, bg) -> Rich style (matrix_text)
+        self._styles: dict[tuple, Style | None] = {}  # plotext (fg, style, bg) -> Rich style (matrix_runs)
 
     @property
     def data(self) -> ChartSeries | None:
@@ -120,7 +119,7 @@ class GapChart(PlotextPlot):
         figure.theme(self._get_plotext_theme_name(self.app.theme))
         figure._set_sizes()  # what figure.build() does, without writing the ANSI text
         figure._build_matrix()
-        return ChartPicture(matrix_runs(figure.monitor.matrix, self._styles))
+        return ChartPicture(matrix_runs(figure.monitor.matrix, self._styles), self.app.ansi_theme)
 
     def _draw(self) -> None:
         plt = self.plt
@@ -185,27 +184,15 @@ def matrix_runs(matrix, styles: dict[tuple, Style | None]) -> list[list[tuple[st
     return rows
 
 
-def matrix_text(rows: list[list[tuple[str, Style | None]]]) -> Text:
-    """The runs as the Text that Text.from_ansi(matrix.set_canvas()) makes of the matrix (what textual-plotext
-    shows): ChartPicture's reference, in the tests."""
-    lines = []
-    for runs in rows:
-        line = Text()
-        for chars, style in runs:
-            line.append(chars, style)
-        lines.append(line)
-    lines.append(Text())  # plotext ends its canvas with a newline, and Rich keeps the empty line after it
-    return Text("\n").join(lines)
-
-
 class ChartPicture(Visual):
     """The chart's runs drawn as strips directly, with the segments Textual's own path (Rich Text, then
     Content.render on the widget's style) makes of them: a styled run is a segment of the widget's style and
     the run's, unstyled runs side by side are one segment of the widget's style, each marked with its offset
     (text selection) as Content marks it."""
 
-    def __init__(self, rows: list[list[tuple[str, Style | None]]]) -> None:
+    def __init__(self, rows: list[list[tuple[str, Style | None]]], ansi_theme) -> None:
         self.rows = rows
+        self.ansi_theme = ansi_theme  # the app's, as Textual converts a Rich style with it
 
     @property
     def plain(self) -> str:
@@ -219,7 +206,6 @@ class ChartPicture(Visual):
         return len(self.rows)
 
     def render_strips(self, width: int, height: int | None, style: VisualStyle, options) -> list[Strip]:
-        ansi_theme = active_app.get().ansi_theme
         combined: dict[Style | None, VisualStyle] = {None: style}
         strips = []
         for y, runs in enumerate(self.rows if height is None else self.rows[:height]):
@@ -234,7 +220,7 @@ class ChartPicture(Visual):
             for chars, rich in merged:
                 text_style = combined.get(rich)
                 if text_style is None:
-                    span = VisualStyle.from_rich_style(rich, ansi_theme)
+                    span = VisualStyle.from_rich_style(rich, self.ansi_theme)
                     text_style = combined[rich] = VisualStyle.combine([style, span])
                 segments.append(Segment(chars, (style + text_style).rich_style_with_offset(x, y)))
                 x += len(chars)
