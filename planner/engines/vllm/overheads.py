@@ -49,6 +49,9 @@ DEVICE_TOTALS: dict[str, tuple[float, str, tuple[int, int], str]] = {
     "gb10": (119.7, "NVIDIA GB10", (12, 1),
              "GB10 (DGX Spark) unified memory: mem_get_info's total is the whole machine's MemTotal, about "
              "119.6-121.7 GiB by driver/kernel (shared/fixtures top_gb10: 122502.8 MiB total)"),
+    "h200": (139.72, "NVIDIA H200", (9, 0),
+             "'requested GPU memory: 69.86 GiB' at gpu_memory_utilization 0.5 in vllm PR #21429's DEBUG log "
+             "(H200 141GB; 'Initial free memory: 139.12 GiB')"),
     "mi300x": (191.69, "AMD Instinct MI300X", (9, 4),
                "'Free memory on device (191.36/191.69 GiB)' in a vLLM 0.27 ROCm start-up on one MI300X "
                "virtual function (a DigitalOcean GPU droplet write-up); ROCm, not CUDA (gfx942)"),
@@ -110,7 +113,7 @@ NON_TORCH_GRAPHS_PP_ONLY = round(0.07 * GiB)
 #   graph captures inside the window. In 0.9.1 - 0.10.x the baseline is taken before
 #   init_worker_distributed_environment (v0.10.0:vllm/v1/worker/gpu_worker.py:163 snapshot, :181 init;
 #   v0.11.0:gpu_worker.py:169 init, :182 snapshot), so PyNccl's communicator and the custom all-reduce
-#   buffers count there: their size is not held.
+#   buffers count there: sized on Hopper from one log (part 4 below, DISTRIBUTED_INIT_HOPPER_LOG).
 NON_TORCH_SOURCE_GRAPHS = (
     "counted by memory_profiling(): growth of (cuda used - torch reserved) after the baseline taken after "
     "init_distributed_environment, with the CUDA-graph estimate's captures inside the window "
@@ -218,15 +221,15 @@ RESIDENT_THREADS_PER_SM: dict[tuple[int, int], int] = {
 # torch.cuda.get_device_properties().multi_processor_count returns): V1 0.17+'s Triton sampler sizes its
 # kept buffer by it (num_compute_units, v0.19.0:vllm/v1/sample/ops/topk_topp_triton.py:1010).
 DEVICE_SM_COUNTS: dict[str, int] = {
-    "h100-80gb": 132, "a100-80gb": 108, "a100-40gb": 108, "a10": 72, "l4": 58, "l40s": 142, "rtx3090": 82,
-    "rtx4090": 128, "rtx5090": 170, "t4": 40, "v100-32gb": 80, "gb10": 48, "mi300x": 304,
+    "h100-80gb": 132, "h200": 132, "a100-80gb": 108, "a100-40gb": 108, "a10": 72, "l4": 58, "l40s": 142,
+    "rtx3090": 82, "rtx4090": 128, "rtx5090": 170, "t4": 40, "v100-32gb": 80, "gb10": 48, "mi300x": 304,
 }  # fmt: skip
 
 
 def device_total(gpu: str) -> Device:
     """A GPU's total as vLLM reads it, with the name and capability vLLM keys its defaults on."""
     key = gpu.strip().lower().replace("nvidia ", "").replace(" ", "-")
-    aliases = {"h100": "h100-80gb", "h100-80gb-hbm3": "h100-80gb", "a100": "a100-80gb",
+    aliases = {"h100": "h100-80gb", "h100-80gb-hbm3": "h100-80gb", "h200-141gb": "h200", "a100": "a100-80gb",
                "a100-sxm4-80gb": "a100-80gb", "a100-sxm4-40gb": "a100-40gb", "geforce-rtx-3090": "rtx3090",
                "geforce-rtx-4090": "rtx4090", "geforce-rtx-5090": "rtx5090", "rtx-3090": "rtx3090",
                "rtx-4090": "rtx4090", "rtx-5090": "rtx5090", "tesla-t4": "t4", "spark": "gb10",
@@ -312,6 +315,39 @@ COMM_LOGS: tuple[tuple[int, float, str], ...] = (
 )
 
 
+# 4. V1 0.9.1 - 0.10.x take the baseline before init_worker_distributed_environment (v0.10.0:vllm/v1/worker/
+#    gpu_worker.py:163 MemorySnapshot, :181 the distributed init; v0.9.2:gpu_worker.py:140, :158; v0.10.2:
+#    :175, :193; 0.11.0 swaps them, :169 init, :182 snapshot), so whatever the distributed init leaves on the
+#    device counts as non-torch there: PyNccl's communicator (ncclCommInitRank and its warm-up all-reduce,
+#    v0.10.0:vllm/distributed/device_communicators/pynccl.py), the custom all-reduce's IPC buffers, and the KV
+#    connector (ensure_kv_transfer_initialized, gpu_worker.py:584). How much NCCL sets up is NCCL's (its
+#    channels, protocols and, on NVSwitch Hopper nodes, NVLS buffers), not vLLM's: EMPIRICAL, one log of this
+#    window on Hopper, vLLM's own reproduction of vllm #21348 in PR #21429 (Qwen3-235B-A22B-FP8, TP=4 H200,
+#    non-torch 2.04 GiB per rank), less its GPU's local memory and part 3. The A100 logs of the same window
+#    (dennislee22, 0.10.1.1, TP=2 in one node and TP=4 over Ray, tests/tui/test_explain.py) leave ~0.1 GiB
+#    for it, so it is applied to Hopper (sm 9.x) only. (threads, logged GiB, where)
+DISTRIBUTED_INIT_HOPPER_LOG = (132 * 2048, 2.04, "TP=4 H200, vllm PR #21429 (Qwen3-235B-A22B-FP8, 0.10 dev)")
+
+
+def _distributed_init_hopper_bytes() -> int:
+    threads, gib, _ = DISTRIBUTED_INIT_HOPPER_LOG
+    return round(gib * GiB - threads * LOCAL_MEMORY_BYTES_PER_THREAD - COMM_BYTES)
+
+
+def distributed_init_in_window(version: str, engine: str, tp: int, device: Device | None) -> bool:
+    """Whether the distributed init's Hopper-sized NCCL memory (part 4) counts: V1 0.9.1 - 0.10.x, TP > 1,
+    a CUDA GPU of compute capability 9.x."""
+    ver = parse_version(version)
+    return (
+        engine == "V1"
+        and (0, 9, 1) <= ver < (0, 11, 0)
+        and tp > 1
+        and device is not None
+        and device.platform == "cuda"
+        and device.capability[0] == 9
+    )
+
+
 def local_memory_bytes(device: Device | None) -> tuple[int, str]:
     threads = device.resident_threads if device is not None else None
     if threads is None:
@@ -334,6 +370,7 @@ def _comm_bytes() -> int:
 
 COMM_BYTES = _comm_bytes()
 CONTEXT_BYTES = round(CONTEXT_LOG[1] * GiB - CONTEXT_LOG[0] * LOCAL_MEMORY_BYTES_PER_THREAD)
+DISTRIBUTED_INIT_HOPPER_BYTES = _distributed_init_hopper_bytes()
 
 
 def predicted_non_torch(
@@ -369,6 +406,14 @@ def predicted_non_torch(
             "PR #14447, and PP=2 RTX 5090 0.33, #14452, less their local memory)"
         )
         parts.append((COMM_BYTES, comm_why))
+    if distributed_init_in_window(version, engine, tp, device):
+        init_why = (
+            f"distributed init after the baseline, Hopper {DISTRIBUTED_INIT_HOPPER_BYTES / GiB:.3f} GiB "
+            "(V1 0.9.1-0.10.x snapshot before init_worker_distributed_environment, v0.10.0:vllm/v1/worker/"
+            "gpu_worker.py:163,181; EMPIRICAL: TP=4 H200 logged 2.04 GiB, vllm PR #21429, less local memory "
+            "and NCCL above)"
+        )
+        parts.append((DISTRIBUTED_INIT_HOPPER_BYTES, init_why))
     if era == "context":
         context_why = (
             f"CUDA context {CONTEXT_BYTES / GiB:.3f} GiB (EMPIRICAL: an RTX 3090 logged 0.35 GiB with it "
