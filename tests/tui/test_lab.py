@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from collectors.agent_format import LABEL_BYTES
 from collectors.alerts import AlertOptions
 from collectors.errors import CollectorError
 from collectors.recording import read_recording
@@ -75,10 +76,13 @@ def test_edge_is_the_largest_batch_that_really_holds(tmp_path, tiny):
     assert_edge_targets(r)
     # each trial is a marked step; the agent samples at 10 Hz, so a trial shorter than its tick may be in no
     # record (the edge's own trial was missing in 2 of ~8 full runs): the steps recorded are trials that ran
+    # (the agent keeps a label's first LABEL_BYTES bytes: "edge batch 1 ctx 64 decode" is recorded as
+    # "edge batch 1 ctx 64 deco", "edge batch 28 ctx 64 decode" as "edge batch 28 ctx 64 dec")
     labels = step_labels(rec)
     tried = {f"edge batch {t['batch']} ctx 64" for t in r["trials"]}
-    recorded = {label.removesuffix(" dec") for label in labels if label.startswith("edge batch ")}
-    recorded = {label for label in recorded if "chu" not in label}  # decode steps; chunked trials: below
+    as_recorded = {s[:LABEL_BYTES]: s for t in tried for s in (t, f"{t} decode")}
+    recorded = {as_recorded.get(label, label) for label in labels if label.startswith("edge batch ")}
+    recorded = {label.removesuffix(" decode") for label in recorded if "chu" not in label}  # chunked: below
     assert recorded and recorded <= tried, (recorded, tried)
     assert any(e["k"] == "lab" for e in read_recording(rec).events)
     # the search ran again with chunked prefill (16 tokens a pass): its edge is the largest batch that
