@@ -5,10 +5,12 @@ parsing the same files' lines with json.loads, in the same run. Run by hand, not
     .venv/bin/python bench/replay_cost.py --hours 1 24 --rounds 2 --play 1
 
 The recordings are made once by bench/day_recording.py (the real Recorder, 2 Hz, one agent, a GPU) into
---dir (default /tmp, outside the repository) and reused. Each measurement is a fresh process (CPU = user +
+--dir (default /tmp, outside the repository) and reused while the writer is the same: the file's name carries
+a digest of bench/day_recording.py and collectors/recorder.py, so a recording made by other code (an older
+branch) is never measured again. Each measurement is a fresh process (CPU = user +
 system of that process, peak RSS = its ru_maxrss), the programs taking turns within each round:
   parse   python -c: json.loads of every line, nothing kept (the anchor)
-  json    memsight replay FILE --json > /dev/null
+  json    memsight replay FILE --json > /dev/null (the console script beside this python)
   play    the interactive replay's engine played through the whole recording, a state built at every recorded
           OS tick as the screen sees them (ReplayMonitor.scan), then a seek back to the middle (--play: only
           for recordings of at most that many hours; it builds 172,800 states for a day)
@@ -18,6 +20,8 @@ The report gives each figure's median and range, and json / parse per round.
 from __future__ import annotations
 
 import argparse
+import compileall
+import hashlib
 import os
 import pathlib
 import statistics
@@ -57,7 +61,10 @@ def run(argv: list[str]) -> dict[str, float]:
 def recording(hours: float, folder: str) -> pathlib.Path:
     from bench.day_recording import make  # noqa: PLC0415
 
-    path = pathlib.Path(folder, f"memsight-bench-day-{hours:g}h.jsonl")
+    writer = hashlib.sha256()
+    for part in ("bench/day_recording.py", "collectors/recorder.py"):
+        writer.update((REPO / part).read_bytes())
+    path = pathlib.Path(folder, f"memsight-bench-day-{hours:g}h-{writer.hexdigest()[:10]}.jsonl")
     if not path.exists():
         started = time.perf_counter()
         made = make(path, hours)
@@ -78,12 +85,15 @@ def main() -> int:
     parser.add_argument("--play", type=float, default=24.0, help="play recordings of at most this many hours")
     args = parser.parse_args()
     py = sys.executable
+    memsight = pathlib.Path(py).parent / "memsight"  # the console script, as a user runs it
+    for package in ("planner", "collectors", "tui"):  # with bytecode caches, as bench/cli_cost.py says why
+        compileall.compile_dir(REPO / package, quiet=1)
     print(f"{os.cpu_count()} CPUs, load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for hours in args.hours:
         path = recording(hours, args.dir)
         programs = {
             "parse": [py, "-c", PARSE, str(path)],
-            "json": [py, "-m", "tui.cli", "replay", str(path), "--json"],
+            "json": [py, str(memsight), "replay", str(path), "--json"],
         }
         if hours <= args.play:
             programs["play"] = [py, "-c", PLAY, str(path)]

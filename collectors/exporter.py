@@ -41,7 +41,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from collectors.errors import CollectorError
 from collectors.pool import pool_metrics
-from collectors.snapshots import MonitorState
+from collectors.snapshots import MonitorState, OSSnapshot, VLLMSnapshot
 
 DEFAULT_HOST = "127.0.0.1"
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
@@ -130,64 +130,79 @@ def state_families(state: MonitorState, top_processes: int = 15) -> list[Metric]
         "When the monitor built the exported state (Unix time).",
         [({}, state.t)],
     )
-    os_snap = state.os
-    if os_snap is not None:
-        src = {"source": os_snap.source}
-        for name, help_text, value in (
-            ("mem_total_bytes", "Host memory total (MemTotal).", os_snap.mem_total),
-            (
-                "mem_available_bytes",
-                "Host memory available without swapping (MemAvailable).",
-                os_snap.mem_available,
-            ),
-            ("mem_used_bytes", "MemTotal - MemAvailable.", os_snap.system_used),
-            (
-                "cached_bytes",
-                "Page cache (Cached; psutil's cached where there is no procfs).",
-                os_snap.cached,
-            ),
-            ("shmem_bytes", "Shared memory (Shmem).", os_snap.shmem),
-            ("swap_total_bytes", "Swap total.", os_snap.swap_total),
-            ("swap_free_bytes", "Swap free.", os_snap.swap_free),
-        ):
-            w.family(f"memsight_os_{name}", "gauge", help_text, [(src, value)])
-        w.family(
-            "memsight_os_memory_pressure_some_avg10_percent",
-            "gauge",
-            "PSI memory 'some' avg10 (percent of time some task stalled on memory).",
-            [({}, os_snap.psi_some_avg10)],
-        )
-        w.family(
-            "memsight_os_memory_pressure_full_avg10_percent",
-            "gauge",
-            "PSI memory 'full' avg10 (percent of time all tasks stalled on memory).",
-            [({}, os_snap.psi_full_avg10)],
-        )
-        w.family(
-            "memsight_os_oom_kill_total",
-            "counter",
-            "Kernel OOM kills since boot (/proc/vmstat oom_kill).",
-            [({}, os_snap.oom_kill)],
-        )
-        top = sorted(os_snap.processes, key=lambda p: p.rss, reverse=True)[:top_processes]
-        w.family(
-            "memsight_process_rss_bytes",
-            "gauge",
-            "Resident memory of the top processes by RSS.",
-            [({"pid": str(p.pid), "name": p.name}, p.rss) for p in top],
-        )
-        w.family(
-            "memsight_process_growth_bytes",
-            "gauge",
-            "RSS change of the top processes over the growth window (absent while a process is newer).",
-            [({"pid": str(p.pid), "name": p.name}, p.growth_bytes) for p in top],
-        )
-        w.family(
-            "memsight_process_gpu_bytes",
-            "gauge",
-            "GPU memory NVML attributes to the process (all devices).",
-            [({"pid": str(p.pid), "name": p.name}, p.gpu_bytes) for p in top],
-        )
+    if state.os is not None:
+        _os_families(w, state.os, top_processes)
+    _headroom_families(w, state)
+    _gpu_families(w, state)
+    _agent_families(w, state)
+    _monitor_families(w, state)
+    for name, kind, help_text, samples in pool_metrics(state.pool):  # collectors/pool.py
+        w.family(name, kind, help_text, samples)
+    if state.vllm is not None:
+        _vllm_families(w, state.vllm)
+    return w.metrics
+
+
+def _os_families(w: _Writer, os_snap: OSSnapshot, top_processes: int) -> None:
+    src = {"source": os_snap.source}
+    for name, help_text, value in (
+        ("mem_total_bytes", "Host memory total (MemTotal).", os_snap.mem_total),
+        (
+            "mem_available_bytes",
+            "Host memory available without swapping (MemAvailable).",
+            os_snap.mem_available,
+        ),
+        ("mem_used_bytes", "MemTotal - MemAvailable.", os_snap.system_used),
+        (
+            "cached_bytes",
+            "Page cache (Cached; psutil's cached where there is no procfs).",
+            os_snap.cached,
+        ),
+        ("shmem_bytes", "Shared memory (Shmem).", os_snap.shmem),
+        ("swap_total_bytes", "Swap total.", os_snap.swap_total),
+        ("swap_free_bytes", "Swap free.", os_snap.swap_free),
+    ):
+        w.family(f"memsight_os_{name}", "gauge", help_text, [(src, value)])
+    w.family(
+        "memsight_os_memory_pressure_some_avg10_percent",
+        "gauge",
+        "PSI memory 'some' avg10 (percent of time some task stalled on memory).",
+        [({}, os_snap.psi_some_avg10)],
+    )
+    w.family(
+        "memsight_os_memory_pressure_full_avg10_percent",
+        "gauge",
+        "PSI memory 'full' avg10 (percent of time all tasks stalled on memory).",
+        [({}, os_snap.psi_full_avg10)],
+    )
+    w.family(
+        "memsight_os_oom_kill_total",
+        "counter",
+        "Kernel OOM kills since boot (/proc/vmstat oom_kill).",
+        [({}, os_snap.oom_kill)],
+    )
+    top = sorted(os_snap.processes, key=lambda p: p.rss, reverse=True)[:top_processes]
+    w.family(
+        "memsight_process_rss_bytes",
+        "gauge",
+        "Resident memory of the top processes by RSS.",
+        [({"pid": str(p.pid), "name": p.name}, p.rss) for p in top],
+    )
+    w.family(
+        "memsight_process_growth_bytes",
+        "gauge",
+        "RSS change of the top processes over the growth window (absent while a process is newer).",
+        [({"pid": str(p.pid), "name": p.name}, p.growth_bytes) for p in top],
+    )
+    w.family(
+        "memsight_process_gpu_bytes",
+        "gauge",
+        "GPU memory NVML attributes to the process (all devices).",
+        [({"pid": str(p.pid), "name": p.name}, p.gpu_bytes) for p in top],
+    )
+
+
+def _headroom_families(w: _Writer, state: MonitorState) -> None:
     w.family(
         "memsight_headroom_bytes",
         "gauge",
@@ -207,6 +222,8 @@ def state_families(state: MonitorState, top_processes: int = 15) -> list[Metric]
         [({}, state.gpu_held_bytes)],
     )
 
+
+def _gpu_families(w: _Writer, state: MonitorState) -> None:
     devices = state.nvml.devices
     gpu = [(d, {"gpu": str(d.index), "name": d.name, "uuid": d.uuid}) for d in devices]
     for field, help_text in (
@@ -238,6 +255,8 @@ def state_families(state: MonitorState, top_processes: int = 15) -> list[Metric]
         ],
     )
 
+
+def _agent_families(w: _Writer, state: MonitorState) -> None:
     records = [(v, r) for v in state.agents for r in v.latest if r.device >= 0]
     agent_labels = [({"pid": str(v.pid), "device": str(r.device)}, r) for v, r in records]
     for name, kind, help_text, getter in (
@@ -321,6 +340,9 @@ def state_families(state: MonitorState, top_processes: int = 15) -> list[Metric]
         [(labels, b.non_torch_bytes) for labels, b in buckets],
     )
 
+
+def _monitor_families(w: _Writer, state: MonitorState) -> None:
+    """The monitor's own health: alerts, restarted samplers, dropped samples."""
     severities: dict[str, int] = {"warning": 0, "critical": 0}
     for alert in state.alerts:
         severities[alert.severity] = severities.get(alert.severity, 0) + 1
@@ -343,65 +365,61 @@ def state_families(state: MonitorState, top_processes: int = 15) -> list[Metric]
         [({"source": s}, n) for s, n in sorted(state.dropped.items())],
     )
 
-    for name, kind, help_text, samples in pool_metrics(state.pool):  # collectors/pool.py
-        w.family(name, kind, help_text, samples)
 
-    vllm = state.vllm
-    if vllm is not None:
-        w.family(
-            "memsight_vllm_up",
+def _vllm_families(w: _Writer, vllm: VLLMSnapshot) -> None:
+    w.family(
+        "memsight_vllm_up",
+        "gauge",
+        "1 when the last scrape of the vLLM server's /metrics gave vLLM figures.",
+        [({"url": vllm.url}, 1 if vllm.available else 0)],
+    )
+    w.family(
+        "memsight_vllm_values_refused",
+        "gauge",
+        "Values of the last vLLM scrape refused as out of range (a usage outside 0..1, inf, NaN, a "
+        "negative count): left out of the series below.",
+        [({"url": vllm.url}, len(vllm.refused) if vllm.available else None)],
+    )
+    w.family(
+        "memsight_vllm_num_gpu_blocks",
+        "gauge",
+        "KV cache blocks vLLM allocated (cache_config_info).",
+        [({"url": vllm.url}, vllm.num_gpu_blocks)],
+    )
+    w.family(
+        "memsight_vllm_block_size_tokens",
+        "gauge",
+        "Tokens per KV block (cache_config_info).",
+        [({"url": vllm.url}, vllm.block_size)],
+    )
+    rows = [
+        ({"model_name": m.model_name, **({"engine": m.engine} if m.engine is not None else {})}, m)
+        for m in vllm.models
+    ]
+    for name, kind, help_text, getter in (
+        (
+            "kv_cache_usage_ratio",
             "gauge",
-            "1 when the last scrape of the vLLM server's /metrics gave vLLM figures.",
-            [({"url": vllm.url}, 1 if vllm.available else 0)],
-        )
-        w.family(
-            "memsight_vllm_values_refused",
-            "gauge",
-            "Values of the last vLLM scrape refused as out of range (a usage outside 0..1, inf, NaN, a "
-            "negative count): left out of the series below.",
-            [({"url": vllm.url}, len(vllm.refused) if vllm.available else None)],
-        )
-        w.family(
-            "memsight_vllm_num_gpu_blocks",
-            "gauge",
-            "KV cache blocks vLLM allocated (cache_config_info).",
-            [({"url": vllm.url}, vllm.num_gpu_blocks)],
-        )
-        w.family(
-            "memsight_vllm_block_size_tokens",
-            "gauge",
-            "Tokens per KV block (cache_config_info).",
-            [({"url": vllm.url}, vllm.block_size)],
-        )
-        rows = [
-            ({"model_name": m.model_name, **({"engine": m.engine} if m.engine is not None else {})}, m)
-            for m in vllm.models
-        ]
-        for name, kind, help_text, getter in (
-            (
-                "kv_cache_usage_ratio",
-                "gauge",
-                "Fraction of vLLM's KV cache blocks in use (1 = full).",
-                lambda m: m.kv_cache_usage,
-            ),
-            ("requests_running", "gauge", "Requests in vLLM's running batch.", lambda m: m.requests_running),
-            ("requests_waiting", "gauge", "Requests waiting in vLLM's queue.", lambda m: m.requests_waiting),
-            (
-                "preemptions_total",
-                "counter",
-                "Requests vLLM preempted (KV cache ran out).",
-                lambda m: m.preemptions_total,
-            ),
-            ("prefix_cache_hits_total", "counter", "Prefix cache hits.", lambda m: m.prefix_cache_hits),
-            (
-                "prefix_cache_queries_total",
-                "counter",
-                "Prefix cache queries.",
-                lambda m: m.prefix_cache_queries,
-            ),
-        ):
-            w.family(f"memsight_vllm_{name}", kind, help_text, [(labels, getter(m)) for labels, m in rows])
-    return w.metrics
+            "Fraction of vLLM's KV cache blocks in use (1 = full).",
+            lambda m: m.kv_cache_usage,
+        ),
+        ("requests_running", "gauge", "Requests in vLLM's running batch.", lambda m: m.requests_running),
+        ("requests_waiting", "gauge", "Requests waiting in vLLM's queue.", lambda m: m.requests_waiting),
+        (
+            "preemptions_total",
+            "counter",
+            "Requests vLLM preempted (KV cache ran out).",
+            lambda m: m.preemptions_total,
+        ),
+        ("prefix_cache_hits_total", "counter", "Prefix cache hits.", lambda m: m.prefix_cache_hits),
+        (
+            "prefix_cache_queries_total",
+            "counter",
+            "Prefix cache queries.",
+            lambda m: m.prefix_cache_queries,
+        ),
+    ):
+        w.family(f"memsight_vllm_{name}", kind, help_text, [(labels, getter(m)) for labels, m in rows])
 
 
 # ------------------------------------------------------------------------------------------ server

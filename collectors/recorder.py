@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import os
 import socket
 import time
@@ -149,7 +150,10 @@ def apply_proc_delta(previous: list[list], pset: list[list], pdel: list[list]) -
                 raise ValueError(f"process {key[0]} (start {key[1]}) updated but not in the table")
             row = [*old[:3], row[2], row[3], *old[5:]]
         table[key] = row
-    return sorted(table.values(), key=lambda row: -row[3])
+    return sorted(table.values(), key=_RSS, reverse=True)  # a stable sort: reversed, ties keep their order
+
+
+_RSS = operator.itemgetter(3)
 
 
 def proc_delta(previous: list[list] | None, rows: list[list]) -> dict:

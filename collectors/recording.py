@@ -11,6 +11,7 @@ in the same single pass.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 from collections.abc import Iterator
@@ -39,7 +40,6 @@ from collectors.snapshots import (
     VLLMModelStats,
     VLLMSnapshot,
 )
-from collectors.vllm_metrics import checked_snapshot
 from planner import limits  # a stdlib-only leaf: the limits every reader shares
 
 
@@ -273,8 +273,12 @@ class Decoder:
         if self.os is None and not full:
             raise ValueError("os event: a change without the complete os event before it")
         try:
-            changed = {n: _OS_FIELDS[n] for n in e if n in _OS_FIELDS}
-            _check_fields(e, _OS_FIELDS if full else {**changed, "t": "time"}, "os event: ")
+            if full:
+                _check_fields(e, _OS_FIELDS, "os event: ")
+            else:  # the fields the line holds, in its order, and t (missing or not)
+                kinds = {n: _OS_FIELDS[n] for n in e if n in _OS_FIELDS}
+                kinds.setdefault("t", "time")
+                _check_fields(e, kinds, "os event: ")
             if "procs" in e:
                 rows = _checked_rows(e["procs"])
             elif "pset" in e or "pdel" in e:
@@ -287,7 +291,7 @@ class Decoder:
         except ValueError:
             self.os = None  # its changes are lost: refuse the ones after it until a complete line
             raise
-        given = tuple(name for name in OS_SCALARS if name in e)
+        given = _os_scalars_in(e)
         scalars = {**(self.os or {}), **{name: e[name] for name in given}, "t": e["t"]}
         self.changed = None if full else given
         if rows is not self.rows or scalars.get("w") != self.os_window():
@@ -302,11 +306,16 @@ class Decoder:
         key3 = (e.get("pid"), e.get("start"), e.get("dev"))
         key = key3[:2]
         try:
-            _check_fields(e, _AGENT_V2_FIELDS)
+            if not _agent_head_fits(*key3, e.get("t")):
+                _check_fields(e, _AGENT_V2_FIELDS)  # says what is wrong
             known = self.carried.get(key)
             if known is None and not all(n in e for n in AGENT_CARRIED):
                 raise ValueError("agent event: a change without the agent's complete line before it")
-            carried = {**(known or {}), **{n: e[n] for n in AGENT_CARRIED if n in e}}
+            # k, pid, start, t, dev and the record or its change: then none of the carried fields
+            plain = len(e) == 6 and ("d" in e or "r" in e)
+            given = () if plain else [n for n in AGENT_CARRIED if n in e]
+            # a change line rarely carries one: then the agent's dict is shared (never mutated, only replaced)
+            carried = {**(known or {}), **{n: e[n] for n in given}} if given else known
             head = {"k": "agent", "pid": e["pid"], "start": e["start"], "t": e["t"], **carried}
             if "r" in e:
                 values = e["r"]
@@ -315,7 +324,7 @@ class Decoder:
                 if values[0] != e["t"] or values[1] != e["dev"]:
                     raise ValueError("agent event: t and dev differ from the record's")
             else:  # only what changed is checked: the rest was, in the line it came from
-                _check_fields(e, {n: _AGENT_FIELDS[n] for n in AGENT_CARRIED if n in e}, "agent event: ")
+                _check_fields(e, {n: _AGENT_FIELDS[n] for n in given}, "agent event: ")
                 values, self.changed = _changed(self.records.get(key3), e.get("d"), e["t"])
                 event = {**head, "r": values}
         except (ValueError, TypeError) as exc:
@@ -328,6 +337,28 @@ class Decoder:
         self.records[key3] = values
         self.carried[key] = carried
         return event
+
+
+def _agent_head_fits(pid: Any, start: Any, dev: Any, t: Any) -> bool:
+    """_AGENT_V2_FIELDS' checks (pid, start and dev "int", t "time"), written out: half the lines of a
+    recording are an agent's."""
+    m = _MEASURED
+    return (
+        type(pid) is int and -m <= pid <= m and type(start) is int and -m <= start <= m
+        and type(dev) is int and -m <= dev <= m
+        and (type(t) is float or type(t) is int) and 0.0 <= t <= _LATEST
+    )  # fmt: skip
+
+
+def _os_scalars_in(e: dict) -> tuple[str, ...]:
+    """The OS_SCALARS line `e` holds, in OS_SCALARS' order (a change line holds two or three of them)."""
+    given = [name for name in e if name in _OS_SCALAR_ORDER]
+    if len(given) > 1:
+        given.sort(key=_OS_SCALAR_ORDER.__getitem__)
+    return tuple(given)
+
+
+_OS_SCALAR_ORDER = {name: i for i, name in enumerate(OS_SCALARS)}
 
 
 def _nvml_changed(previous: dict | None, e: dict) -> dict:
@@ -357,10 +388,16 @@ def _changed(previous: list | None, d: Any, t: float) -> tuple[list, tuple[int, 
     values[0] = t
     label = len(values) - 1
     changed = tuple(d[0::2])
+    m = _MEASURED
     for index, value in zip(changed, d[1::2], strict=True):
-        if not isinstance(index, int) or isinstance(index, bool) or not 2 <= index <= label:
+        if type(index) is not int or not 2 <= index <= label:  # JSON's ints are int; a bool is refused
             raise ValueError(f"agent event: index {str(index)[:20]} out of the record")
-        if not _fits(value, "str" if index == label else "num?"):
+        if index == label:
+            fits = type(value) is str and len(value) <= _CHARS
+        else:  # _KINDS["num?"], written out: a recording has a dozen of these per agent line
+            kind = type(value)
+            fits = value is None or ((kind is float or kind is int) and -m <= value <= m)
+        if not fits:
             raise ValueError(f"agent event: {repr(value)[:60]} at index {index} is no number within limits")
         values[index] = value
     return values, changed
@@ -375,12 +412,33 @@ def _checked_rows(rows: Any, changes: bool = False) -> list:
     if not isinstance(rows, list):
         raise ValueError("os event: the process table is not a list")
     for row in rows:
-        if changes and isinstance(row, list) and len(row) == 4:
-            if not all(_fits(v, kind) for v, kind in zip(row, ("int", "int", "num", "num?"), strict=True)):
+        if changes and type(row) is list and len(row) == 4:
+            if not _size_change_fits(*row):
                 raise ValueError(f"os event: a process change {repr(row)[:60]}: not pid, start, rss, growth")
-        else:
-            _check_row(row)
+        elif not (type(row) is list and 7 <= len(row) <= 8 and _row_fits(*row)):
+            _check_row(row)  # says what is wrong
     return rows
+
+
+def _size_change_fits(pid: Any, start: Any, rss: Any, growth: Any) -> bool:
+    """A format-2 size change [pid, start, rss, growth] as _KINDS checks it ("int", "int", "num", "num?"),
+    written out: a recording holds a few of these per second."""
+    m = _MEASURED
+    return (
+        type(pid) is int and -m <= pid <= m and type(start) is int and -m <= start <= m
+        and (type(rss) is int or type(rss) is float) and -m <= rss <= m
+        and (growth is None or ((type(growth) is int or type(growth) is float) and -m <= growth <= m))
+    )  # fmt: skip
+
+
+def _row_fits(pid: Any, start: Any, name: Any, rss: Any, growth: Any, _new: Any, user: Any, *window) -> bool:
+    """A process row (_PROC_ROW, and its own window) as _check_row checks it, written out."""
+    m = _MEASURED
+    return (
+        _size_change_fits(pid, start, rss, growth)
+        and type(name) is str and len(name) <= _CHARS and type(user) is str and len(user) <= _CHARS
+        and (not window or ((type(window[0]) is int or type(window[0]) is float) and -m <= window[0] <= m))
+    )  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------ event checks
@@ -434,31 +492,31 @@ _AGENT_FIELDS = {
     "sr": "num?",
 }  # fmt: skip
 _AGENT_V2_FIELDS = {"pid": "int", "start": "int", "t": "time", "dev": "int"}
-
-
-def _number(value: Any, lo: float, hi: float) -> bool:
-    """limits.finite, for the exact int and float JSON gives (a NaN or infinity fails the comparisons)."""
-    kind = type(value)
-    return (kind is int or kind is float) and lo <= value <= hi
+_CLASS_FIELDS = {
+    DeviceInfo: _DEVICE_FIELDS, GpuProcess: _GPU_PROCESS_FIELDS, VLLMModelStats: _VLLM_MODEL_FIELDS,
+}  # fmt: skip
 
 
 _MEASURED = float(limits.MAX_MEASURED)
+_LATEST = float(limits.MAX_TIMESTAMP)
+_CHARS = limits.MAX_STRING_CHARS
+# One test per kind, each a single call (a recording's checks run a few hundred thousand times an hour).
 _KINDS = {
     "any": lambda v: True,
-    "str": lambda v: type(v) is str and len(v) <= limits.MAX_STRING_CHARS,
+    "str": lambda v: type(v) is str and len(v) <= _CHARS,
     "bool": lambda v: type(v) is bool,
     "list": lambda v: type(v) is list,
     "int": lambda v: type(v) is int and -_MEASURED <= v <= _MEASURED,
-    "time": lambda v: _number(v, 0.0, float(limits.MAX_TIMESTAMP)),
-    "num": lambda v: _number(v, -_MEASURED, _MEASURED),
-}
-
-
-def _or_none(test):
-    return lambda v: v is None or test(v)
-
-
-_KINDS.update({f"{kind}?": _or_none(test) for kind, test in list(_KINDS.items())})
+    "time": lambda v: (type(v) is float or type(v) is int) and 0.0 <= v <= _LATEST,
+    "num": lambda v: (type(v) is float or type(v) is int) and -_MEASURED <= v <= _MEASURED,
+    "any?": lambda v: True,
+    "str?": lambda v: v is None or (type(v) is str and len(v) <= _CHARS),
+    "bool?": lambda v: v is None or type(v) is bool,
+    "list?": lambda v: v is None or type(v) is list,
+    "int?": lambda v: v is None or (type(v) is int and -_MEASURED <= v <= _MEASURED),
+    "time?": lambda v: v is None or ((type(v) is float or type(v) is int) and 0.0 <= v <= _LATEST),
+    "num?": lambda v: v is None or ((type(v) is float or type(v) is int) and -_MEASURED <= v <= _MEASURED),
+}  # a NaN fails the comparisons; JSON gives exact int and float, never a subclass
 
 
 def _fits(value: Any, kind: str) -> bool:
@@ -468,13 +526,14 @@ def _fits(value: Any, kind: str) -> bool:
 def _check_fields(obj: Any, fields: dict[str, str], where: str = "") -> None:
     if not isinstance(obj, dict):
         raise ValueError(f"{where or 'event'} is not an object")
+    get = obj.get
     for name, kind in fields.items():
         if kind == "list-":
-            if not isinstance(obj.get(name, []), list):
+            if not isinstance(get(name, []), list):
                 raise ValueError(f"{where}{name} is {repr(obj[name])[:60]}, expected a list")
             continue
-        value = obj.get(name)
-        if not _fits(value, kind):
+        value = get(name)
+        if not _KINDS[kind](value):
             shown = repr(value)[:60] if name in obj else "missing"
             raise ValueError(f"{where}{name} is {shown}, expected {kind.rstrip('?')}")
 
@@ -482,14 +541,7 @@ def _check_fields(obj: Any, fields: dict[str, str], where: str = "") -> None:
 def _check_list(items: list, fields: dict[str, str], cls: type, where: str) -> None:
     """Each item becomes cls(**item): its fields checked, none unknown, every one without a default given
     (list fields are filled in by the converters)."""
-    allowed = {f.name for f in dataclasses.fields(cls)}
-    required = {
-        f.name
-        for f in dataclasses.fields(cls)
-        if f.default is dataclasses.MISSING
-        and f.default_factory is dataclasses.MISSING
-        and fields.get(f.name) != "list-"
-    }
+    allowed, required = _names(cls)
     for item in items:
         _check_fields(item, fields, where)
         extra = set(item) - allowed
@@ -500,6 +552,21 @@ def _check_list(items: list, fields: dict[str, str], cls: type, where: str) -> N
             raise ValueError(f"{where}{sorted(missing)[0]} is missing")
 
 
+@functools.cache
+def _names(cls: type) -> tuple[frozenset[str], frozenset[str]]:
+    """The fields dataclass `cls` allows and those it requires (computed once: nvml lines are many)."""
+    fields = _CLASS_FIELDS[cls]
+    allowed = frozenset(f.name for f in dataclasses.fields(cls))
+    required = frozenset(
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+        and fields.get(f.name) != "list-"
+    )
+    return allowed, required
+
+
 def _check_strings(items: list | None, where: str) -> None:
     if items and not all(isinstance(x, str) and len(x) <= limits.MAX_STRING_CHARS for x in items):
         raise ValueError(f"{where} must be a list of strings")
@@ -508,9 +575,12 @@ def _check_strings(items: list | None, where: str) -> None:
 def _check_row(row: Any) -> None:
     if not isinstance(row, list) or not 7 <= len(row) <= 8:
         raise ValueError("os event: a process row is not a list of 7 or 8 values")
-    for value, kind in zip(row, (*_PROC_ROW, "num"), strict=False):
-        if not _fits(value, kind):
+    for value, (test, kind) in zip(row, _PROC_ROW_TESTS, strict=False):
+        if not test(value):
             raise ValueError(f"os event: process row value {repr(value)[:60]}, expected {kind}")
+
+
+_PROC_ROW_TESTS = tuple((_KINDS[kind], kind) for kind in (*_PROC_ROW, "num"))  # the 8th: its own window
 
 
 def check_event(e: dict) -> None:
@@ -634,6 +704,9 @@ def vllm_snapshot_from(event: dict) -> VLLMSnapshot:
         samples=event.get("samples", 0),
         refused=tuple(event.get("refused", ())),
     )
+    # imported here: its module brings prometheus_client, which a recording without vLLM never needs
+    from collectors.vllm_metrics import checked_snapshot  # noqa: PLC0415
+
     return checked_snapshot(snap)  # a recording made before values were checked, or an edited one
 
 
@@ -740,43 +813,73 @@ AGENT_SUMMARY_FIELDS = (
 
 class _Processes:
     """The per-process sources of the OS events' tables. A row seen again unchanged (format 2 keeps the
-    same row object until it changes) adds a sample, not a new value: its samples and last time are
-    settled when the table changes, so an unchanged table costs nothing per event."""
+    same row object until it changes) adds a sample, not a new value. The tables are numbered (an epoch:
+    the OS events from one table change to the next, with their first and last time); a process's run,
+    the epochs it stayed in the table with as many rows, is settled into its source when it leaves the
+    table or at the end. An unchanged table costs nothing per event, a change a few dictionary operations
+    per row, and a new row its values."""
 
     def __init__(self, source) -> None:
         self._source = source
         self._table: list | None = None
-        self._sources: dict[int, _Source] = {}  # id of a row of the table -> its process's source
-        self._since = 0  # OS events the current table has been seen in, not yet counted
-        self._first_t = self._last_t = 0.0
+        self._rows: dict[int, list] = {}  # id -> row of the current table (held: their ids are not reused)
+        self._runs: dict[tuple, tuple[_Source, int, int]] = {}  # (pid, start) -> source, first epoch, rows
+        self._sources: dict[tuple, _Source] = {}
+        self._first: list[float] = []  # per epoch: the time of its first OS event,
+        self._last: list[float] = []  # of its last one,
+        self._events: list[int] = []  # and how many there were
 
     def add(self, t: float, table: list, cmdlines: dict) -> None:
         if table is self._table:
-            self._since += 1
-            self._last_t = t
+            self._events[-1] += 1
+            self._last[-1] = t
             return
-        self.settle()
-        previous, sources = self._sources, {}
+        epoch = len(self._events)
+        self._first.append(t)
+        self._last.append(t)
+        self._events.append(1)
+        previous = self._rows
         for row in table:
-            src = previous.get(id(row))
-            if src is None:  # a new row (the previous table's rows are still alive: ids are not reused)
-                pid, start = row[0], row[1]
-                src = self._source(f"process:{pid}:{start}", "process", pid)
-                for field, value in (("rss", row[3]), ("growth", row[4])):
-                    stats = src.fields.get(field)
-                    if stats is None:
-                        stats = src.fields[field] = _Stats()
-                    stats.add(value)
-                src.name, src.cmdline = row[2], cmdlines.get((pid, start), "")
-            sources[id(row)] = src
-        self._table, self._sources = table, sources
-        self._since, self._first_t, self._last_t = 1, t, t
+            if id(row) not in previous:  # a new row: its values are samples
+                self._new_row(row, cmdlines)
+        keys = [(row[0], row[1]) for row in table]
+        counts = dict.fromkeys(keys, 1)
+        if len(counts) < len(keys):  # a process with two rows (a hand-made table): count them
+            counts = {}
+            for key in keys:
+                counts[key] = counts.get(key, 0) + 1
+        runs = self._runs
+        for key in [key for key, run in runs.items() if counts.get(key) != run[2]]:
+            self._settle(runs.pop(key), epoch)  # gone, or its rows are not as many as before
+        for key, count in counts.items():
+            if key not in runs:
+                runs[key] = (self._sources[key], epoch, count)
+        self._table, self._rows = table, {id(row): row for row in table}
+
+    def _new_row(self, row: list, cmdlines: dict) -> None:
+        key = (row[0], row[1])
+        src = self._sources.get(key)
+        if src is None:
+            src = self._sources[key] = self._source(f"process:{key[0]}:{key[1]}", "process", key[0])
+        fields = src.fields
+        if not fields:  # a process's source holds these two, made together at its first row
+            fields["rss"], fields["growth"] = _Stats(), _Stats()
+        fields["rss"].add(row[3])
+        fields["growth"].add(row[4])
+        src.name, src.cmdline = row[2], cmdlines.get(key, "")
+
+    def _settle(self, run: tuple[_Source, int, int], ended: int) -> None:
+        """The epochs [began, ended) of a run, into its source: each of its events a sample per row."""
+        src, began, count = run
+        first = min(self._first[began:ended])
+        last = max(self._last[began:ended])
+        src.seen(first, last, sum(self._events[began:ended]) * count)
 
     def settle(self) -> None:
-        if self._table is not None and self._since:
-            for src in self._sources.values():
-                src.seen(self._first_t, self._last_t, self._since)
-            self._since = 0
+        """The runs of the processes still in the table (at the end of the recording)."""
+        for run in self._runs.values():
+            self._settle(run, len(self._events))
+        self._runs, self._rows, self._table = {}, {}, None
 
 
 def summarize(recording) -> dict:
@@ -791,6 +894,7 @@ def summarize(recording) -> dict:
         return src
 
     processes = _Processes(source)
+    os_source = None  # made at the first os event, where the original made it (the sources' order)
     cmdlines: dict[tuple, str] = {}
     agent_cmdlines: dict[tuple, str] = {}
     alerts: list[dict] = []
@@ -808,7 +912,9 @@ def summarize(recording) -> dict:
             values = {f: e.get(f) for f in fields}
             if changed is None or "mem_total" in changed or "mem_available" in changed:
                 values["system_used"] = e["mem_total"] - e["mem_available"]
-            source("os", "os", None).add(t, values)
+            if os_source is None:
+                os_source = source("os", "os", None)
+            os_source.add(t, values)
             processes.add(t, rows, cmdlines)
         elif k == "agent":
             _summarize_agent(e, changed, source, agent_cmdlines)
@@ -843,6 +949,9 @@ def summarize(recording) -> dict:
 
 _OS_STATS = frozenset(OS_FIELDS)
 _FIELD_INDEX = {name: i for i, name in enumerate(fmt.RECORD_FIELDS)}
+# each summarized field of an agent's record: its name, index and conversion (record_from_values')
+_SUMMARY_AT = tuple((name, _FIELD_INDEX[name], FIELD_VALUE[name]) for name in AGENT_SUMMARY_FIELDS)
+_ALLOCATED, _RESERVED, _CUDA_STATE = (_FIELD_INDEX[n] for n in ("allocated", "reserved", "cuda_state"))
 
 
 def _summarize_agent(e: dict, changed: tuple | None, source, cmdlines: dict) -> None:
@@ -858,19 +967,20 @@ def _summarize_agent(e: dict, changed: tuple | None, source, cmdlines: dict) -> 
         src.status = r.cuda_state
         return
 
-    def value(name: str):  # as record_from_values makes it
-        x = values[_FIELD_INDEX[name]]
-        return FIELD_VALUE[name](math.nan if x is None else float(x))
+    def value(index: int, convert):  # as record_from_values makes it
+        x = values[index]
+        return convert(math.nan if x is None else float(x))
 
-    names = {fmt.RECORD_FIELDS[i] for i in changed if i < len(fmt.RECORD_FIELDS)}
-    stats = {name: value(name) for name in AGENT_SUMMARY_FIELDS if name in names}
-    if "allocated" in names or "reserved" in names:
-        allocated, reserved = value("allocated"), value("reserved")
+    given = set(changed)  # indices of the record (its label's is past every field's)
+    stats = {name: value(index, convert) for name, index, convert in _SUMMARY_AT if index in given}
+    if _ALLOCATED in given or _RESERVED in given:
+        allocated = value(_ALLOCATED, FIELD_VALUE["allocated"])
+        reserved = value(_RESERVED, FIELD_VALUE["reserved"])
         if allocated is not None and reserved is not None:
             stats["gap"] = reserved - allocated
     src.add(float(values[0]), stats)
-    if "cuda_state" in names:
-        src.status = value("cuda_state")
+    if _CUDA_STATE in given:
+        src.status = value(_CUDA_STATE, FIELD_VALUE["cuda_state"])
 
 
 def _summarize_engine(e: dict, t: float, source) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from planner.activations import ActivationPeak, activation_dtype, activation_peak
@@ -190,94 +190,137 @@ def make_plan(
         )
     topology = make_topology(spec, inputs.tp, inputs.pp, inputs.pp_layers)
     tokens = inputs.context + inputs.output_tokens
-    capacity, reserve = machine.capacity_bytes, machine.os_reserve_bytes
-
-    stages: list[_Stage] = []
-    for stage in range(topology.pp):
-        stages.append(
-            _Stage(
-                weights=stage_weight_bytes(spec, params, weights, topology, stage).total
-                + inputs.extra_weight_bytes,
-                kv_per_token=stage_kv_bytes_per_token(spec, inputs.kv_dtype, topology, stage),
-                has_head=stage == topology.pp - 1,
-                kv_for=_stage_kv_function(spec, inputs, topology, stage),
-            )
-        )
-
+    capacity = machine.capacity_bytes
     act_dtype = activation_dtype(spec, weights.format)
-    act_bytes = dtype_bytes(act_dtype)
+    sizer = _Sizer(spec, inputs, topology, dtype_bytes(act_dtype), machine.os_reserve_bytes)
+    stages = [
+        _Stage(
+            weights=stage_weight_bytes(spec, params, weights, topology, stage).total
+            + inputs.extra_weight_bytes,
+            kv_per_token=stage_kv_bytes_per_token(spec, inputs.kv_dtype, topology, stage),
+            has_head=stage == topology.pp - 1,
+            kv_for=_stage_kv_function(spec, inputs, topology, stage),
+        )
+        for stage in range(topology.pp)
+    ]
+    context_limit = spec.max_position_embeddings or CONTEXT_SEARCH_LIMIT
+    stage_rows = [
+        sizer.stage_row(index, stage, capacity, tokens, context_limit) for index, stage in enumerate(stages)
+    ]
+    busiest_stage = max(range(len(stage_rows)), key=lambda i: (stage_rows[i].total_bytes, -i))
+    top = stage_rows[busiest_stage]
+    max_context = min(row.max_context for row in stage_rows)
+    act = sizer.activation(stages[busiest_stage], inputs.users)
+    assumptions = _plan_assumptions(sizer, machine, weights, act, act_dtype, max_context)
 
-    def activation(stage: _Stage, users: int) -> ActivationPeak:
+    return Plan(
+        inputs=inputs,
+        spec=spec,
+        params=params,
+        weights=weights,
+        machine=machine,
+        weight_bytes=top.weight_bytes,
+        kv_bytes_per_token=top.kv_bytes_per_token,
+        kv_bytes=top.kv_bytes,
+        activation_bytes=top.activation_bytes,
+        overhead_bytes=top.overhead_bytes,
+        os_reserve_bytes=sizer.reserve,
+        total_bytes=top.total_bytes,
+        capacity_bytes=capacity,
+        fits=all(row.total_bytes <= capacity for row in stage_rows),
+        max_users=min(row.max_users for row in stage_rows),
+        max_context=max_context,
+        ranks=_rank_rows(stage_rows, topology, busiest_stage),
+        assumptions=tuple(assumptions),
+        topology=topology,
+        activation=act,
+        warnings=context_warnings(spec, tokens),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Sizer:
+    """The bytes one rank of a stage needs for a number of users and tokens, and the limits that follow."""
+
+    spec: ModelSpec
+    inputs: PlanInputs
+    topology: Topology
+    act_bytes: int  # bytes per activation element
+    reserve: int  # OS and other processes, from the same pool
+
+    def activation(self, stage: _Stage, users: int) -> ActivationPeak:
         return activation_peak(
-            spec,
-            prefill_chunk=inputs.prefill_chunk,
+            self.spec,
+            prefill_chunk=self.inputs.prefill_chunk,
             users=users,
-            logits=inputs.logits,
-            attention=inputs.attention,
-            tp=topology.tp,
+            logits=self.inputs.logits,
+            attention=self.inputs.attention,
+            tp=self.topology.tp,
             has_head=stage.has_head,
-            dtype_bytes=act_bytes,
+            dtype_bytes=self.act_bytes,
         )
 
-    def total(stage: _Stage, users: int, seq_tokens: int) -> int:
+    def total(self, stage: _Stage, users: int, seq_tokens: int) -> int:
         return (
             stage.weights
             + stage.kv_for(users, seq_tokens)
-            + activation(stage, users).peak_bytes
-            + inputs.overhead_bytes
-            + reserve
+            + self.activation(stage, users).peak_bytes
+            + self.inputs.overhead_bytes
+            + self.reserve
         )
 
-    context_limit = spec.max_position_embeddings or CONTEXT_SEARCH_LIMIT
-    ranks: list[RankPlan] = []
-    stage_rows: list[RankPlan] = []
-    for index, stage in enumerate(stages):
-        act = activation(stage, inputs.users)
-        kv = stage.kv_for(inputs.users, tokens)
-        stage_users = max(0, _largest(lambda u, s=stage: total(s, u, tokens) <= capacity, 0, 2**40))
-        stage_context = _largest(
-            lambda t, s=stage: total(s, max(inputs.users, 1), t) <= capacity, 1, context_limit
+    def stage_row(
+        self, index: int, stage: _Stage, capacity: int, tokens: int, context_limit: int
+    ) -> RankPlan:
+        """One stage's rank at the asked users and tokens, with the most users and context that fit."""
+        users = self.inputs.users
+        act = self.activation(stage, users)
+        kv = stage.kv_for(users, tokens)
+        max_users = max(0, _largest(lambda u: self.total(stage, u, tokens) <= capacity, 0, 2**40))
+        max_context = _largest(lambda t: self.total(stage, max(users, 1), t) <= capacity, 1, context_limit)
+        overhead = self.inputs.overhead_bytes
+        return RankPlan(
+            rank=0,
+            tp_rank=0,
+            pp_stage=index,
+            weight_bytes=stage.weights,
+            kv_bytes_per_token=stage.kv_per_token,
+            kv_bytes=kv,
+            activation_bytes=act.peak_bytes,
+            overhead_bytes=overhead,
+            total_bytes=stage.weights + kv + act.peak_bytes + overhead + self.reserve,
+            busiest=False,
+            max_users=max_users,
+            max_context=max(max_context, 0),
         )
-        stage_rows.append(
-            RankPlan(
-                rank=0,
-                tp_rank=0,
-                pp_stage=index,
-                weight_bytes=stage.weights,
-                kv_bytes_per_token=stage.kv_per_token,
-                kv_bytes=kv,
-                activation_bytes=act.peak_bytes,
-                overhead_bytes=inputs.overhead_bytes,
-                total_bytes=stage.weights + kv + act.peak_bytes + inputs.overhead_bytes + reserve,
-                busiest=False,
-                max_users=stage_users,
-                max_context=max(stage_context, 0),
-            )
-        )
-    busiest_stage = max(range(len(stage_rows)), key=lambda i: (stage_rows[i].total_bytes, -i))
+
+
+def _rank_rows(stage_rows: list[RankPlan], topology: Topology, busiest_stage: int) -> tuple[RankPlan, ...]:
+    """Every rank of the topology: each holds its stage's figures; the busiest is the first TP rank of the
+    busiest stage."""
+    ranks = []
     for rank in range(topology.world_size):
         tp_rank, pp_stage = topology.coords(rank)
-        row = stage_rows[pp_stage]
         ranks.append(
-            RankPlan(
+            replace(
+                stage_rows[pp_stage],
                 rank=rank,
                 tp_rank=tp_rank,
-                pp_stage=pp_stage,
-                weight_bytes=row.weight_bytes,
-                kv_bytes_per_token=row.kv_bytes_per_token,
-                kv_bytes=row.kv_bytes,
-                activation_bytes=row.activation_bytes,
-                overhead_bytes=row.overhead_bytes,
-                total_bytes=row.total_bytes,
                 busiest=pp_stage == busiest_stage and tp_rank == 0,
-                max_users=row.max_users,
-                max_context=row.max_context,
             )
         )
-    top = stage_rows[busiest_stage]
-    max_users = min(row.max_users for row in stage_rows)
-    max_context = min(row.max_context for row in stage_rows)
+    return tuple(ranks)
 
+
+def _plan_assumptions(
+    sizer: _Sizer,
+    machine: Machine,
+    weights: WeightBytes,
+    act: ActivationPeak,
+    act_dtype: str,
+    max_context: int,
+) -> list[str]:
+    spec, inputs, topology, reserve = sizer.spec, sizer.inputs, sizer.topology, sizer.reserve
     assumptions = list(spec.assumptions)
     assumptions.append(f"machine: {machine.label}")
     assumptions.append(
@@ -296,10 +339,9 @@ def make_plan(
             "(whole blocks) "
             "stored once on full-attention/MLA layers; sliding-window and state layers counted per user"
         )
-    act = activation(stages[busiest_stage], inputs.users)
     assumptions.append(
         f"activation peak: {act.phase} ({inputs.prefill_chunk}-token prefill chunk, "
-        f"(4h + 3I) x {act_bytes} B per token, {act_dtype} activations; "
+        f"(4h + 3I) x {sizer.act_bytes} B per token, {act_dtype} activations; "
         f"logits {inputs.logits}; {inputs.attention} attention)"
     )
     assumptions.append(f"overhead: {inputs.overhead_bytes / GiB:.2f} GiB per rank (CUDA context, workspaces)")
@@ -310,35 +352,13 @@ def make_plan(
             f"no max_position_embeddings: context search stops at {CONTEXT_SEARCH_LIMIT} tokens"
         )
     elif max_context >= spec.max_position_embeddings:
-        assumptions.append(f"max context capped at the model's max_position_embeddings ({context_limit})")
-    warnings = context_warnings(spec, tokens)
+        assumptions.append(
+            f"max context capped at the model's max_position_embeddings ({spec.max_position_embeddings})"
+        )
     assumptions.extend(topology.notes)
     if topology.world_size > 1:
         assumptions.append("bucket figures are those of the busiest rank, never the total divided by ranks")
-
-    return Plan(
-        inputs=inputs,
-        spec=spec,
-        params=params,
-        weights=weights,
-        machine=machine,
-        weight_bytes=top.weight_bytes,
-        kv_bytes_per_token=top.kv_bytes_per_token,
-        kv_bytes=top.kv_bytes,
-        activation_bytes=top.activation_bytes,
-        overhead_bytes=top.overhead_bytes,
-        os_reserve_bytes=reserve,
-        total_bytes=top.total_bytes,
-        capacity_bytes=capacity,
-        fits=all(row.total_bytes <= capacity for row in stage_rows),
-        max_users=max_users,
-        max_context=max_context,
-        ranks=tuple(ranks),
-        assumptions=tuple(assumptions),
-        topology=topology,
-        activation=act,
-        warnings=warnings,
-    )
+    return assumptions
 
 
 def context_warnings(spec: ModelSpec, tokens: int) -> tuple[str, ...]:

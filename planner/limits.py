@@ -16,6 +16,7 @@ JSON is parsed with `loads_json()`: bounded size, depth and integer digits, no N
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import stat
@@ -183,9 +184,11 @@ def loads_json(text: str | bytes, *, finite_only: bool = True, shaped: bool = Fa
     finite_only=False is for config.json: real ones hold Infinity (Nemotron-H's time_step_limit), which
     the planner never reads; the fields it reads are checked one by one.
     shaped=True is for a caller that checks every value it reads against a fixed shape (a recording's lines,
-    a million a day): the integers and the nesting are left to that check (CPython still refuses an integer
-    of more than 4,300 digits, and nesting too deep for its parser: JSONLimitError), saving a Python call
-    per integer and a walk of every line."""
+    a million a day): the integers, the floats' finiteness and the nesting are left to that check (CPython
+    still refuses an integer of more than 4,300 digits, and nesting too deep for its parser: JSONLimitError;
+    a float too large for a double reads as infinity, which every shape's number check refuses), saving a
+    Python call per number and a walk of every line. The decoders are made once (json.loads with keywords
+    makes a new one per call: a fifth of a recording line's parse)."""
     import json  # noqa: PLC0415  (here: `memsight plan --help` reads the limits, never JSON)
 
     if isinstance(text, bytes):
@@ -194,14 +197,9 @@ def loads_json(text: str | bytes, *, finite_only: bool = True, shaped: bool = Fa
         except UnicodeDecodeError as exc:
             raise JSONLimitError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     try:
-        if shaped:
-            value = json.loads(text, parse_float=_parse_float, parse_constant=_parse_constant)
-        elif finite_only:
-            value = json.loads(
-                text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant
-            )
-        else:
-            value = json.loads(text, parse_int=_parse_int)
+        if text.startswith("\ufeff"):  # json.loads' own check, which JSONDecoder.decode leaves to it
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+        value = _decoder("shaped" if shaped else "finite" if finite_only else "config").decode(text)
     except json.JSONDecodeError as exc:
         raise JSONLimitError(f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     except RecursionError:
@@ -211,6 +209,20 @@ def loads_json(text: str | bytes, *, finite_only: bool = True, shaped: bool = Fa
     if not shaped:
         check_depth(value)
     return value
+
+
+@functools.cache
+def _decoder(kind: str) -> Any:
+    """One json.JSONDecoder per kind of loads_json call (json.loads builds one a call given keywords)."""
+    import json  # noqa: PLC0415
+
+    if kind == "shaped":
+        return json.JSONDecoder(parse_constant=_parse_constant)
+    if kind == "finite":
+        return json.JSONDecoder(
+            parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant
+        )
+    return json.JSONDecoder(parse_int=_parse_int)
 
 
 def check_depth(value: Any) -> None:

@@ -1,13 +1,5 @@
-"""Machine presets the plan is checked against, and "this" machine read from /proc/meminfo.
-
-Capacities are in bytes. Presets use the size the vendor sells in binary units where the part is built that
-way (H100 80 GiB, RTX 4090 24 GiB, DGX Spark 128 GiB of LPDDR5x); the H200 is sold as "141 GB", which is
-neither 141e9 nor 141 GiB of usable memory, so we use what nvidia-smi reports for it (143,771 MiB = 140.4
-GiB, recorded on a real 8x H200 box in
-../shared/fixtures/nvidia-smi_h200-x8_vllm_truncated-13042_570.158.01.txt) and say so.
-
-Bandwidths are decimal GB/s (vendor figures); a figure we have no source for stays None rather than a guess.
-"""
+"""Machines the plan is checked against: the presets (their figures and sources: planner/presets.py) and
+"this" machine read from /proc/meminfo. Capacities are in bytes; bandwidths decimal GB/s."""
 
 from __future__ import annotations
 
@@ -18,9 +10,8 @@ from types import MappingProxyType
 
 from planner import limits
 from planner.errors import PlannerError
+from planner.presets import CUSTOM_MACHINE, PRESETS, THIS_MACHINE, machine_names
 from planner.units import GiB
-
-MiB = 2**20
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,63 +28,10 @@ class Machine:
     cuda_capability: tuple[int, int] | None = None
 
 
+# the presets, from planner/presets.py's plain table (kept apart so `plan --help` lists them cheaply)
 MACHINES: Mapping[str, Machine] = MappingProxyType(
-    {
-        "spark": Machine(
-            name="spark",
-            label="DGX Spark (GB10): 128 GiB unified LPDDR5x, 10 GiB assumed for the OS and other processes",
-            capacity_bytes=128 * GiB,
-            unified=True,
-            os_reserve_bytes=10 * GiB,
-            bandwidth_gbs=273.0,
-            peak_tflops_bf16=None,
-            device_name="NVIDIA GB10",
-            cuda_capability=(12, 1),
-        ),
-        "h100": Machine(
-            name="h100",
-            label="H100 80 GB (80 GiB HBM3)",
-            capacity_bytes=80 * GiB,
-            unified=False,
-            os_reserve_bytes=0,
-            bandwidth_gbs=3350.0,
-            peak_tflops_bf16=989.0,
-            device_name="NVIDIA H100 80GB HBM3",
-            cuda_capability=(9, 0),
-        ),
-        "h200": Machine(
-            name="h200",
-            label='H200 "141 GB": 143,771 MiB = 140.4 GiB as nvidia-smi reports it (used here)',
-            capacity_bytes=143_771 * MiB,
-            unified=False,
-            os_reserve_bytes=0,
-            bandwidth_gbs=4800.0,
-            peak_tflops_bf16=989.0,
-            device_name="NVIDIA H200",
-            cuda_capability=(9, 0),
-        ),
-        "rtx4090": Machine(
-            name="rtx4090",
-            label="RTX 4090 (24 GiB GDDR6X)",
-            capacity_bytes=24 * GiB,
-            unified=False,
-            os_reserve_bytes=0,
-            bandwidth_gbs=1008.0,
-            peak_tflops_bf16=None,
-            device_name="NVIDIA GeForce RTX 4090",
-            cuda_capability=(8, 9),
-        ),
-    }
+    {name: Machine(name=name, **fields) for name, fields in PRESETS.items()}  # type: ignore[arg-type]
 )
-
-THIS_MACHINE = "this"
-CUSTOM_MACHINE = (
-    "custom"  # a bare capacity (--capacity-gib): a discrete device, nothing reserved unless asked
-)
-
-
-def machine_names() -> list[str]:
-    return [*MACHINES, THIS_MACHINE, CUSTOM_MACHINE]
 
 
 def read_meminfo(

@@ -1,7 +1,10 @@
 """The `memsight` command: a thin dispatcher.
 
 Each subcommand lives in its own module and is imported only when chosen, so `memsight plan` never pays for
-textual, psutil or pynvml (and nothing here ever imports torch).
+textual, psutil or pynvml (and nothing here ever imports torch). A subcommand module imports at module level
+only what its options need (argparse, tui/options.py, light tables): `memsight --help` and `memsight plan
+--help` pay for the help they print, not for the planner or the collectors (issue 20;
+tests/tui/test_cli_imports.py).
 """
 
 from __future__ import annotations
@@ -10,9 +13,6 @@ import argparse
 import importlib
 import os
 import sys
-
-from collectors.errors import CollectorError
-from planner.errors import PlannerError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: `--help` does not pay for it
 if TYPE_CHECKING:
@@ -54,6 +54,8 @@ def require_terminal() -> None:
     """The live view draws with escape codes and reads keys: with stdout or stdin not a terminal (`memsight >
     out.txt`, a pipe, cron) it would write escape codes into a file. Say so instead (CollectorError: one
     `memsight: ...` line, exit 2), naming the outputs that suit a file."""
+    from collectors.errors import CollectorError  # noqa: PLC0415
+
     for stream, name in ((sys.stdout, "stdout"), (sys.stdin, "stdin")):
         if not stream.isatty():
             raise CollectorError(
@@ -63,8 +65,40 @@ def require_terminal() -> None:
             )
 
 
+def terminal_columns() -> int:
+    """shutil.get_terminal_size().columns, which argparse's help formatter asks for, without importing shutil
+    (with bz2, lzma and fnmatch: about a tenth of `memsight --help`'s CPU): $COLUMNS when it is a positive
+    number, else the width of the terminal on stdout, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns > 0:
+        return columns
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80
+    except (AttributeError, ValueError, OSError):  # no stdout, closed, or not a terminal
+        return 80
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter at the same width, found without shutil (terminal_columns)."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width=None):
+        width = terminal_columns() - 2 if width is None else width
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """memsight's parsers: HelpFormatter by default, and so the subcommands' parsers too (add_subparsers
+    makes them of the parser's own class)."""
+
+    def __init__(self, *args, formatter_class=HelpFormatter, **kwargs) -> None:
+        super().__init__(*args, formatter_class=formatter_class, **kwargs)
+
+
 def build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, object]:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="memsight",
         description="Where the memory of an LLM inference experiment goes, live, next to the plan.",
     )
@@ -92,6 +126,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     module = modules[args.command]
+    # imported after parsing: `--help` and a usage error end before this (both modules are small)
+    from collectors.errors import CollectorError  # noqa: PLC0415
+    from planner.errors import PlannerError  # noqa: PLC0415
+
     try:
         status = int(module.main(args, args.command) or 0)
         sys.stdout.flush()  # a reader gone (`| head`) shows here, inside the try, not at interpreter exit

@@ -26,10 +26,13 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from collectors.errors import CollectorError
 from planner.units import GiB
+
+if TYPE_CHECKING:
+    from collectors.monitor import Monitor
 
 EXPERIMENTS = ("edge", "logits", "eager", "fragment", "two")
 NO_CUDA_EXIT = 3  # collectors/lab/worker.py's exit status when torch sees no CUDA device
@@ -1083,8 +1086,6 @@ def main(args: argparse.Namespace, name: str) -> int:
     import shutil  # noqa: PLC0415
 
     from collectors import agent_format  # noqa: PLC0415
-    from collectors.alerts import AlertOptions  # noqa: PLC0415
-    from collectors.monitor import Monitor  # noqa: PLC0415
 
     exp = args.experiment
     if exp is None:
@@ -1103,37 +1104,13 @@ def main(args: argparse.Namespace, name: str) -> int:
             )
             return 2
     cap, cap_source = capacity_bytes(args, lab_model)
-    weights_note = (
-        f"real weights from {lab_model.weights_dir}"
-        if lab_model.weights_dir
-        else "random weights from the config"
-    )
-    out(f"memsight lab {exp}: {lab_model.spec.name} ({lab_model.dtype}, {weights_note}) on {args.device}")
-    if exp == "two":  # its verdict is the second claim against the memory available now, not a capacity
-        capped = f"each process capped at {b(cap)} ({cap_source})" if args.cap_bytes else "no cap"
-        out(f"PREDICTION (each process's claim against the memory available now, below; {capped})")
-    else:
-        out(
-            f"PREDICTION (planner; capacity {b(cap)} = {gib(cap)}, {cap_source}; overhead 0: the cap counts "
-            "tensors only)"
-        )
+    _say_prediction_basis(out, exp, lab_model, args, cap, cap_source)
     pred = PREDICT[exp](lab_model, args, cap, out)
     if isinstance(pred, int):
         return pred
     record = args.record or f"memsight-lab-{exp}-{os.getpid()}.jsonl"
     agent_dir = agent_format.ensure_private_dir(tempfile.mkdtemp(prefix="memsight-lab-agents-"))
-    alert_options = AlertOptions(
-        new_process_bytes=getattr(args, "new_process_bytes", GiB),
-        growth_bytes=getattr(args, "growth_bytes", 2 * GiB),
-    )
-    monitor = Monitor(
-        hz=args.hz,
-        agent_dir=agent_dir,
-        record_to=record,
-        discover_interval_s=0.5,
-        alert_options=alert_options,
-        agent_record_hz=math.inf,  # every record: a trial can be shorter than a monitor tick
-    )
+    monitor = _lab_monitor(args, agent_dir, record)
     monitor.start()
     workdir = tempfile.mkdtemp(prefix="memsight-lab-")
     lab = Lab(
@@ -1181,6 +1158,45 @@ def main(args: argparse.Namespace, name: str) -> int:
     if args.json:
         print(json.dumps(result, indent=1, default=str))
     return 0
+
+
+def _say_prediction_basis(
+    out: Out, exp: str, lab_model: LabModel, args: argparse.Namespace, cap: int, cap_source: str
+) -> None:
+    """The run's first lines: the model and device, then what the prediction is measured against."""
+    weights_note = (
+        f"real weights from {lab_model.weights_dir}"
+        if lab_model.weights_dir
+        else "random weights from the config"
+    )
+    out(f"memsight lab {exp}: {lab_model.spec.name} ({lab_model.dtype}, {weights_note}) on {args.device}")
+    if exp == "two":  # its verdict is the second claim against the memory available now, not a capacity
+        capped = f"each process capped at {b(cap)} ({cap_source})" if args.cap_bytes else "no cap"
+        out(f"PREDICTION (each process's claim against the memory available now, below; {capped})")
+    else:
+        out(
+            f"PREDICTION (planner; capacity {b(cap)} = {gib(cap)}, {cap_source}; overhead 0: the cap counts "
+            "tensors only)"
+        )
+
+
+def _lab_monitor(args: argparse.Namespace, agent_dir: str, record: str) -> Monitor:
+    """The monitor that records the trials: every agent record kept (a trial can be shorter than a tick)."""
+    from collectors.alerts import AlertOptions  # noqa: PLC0415
+    from collectors.monitor import Monitor  # noqa: PLC0415
+
+    alert_options = AlertOptions(
+        new_process_bytes=getattr(args, "new_process_bytes", GiB),
+        growth_bytes=getattr(args, "growth_bytes", 2 * GiB),
+    )
+    return Monitor(
+        hz=args.hz,
+        agent_dir=agent_dir,
+        record_to=record,
+        discover_interval_s=0.5,
+        alert_options=alert_options,
+        agent_record_hz=math.inf,
+    )
 
 
 def append_lab_event(record: str, result: dict) -> None:

@@ -1,8 +1,9 @@
 """`memsight plan MODEL [...]`: the analytic memory plan, as a table or one JSON object.
 
-Imports only the standard library and planner/ at module level: no textual, psutil, pynvml, torch. NVML is
-probed lazily, and only for `--machine this`. The planner itself and the config file's reader are imported by
-the functions that plan: `memsight plan --help` pays only for its options (issue 20).
+Imports at module level only what the options need (argparse, tui/options.py, planner's presets, units and
+errors: no dataclasses, typing, textual, psutil, pynvml or torch). NVML is probed lazily, and only for
+`--machine this`. The planner itself and the config file's reader are imported by the functions that plan:
+`memsight plan --help` pays only for its options (issue 20; tests/tui/test_cli_imports.py).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import os
 import sys
 
 from planner.errors import PlannerError
-from planner.machines import CUSTOM_MACHINE, THIS_MACHINE, Machine, get_machine, machine_names, this_machine
+from planner.presets import CUSTOM_MACHINE, THIS_MACHINE, machine_names
 from planner.units import GiB
 from tui import cmd_plan_llamacpp, plan_engines
 from tui.options import (
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from planner.budget import Plan, PlanInputs
+    from planner.machines import Machine
     from tui.config import PlanDefaults
 
 
@@ -300,6 +302,8 @@ def probe_gpu() -> tuple[dict[str, Any] | None, str]:
 
 def probe_this_machine() -> Machine:
     """'this' machine: NVML device 0 if there is one, else /proc/meminfo."""
+    from planner.machines import this_machine  # noqa: PLC0415
+
     gpu, why = probe_gpu()
     if gpu is None:
         return this_machine(probe_note=why)
@@ -410,6 +414,8 @@ def compute(args: argparse.Namespace, defaults: PlanDefaults | None = None) -> t
     weights, weight_notes = _checkpoint_weights(inputs.model, spec, inputs.format)
     machine = None
     if inputs.machine == THIS_MACHINE:
+        from planner.machines import get_machine  # noqa: PLC0415
+
         machine = get_machine(
             THIS_MACHINE,
             capacity_bytes=inputs.capacity_bytes,
@@ -606,6 +612,8 @@ def _llamacpp(args: argparse.Namespace, defaults: PlanDefaults | None) -> int:
     p = cmd_plan_llamacpp.predict(args, context)
     fit = None
     if args.machine is not None or args.capacity_gib is not None:  # only when asked: no preset is assumed
+        from planner.machines import get_machine  # noqa: PLC0415
+
         name = args.machine or CUSTOM_MACHINE
         this = probe_this_machine() if name == THIS_MACHINE else None
         machine = get_machine(

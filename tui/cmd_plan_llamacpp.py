@@ -1,15 +1,21 @@
 """`memsight plan FILE.gguf --engine llamacpp`: llama.cpp's own buffers before launch
-(planner/engines/llamacpp), from the GGUF's header and llama.cpp's arguments, with llama.cpp's flag names."""
+(planner/engines/llamacpp), from the GGUF's header and llama.cpp's arguments, with llama.cpp's flag names.
+
+Its options are part of `memsight plan --help`: at module level nothing heavier than argparse, re and
+collections (which argparse loads anyway); the planner's llama.cpp engine is imported by predict()."""
 
 from __future__ import annotations
 
 import argparse
 import re
-from dataclasses import dataclass
-from typing import Any
+from collections import namedtuple
 
 from planner.errors import PlannerError
 from tui.options import InputError, argparse_type, parse_choice, parse_count
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: `plan --help` does not pay for it
+if TYPE_CHECKING:
+    from typing import Any
 
 MiB = 2**20
 GiB = 2**30
@@ -129,15 +135,12 @@ def predict(args: argparse.Namespace, context: int) -> Any:
     return get_engine("llamacpp").predict(args.model, arguments)
 
 
-@dataclass(frozen=True, slots=True)
-class Fit:
-    """Whether llama.cpp's buffers fit a machine: the fullest memory they go in, against its capacity."""
+class Fit(namedtuple("Fit", ("machine", "label", "memory", "need_bytes", "capacity_bytes"))):
+    """Whether llama.cpp's buffers fit a machine: the fullest memory they go in ("CUDA0", or "one pool" where
+    GPU and host share the memory), against its capacity. A named tuple, not a dataclass: this module is
+    imported by `plan --help`, and dataclasses (with inspect) would be most of its cost."""
 
-    machine: str
-    label: str
-    memory: str  # "CUDA0", or "one pool" where GPU and host share the memory
-    need_bytes: int
-    capacity_bytes: int
+    __slots__ = ()
 
     @property
     def fits(self) -> bool:

@@ -61,7 +61,6 @@ def read_any(path: str):
 
 def main(args: argparse.Namespace, name: str) -> int:
     from collectors.recording import RecordingReader, summarize  # noqa: PLC0415
-    from tui.config import ConfigError  # noqa: PLC0415
 
     if args.json:
         path, ends = read_any(args.file)
@@ -79,6 +78,8 @@ def main(args: argparse.Namespace, name: str) -> int:
             doc["summary_from"] = "replayed with the default thresholds"
         print(json.dumps(doc, indent=1))
         return 0
+    from tui.config import ConfigError  # noqa: PLC0415  (the config file is read by the screen's path only)
+
     try:
         monitor, options = app_arguments(args)
     except ConfigError as exc:

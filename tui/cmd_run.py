@@ -116,7 +116,7 @@ def add_agent_record_argument(parser: argparse.ArgumentParser) -> None:
 
 def parse_agent_record_hz(value: str) -> float:
     """A rate within --hz's bounds, or `all` (math.inf: every record)."""
-    from tui.config import parse_refresh_hz  # noqa: PLC0415
+    from tui.options import parse_refresh_hz  # noqa: PLC0415
 
     if value.strip().lower() == "all":
         return math.inf

@@ -2,20 +2,31 @@
 (the same app fed by the bundled real recording, labelled with where and how it was made).
 
 `add_display_arguments` and `display_options` are shared with `memsight run` and `memsight replay`, so refresh
-rate, thresholds, plan inputs and the config file mean the same thing everywhere.
+rate, thresholds, plan inputs and the config file mean the same thing everywhere. The options need only
+tui/options.py: the config file's reader (with the collectors' alert options) is imported by the functions
+that read it, so `memsight replay FILE --json` and the --help of these commands do not pay for it.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import pathlib
 import sys
-from dataclasses import replace
-from typing import Any
 
-from tui.config import Config, ConfigError, PlanDefaults, load_config, merge_plan_args, parse_refresh_hz
-from tui.options import DEFAULT_MODEL, add_plan_input_arguments, argparse_type, parse_number, parse_size
+from tui.options import (
+    DEFAULT_MODEL,
+    add_plan_input_arguments,
+    argparse_type,
+    parse_number,
+    parse_refresh_hz,
+    parse_size,
+)
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    import pathlib
+    from typing import Any
+
+    from tui.config import Config, PlanDefaults
 
 ALL_PROCESSES = 10_000  # "every process" on any ordinary machine
 
@@ -70,6 +81,10 @@ def add_display_arguments(parser: argparse.ArgumentParser) -> None:
 
 def resolve_config(args: argparse.Namespace) -> Config:
     """The config file, then command-line options over it (sizes already in bytes: tui/options.py)."""
+    from dataclasses import replace  # noqa: PLC0415
+
+    from tui.config import load_config, merge_plan_args  # noqa: PLC0415
+
     config = load_config(args.config, required=args.config is not None)
     hz = config.refresh_hz if args.hz is None else args.hz
     updates: dict[str, Any] = {}
@@ -99,6 +114,8 @@ def plan_fields_given(plan: PlanDefaults) -> frozenset[str]:
     """Plan fields the config file set to something other than the built-in default. A field set to
     exactly the default cannot be told from no value: there an agent's loaded model still wins (a flag
     always wins)."""
+    from tui.config import PlanDefaults  # noqa: PLC0415
+
     defaults = PlanDefaults()
     return frozenset(name for name in PLAN_FIELDS if getattr(plan, name) != getattr(defaults, name))
 
@@ -121,6 +138,10 @@ def display_options(config: Config) -> dict[str, Any]:
 
 def recording_about(recording: pathlib.Path) -> dict[str, Any]:
     """The recording's sidecar (<name>.json: where, when and how it was made), {} when there is none."""
+    import json  # noqa: PLC0415
+
+    from tui.config import ConfigError  # noqa: PLC0415
+
     sidecar = recording.with_suffix(".json")
     try:
         about = json.loads(sidecar.read_text(encoding="utf-8"))
@@ -151,6 +172,8 @@ def demo_plan_options(
     plan = about.get("plan")
     if not isinstance(plan, dict) or args.model is not None or "model" not in plan:
         return options
+    import pathlib  # noqa: PLC0415
+
     from planner.budget import PlanInputs
 
     fields = {k: v for k, v in plan.items() if k in PlanInputs.__dataclass_fields__}
@@ -191,6 +214,8 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
 
 def app_arguments(args: argparse.Namespace, name: str) -> tuple[Any, dict[str, Any]]:
     """(monitor, run_app keyword arguments) for `watch` or `demo`; the monitor is not started yet."""
+    from tui.config import ConfigError  # noqa: PLC0415
+
     config = resolve_config(args)
     options = display_options(config)
     if name == "demo":
@@ -233,6 +258,8 @@ def app_arguments(args: argparse.Namespace, name: str) -> tuple[Any, dict[str, A
 
 
 def main(args: argparse.Namespace, name: str) -> int:
+    from tui.config import ConfigError  # noqa: PLC0415
+
     try:
         monitor, options = app_arguments(args, name)
     except ConfigError as exc:

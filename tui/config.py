@@ -36,6 +36,7 @@ from typing import Any
 from collectors.alerts import AlertOptions
 from planner import limits
 from tui import options
+from tui.options import parse_refresh_hz  # its home: every option's parser is there
 
 GIB = 2**30
 
@@ -143,17 +144,6 @@ def load_config(path: str | os.PathLike[str] | None = None, *, required: bool = 
     except ValueError as exc:  # an integer over Python's 4300 digits (found by the fuzz suite)
         raise ConfigError(f"config file {file} is not a memsight config: {exc}"[:300]) from None
     return config_from_dict(raw, str(file))
-
-
-def parse_refresh_hz(value: object, what: str) -> float:
-    """A refresh rate within [MIN_REFRESH_HZ, MAX_REFRESH_HZ] (inf once killed the sampling thread, and a
-    rate of 1e-300 Hz overflows the thread's wait)."""
-    hz = options.parse_number(value, what, strict=True)
-    if not limits.MIN_REFRESH_HZ <= hz <= limits.MAX_REFRESH_HZ:
-        raise options.InputError(
-            f"{what} is {hz:g}, outside {limits.bound('MIN_REFRESH_HZ')} .. {limits.bound('MAX_REFRESH_HZ')}"
-        )
-    return hz
 
 
 def _key(raw_key: str, section: str, where: str) -> str:

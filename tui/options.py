@@ -50,9 +50,10 @@ _SIZE_UNITS = {
     "t": 2**40, "tib": 2**40, "tb": 10**12,
 }  # fmt: skip
 _NUMBER = r"[0-9][0-9,_]*(?:\.[0-9]+)?|\.[0-9]+"
-# a count reads its sign, so that "-3" is refused as below the minimum, not as something other than a number
-_COUNT_RE = re.compile(rf"\s*(-?(?:{_NUMBER}))\s*([a-z]?)\s*", re.IGNORECASE)
-_SIZE_RE = re.compile(rf"\s*({_NUMBER})\s*([a-z]*)\s*", re.IGNORECASE)
+# a count reads its sign, so that "-3" is refused as below the minimum, not as something other than a number.
+# Patterns, not compiled ones: re compiles (and caches) them on first use, so `--help` never pays for them.
+_COUNT_PATTERN = rf"\s*(-?(?:{_NUMBER}))\s*([a-z]?)\s*"
+_SIZE_PATTERN = rf"\s*({_NUMBER})\s*([a-z]*)\s*"
 
 
 class InputError(ValueError):
@@ -79,7 +80,7 @@ def parse_count(value: object, what: str, *, minimum: int = 0) -> int:
             raise InputError(f"{what} must be a whole number, got {value!r}")
         number = int(value)
     else:
-        match = _COUNT_RE.fullmatch(str(value))
+        match = re.fullmatch(_COUNT_PATTERN, str(value), re.IGNORECASE)
         suffix = match.group(2).lower() if match else ""
         if not match or suffix not in _COUNT_SUFFIX:
             raise InputError(f"{what}: {value!r} is not a whole number (e.g. 8192, 8,192, 32k or 128K)")
@@ -102,7 +103,7 @@ def parse_size(
     if isinstance(value, int | float):
         amount, scale = float(value), default
     else:
-        match = _SIZE_RE.fullmatch(str(value))
+        match = re.fullmatch(_SIZE_PATTERN, str(value), re.IGNORECASE)
         suffix = match.group(2).lower() if match else ""
         if not match or (suffix and suffix not in _SIZE_UNITS):
             raise InputError(
@@ -134,6 +135,17 @@ def parse_number(value: object, what: str, *, minimum: float = 0, strict: bool =
         bound = f"greater than {minimum:g}" if strict else f"at least {minimum:g}"
         raise InputError(f"{what} must be {bound}, got {value}")
     return number
+
+
+def parse_refresh_hz(value: object, what: str) -> float:
+    """A refresh rate within [MIN_REFRESH_HZ, MAX_REFRESH_HZ] (inf once killed the sampling thread, and a
+    rate of 1e-300 Hz overflows the thread's wait)."""
+    hz = parse_number(value, what, strict=True)
+    if not limits.MIN_REFRESH_HZ <= hz <= limits.MAX_REFRESH_HZ:
+        raise InputError(
+            f"{what} is {hz:g}, outside {limits.bound('MIN_REFRESH_HZ')} .. {limits.bound('MAX_REFRESH_HZ')}"
+        )
+    return hz
 
 
 def parse_choice(value: object, choices: Iterable[str], what: str) -> str:

@@ -8,10 +8,13 @@ and --json object (planner/engines/sglang/plan.py, planner/engines/ollama/plan.p
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from planner.errors import PlannerError
 from tui.options import argparse_type, parse_count, parse_number, parse_size
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: `plan --help` does not pay for it
+if TYPE_CHECKING:
+    from typing import Any
 
 ENGINES = ("sglang", "ollama")
 GGUF_FORMATS = ("q4_k_m", "q8_0")

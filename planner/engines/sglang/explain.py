@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planner import limits
 from planner.engines.base import setting_number
@@ -22,6 +22,9 @@ from planner.engines.sglang.pool import SOURCE_POOL, PoolInputs, SGLangPool, cel
 from planner.engines.worksheet import Row, Term, Worksheet
 from planner.errors import PlannerError
 from planner.units import GiB
+
+if TYPE_CHECKING:
+    from planner.spec import ModelSpec
 
 ROW_LABELS = {
     "weights": "weights (GiB)",
@@ -92,21 +95,9 @@ def _setting(log: SGLangLog, given: Mapping[str, Any], key: str, *log_keys: str)
 
 
 def _resolve(log: SGLangLog, options: Mapping[str, Any]) -> _Run:
-    from planner.spec import load_spec  # noqa: PLC0415  (reads configs; only needed here)
-
     given = dict(options.get("given") or {})
     inputs: list[tuple[str, str, str]] = []
-    model_id = options.get("model") or log.model
-    if not model_id:
-        raise PlannerError("the log does not name the model (no server_args model_path): give --model CONFIG")
-    try:
-        spec = load_spec(model_id, allow_download=bool(options.get("allow_download")))
-    except PlannerError as exc:
-        raise PlannerError(
-            f"the log's model {model_id!r} is not a catalog name, config or cached repo ({exc}); "
-            "give --model CONFIG (a catalog name of the same architecture, e.g. qwen2.5-32b for QwQ-32B)"
-        ) from exc
-    inputs.append(("model", model_id, "given (--model)" if options.get("model") else "log (model_path)"))
+    model_id, spec = _model(log, options, inputs)
     version = options.get("version")
     era = era_of(version, None if version else log.era)
     inputs.append(
@@ -137,15 +128,7 @@ def _resolve(log: SGLangLog, options: Mapping[str, Any]) -> _Run:
     max_total, _ = number("max_total_tokens")
     max_running, _ = number("max_running_requests")
     fraction, fraction_from = number("mem_fraction_static", kind=float)
-    context = given.get("context_length")
-    if context is None and log.first("context_len") is not None:
-        context = int(log.first("context_len").value)
-        inputs.append(("context_len", f"{context:,}", f"log (line {log.first('context_len').line})"))
-    elif context is None:
-        context = spec.max_position_embeddings
-        inputs.append(("context_len", f"{context:,}", "the config's max_position_embeddings"))
-    else:
-        inputs.append(("context_len", f"{int(context):,}", "given"))
+    context = _context_len(log, given, spec, inputs)
     missing: list[str] = []
     free = _free_before(log, given, inputs)
     if free is None:
@@ -186,13 +169,54 @@ def _resolve(log: SGLangLog, options: Mapping[str, Any]) -> _Run:
         max_total_tokens=max_total,
         max_running_requests=max_running,
     )
-    capture = None
-    if log.setting("disable_cuda_graph") != "True":
-        max_bs = log.setting("cuda_graph_max_bs")
-        bs = int(max_bs) if max_bs and max_bs.isdigit() and len(max_bs) <= 9 else None  # not 5,000 digits
-        capture = capture_batch_sizes(era.rule, None, bs)
+    capture = _capture_sizes(log, era)
     kt = log.setting("kt_weight_path") is not None  # ktransformers' CPU experts (its --kt-* arguments)
     return _Run(model_id, spec, era, tuple(inputs), pool_inputs, capture, tuple(missing), kt)
+
+
+def _model(
+    log: SGLangLog, options: Mapping[str, Any], inputs: list[tuple[str, str, str]]
+) -> tuple[str, ModelSpec]:
+    from planner.spec import load_spec  # noqa: PLC0415  (reads configs; only needed here)
+
+    model_id = options.get("model") or log.model
+    if not model_id:
+        raise PlannerError("the log does not name the model (no server_args model_path): give --model CONFIG")
+    try:
+        spec = load_spec(model_id, allow_download=bool(options.get("allow_download")))
+    except PlannerError as exc:
+        raise PlannerError(
+            f"the log's model {model_id!r} is not a catalog name, config or cached repo ({exc}); "
+            "give --model CONFIG (a catalog name of the same architecture, e.g. qwen2.5-32b for QwQ-32B)"
+        ) from exc
+    inputs.append(("model", model_id, "given (--model)" if options.get("model") else "log (model_path)"))
+    return model_id, spec
+
+
+def _context_len(
+    log: SGLangLog, given: Mapping[str, Any], spec: ModelSpec, inputs: list[tuple[str, str, str]]
+) -> int:
+    """The context length: given, else the log's context_len, else the config's max_position_embeddings."""
+    context = given.get("context_length")
+    logged = log.first("context_len")
+    if context is None and logged is not None:
+        context = int(logged.value)
+        inputs.append(("context_len", f"{context:,}", f"log (line {logged.line})"))
+    elif context is None:
+        context = spec.max_position_embeddings
+        inputs.append(("context_len", f"{context:,}", "the config's max_position_embeddings"))
+    else:
+        inputs.append(("context_len", f"{int(context):,}", "given"))
+    return int(context)
+
+
+def _capture_sizes(log: SGLangLog, era: Era) -> tuple[int, ...] | None:
+    """The CUDA-graph batch sizes the run captured (None with --disable-cuda-graph)."""
+    if log.setting("disable_cuda_graph") == "True":
+        return None
+    max_bs = log.setting("cuda_graph_max_bs")
+    bs = int(max_bs) if max_bs and max_bs.isdigit() and len(max_bs) <= 9 else None  # not 5,000 digits
+    return capture_batch_sizes(era.rule, None, bs)
 
 
 def _free_before(log: SGLangLog, given: Mapping[str, Any], inputs: list[tuple[str, str, str]]) -> int | None:
@@ -313,35 +337,27 @@ def explain(log: SGLangLog, options: Mapping[str, Any]) -> Worksheet:
 
 
 def _rows(log: SGLangLog, run: _Run, pool: SGLangPool | None, cell: int) -> tuple[Row, ...]:
-    rows: list[Row] = []
-    gib = GiB
-
-    def add(key: str, fig, predicted: float | None, cause: str) -> None:  # noqa: ANN001
-        value = None if fig is None else fig.value
-        line = None if fig is None else fig.line
-        known = value is not None and predicted is not None
-        rows.append(Row(key, value, line, predicted, "PREDICTED", cause if known else ""))
-
     weights = log.smallest("weights")
-    add(
-        "weights",
-        weights,
-        None if pool is None else pool.weights / gib,
-        _weights_cause(weights, pool, run.kt_offload),
-    )
-    after = log.smallest("free_after_weights")
-    add(
-        "free_after_weights",
-        after,
-        None if pool is None else pool.free_after_weights / gib,
-        "free at start - weights: follows the weights",
-    )
+    rows = [
+        _figure_row(
+            "weights",
+            weights,
+            None if pool is None else pool.weights / GiB,
+            _weights_cause(weights, pool, run.kt_offload),
+        ),
+        _figure_row(
+            "free_after_weights",
+            log.smallest("free_after_weights"),
+            None if pool is None else pool.free_after_weights / GiB,
+            "free at start - weights: follows the weights",
+        ),
+    ]
     logged_kv, kv_line = _logged_kv(log)
     tokens_fig = log.smallest("kv_tokens") or log.smallest("max_total_num_tokens")
     page = run.pool_inputs.page_size
     per_token = None
     if logged_kv is not None and tokens_fig is not None:
-        per_token = logged_kv * gib / (tokens_fig.value + page)
+        per_token = logged_kv * GiB / (tokens_fig.value + page)
     cell_cause = _cell_cause(per_token, cell, logged_kv, tokens_fig.value + page if tokens_fig else 0)
     rows.append(
         Row(
@@ -360,28 +376,48 @@ def _rows(log: SGLangLog, run: _Run, pool: SGLangPool | None, cell: int) -> tupl
             "kv_pool",
             logged_kv,
             kv_line,
-            pool.kv_bytes / gib,
+            pool.kv_bytes / GiB,
             "PREDICTED",
             _pool_cause(logged_kv, pool, weights) if logged_kv is not None else "",
         )
     )
-    add("kv_tokens", tokens_fig, float(pool.tokens), "follows the pool")
+    return tuple(rows + _pool_rows(log, run, pool, tokens_fig))
+
+
+def _figure_row(key: str, fig: Any, predicted: float | None, cause: str) -> Row:
+    """A row for one logged figure (or none); the cause only where both sides are known."""
+    value = None if fig is None else fig.value
+    line = None if fig is None else fig.line
+    known = value is not None and predicted is not None
+    return Row(key, value, line, predicted, "PREDICTED", cause if known else "")
+
+
+def _pool_rows(log: SGLangLog, run: _Run, pool: SGLangPool, tokens_fig: Any) -> list[Row]:
+    """What follows the pool: tokens, free memory left, the request limit, CUDA graphs, the headroom."""
+    rows = [_figure_row("kv_tokens", tokens_fig, float(pool.tokens), "follows the pool")]
     profiled = log.smallest("profiled_tokens")
     if profiled is not None:
-        add("profiled_tokens", profiled, float(pool.profiled_tokens), "the pool before --max-total-tokens")
-    add(
-        "free_after_pool",
-        log.smallest("free_after_pool"),
-        pool.free_after_pool / gib,
-        "free after weights - K/V buffers - req_to_token; the rest: the allocator's free slots and buffers "
-        "created with the pool, not modelled",
+        rows.append(
+            _figure_row(
+                "profiled_tokens", profiled, float(pool.profiled_tokens), "the pool before --max-total-tokens"
+            )
+        )
+    rows.append(
+        _figure_row(
+            "free_after_pool",
+            log.smallest("free_after_pool"),
+            pool.free_after_pool / GiB,
+            "free after weights - K/V buffers - req_to_token; the rest: the allocator's free slots and "
+            "buffers created with the pool, not modelled",
+        )
     )
-    running = log.smallest("max_running_requests")
-    add(
-        "max_running_requests",
-        running,
-        float(pool.max_running_requests),
-        f"min(tokens // 2, request pool of {pool.req_pool_size:,})",
+    rows.append(
+        _figure_row(
+            "max_running_requests",
+            log.smallest("max_running_requests"),
+            float(pool.max_running_requests),
+            f"min(tokens // 2, request pool of {pool.req_pool_size:,})",
+        )
     )
     if run.capture_bs_predicted is not None:
         predicted_bs = [bs for bs in run.capture_bs_predicted if bs <= pool.req_pool_size]
@@ -408,11 +444,11 @@ def _rows(log: SGLangLog, run: _Run, pool: SGLangPool | None, cell: int) -> tupl
                 None,
                 "PREDICTED",
                 "not derived: SGLang's graph memory depends on the attention backend and the model; it "
-                f"must fit in the {pool.headroom / gib:.2f} GiB outside the static part",
+                f"must fit in the {pool.headroom / GiB:.2f} GiB outside the static part",
             )
         )
-    rows.append(Row("headroom", None, None, pool.headroom / gib, "PREDICTED", ""))
-    return tuple(rows)
+    rows.append(Row("headroom", None, None, pool.headroom / GiB, "PREDICTED", ""))
+    return rows
 
 
 def _logged_kv(log: SGLangLog) -> tuple[float | None, int | None]:
