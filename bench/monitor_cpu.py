@@ -12,7 +12,9 @@ cpu_times() of the process (user + system, all threads) over the window, after t
 seconds to settle; RSS is read at the end. The programs take turns within each round (the order rotating), so
 a shared machine's load falls on all of them alike; the report gives each figure's median and range over the
 rounds, and memsight's ratio to the minimal app per round (median, range). First frame = the first time the
-screen's text holds the program's mark (memsight: its headroom gauge; the minimal app: its first line).
+screen's text holds the program's mark (memsight: its headroom gauge; the minimal app: its first line); first
+figures = the first time that mark carries a measured figure (memsight draws its screen before its first
+sample is turned into figures; the minimal app's first frame has them).
 """
 
 from __future__ import annotations
@@ -48,12 +50,14 @@ def spawn(argv: list[str], cols: int, rows: int, env: dict[str, str]) -> tuple[i
 
 
 class Drain(threading.Thread):
-    """Reads the pty so the program never blocks on a full terminal; notes when the first frame appears."""
+    """Reads the pty so the program never blocks on a full terminal; notes when the first frame appears, and
+    when the first figures do (`figures`: a pattern of the screen's text once it shows measured values)."""
 
-    def __init__(self, fd: int, started: float, mark: bytes) -> None:
+    def __init__(self, fd: int, started: float, mark: bytes, figures: re.Pattern[bytes]) -> None:
         super().__init__(daemon=True)
-        self.fd, self.started, self.mark = fd, started, mark
+        self.fd, self.started, self.mark, self.figures = fd, started, mark, figures
         self.first_frame_s: float | None = None
+        self.first_figures_s: float | None = None
         self.bytes_read = 0
         self._tail = b""
 
@@ -66,25 +70,30 @@ class Drain(threading.Thread):
             if not chunk:
                 return
             self.bytes_read += len(chunk)
-            if self.first_frame_s is None:
+            if self.first_figures_s is None:
                 text = ANSI.sub(b"", self._tail + chunk)
-                if self.mark in text:
-                    self.first_frame_s = time.perf_counter() - self.started
+                now = time.perf_counter() - self.started
+                if self.first_frame_s is None and self.mark in text:
+                    self.first_frame_s = now
+                if self.first_frame_s is not None and self.figures.search(text):
+                    self.first_figures_s = now
                 self._tail = text[-64:]
 
 
-def measure(argv: list[str], mark: bytes, seconds: float, cols: int, rows: int, env: dict[str, str]) -> dict:
+def measure(
+    argv: list[str], mark: bytes, figures: bytes, seconds: float, cols: int, rows: int, env: dict[str, str]
+) -> dict:
     started = time.perf_counter()
     pid, fd = spawn(argv, cols, rows, env)
-    drain = Drain(fd, started, mark)
+    drain = Drain(fd, started, mark, re.compile(figures))
     drain.start()
     proc = psutil.Process(pid)
     try:
         deadline = time.perf_counter() + 30
-        while drain.first_frame_s is None and time.perf_counter() < deadline:
+        while drain.first_figures_s is None and time.perf_counter() < deadline:
             time.sleep(0.01)
-        if drain.first_frame_s is None:
-            raise SystemExit(f"no first frame within 30 s from {' '.join(argv)}")
+        if drain.first_figures_s is None:
+            raise SystemExit(f"no first frame with figures within 30 s from {' '.join(argv)}")
         time.sleep(3.0)  # start-up work (imports, first layout) ends before the window
         before = proc.cpu_times()
         t0 = time.perf_counter()
@@ -93,7 +102,12 @@ def measure(argv: list[str], mark: bytes, seconds: float, cols: int, rows: int, 
         elapsed = time.perf_counter() - t0
         rss = proc.memory_info().rss
         busy = (after.user - before.user) + (after.system - before.system)
-        return {"cpu": 100.0 * busy / elapsed, "rss": rss / 2**20, "first": drain.first_frame_s}
+        return {
+            "cpu": 100.0 * busy / elapsed,
+            "rss": rss / 2**20,
+            "first": drain.first_frame_s,
+            "figures": drain.first_figures_s,
+        }
     finally:
         try:
             proc.kill()
@@ -103,11 +117,18 @@ def measure(argv: list[str], mark: bytes, seconds: float, cols: int, rows: int, 
         os.close(fd)
 
 
-def programs(hz: float, others: str | None, home: str) -> dict[str, tuple[list[str], bytes, dict[str, str]]]:
+Program = tuple[list[str], bytes, bytes, dict[str, str]]  # argv, first-frame mark, first-figures pattern, env
+
+
+def programs(hz: float, others: str | None, home: str) -> dict[str, Program]:
     env = dict(os.environ)
+    # memsight's first frame may come before its first sample ("headroom: waiting for the first sample…"):
+    # its first figures are the headroom gauge's figure; the minimal app's first frame has its figures
     out = {
-        "memsight": ([sys.executable, "-m", "tui.cli", "watch", "--hz", str(hz)], b"headroom", env),
-        "minimal": ([sys.executable, "bench/minimal_monitor.py", "--hz", str(hz)], b"available", env),
+        "memsight": ([sys.executable, "-m", "tui.cli", "watch", "--hz", str(hz)], b"headroom",
+                     rb"headroom \d", env),  # fmt: skip
+        "minimal": ([sys.executable, "bench/minimal_monitor.py", "--hz", str(hz)], b"available",
+                    rb"available \d", env),  # fmt: skip
     }
     if others:
         bpytop, glances = os.path.join(others, "bpytop"), os.path.join(others, "glances")
@@ -115,10 +136,10 @@ def programs(hz: float, others: str | None, home: str) -> dict[str, tuple[list[s
             conf = pathlib.Path(home, ".config", "bpytop")
             conf.mkdir(parents=True, exist_ok=True)
             (conf / "bpytop.conf").write_text(f"update_ms={round(1000 / hz)}\nshow_init=False\n")
-            out["bpytop"] = ([bpytop], b"mem", dict(env, HOME=home))
+            out["bpytop"] = ([bpytop], b"mem", rb"mem", dict(env, HOME=home))
         if os.path.exists(glances):
             # glances refreshes at most once a second (-t 1): its figure is at 1 Hz whatever --hz is
-            out["glances"] = ([glances, "-t", str(max(1.0, 1 / hz))], b"MEM", env)
+            out["glances"] = ([glances, "-t", str(max(1.0, 1 / hz))], b"MEM", rb"MEM", env)
     return out
 
 
@@ -140,20 +161,23 @@ def side_by_side(hz: float, seconds: float, rounds: int, cols: int, rows: int, o
         for r in range(rounds):
             order = names[r % len(names):] + names[: r % len(names)]
             for name in order:
-                argv, mark, env = progs[name]
-                results[name].append(measure(argv, mark, seconds, cols, rows, env))
+                argv, mark, figures, env = progs[name]
+                results[name].append(measure(argv, mark, figures, seconds, cols, rows, env))
             last = {n: results[n][-1] for n in order}
             cells = [f"{n} {x['cpu']:.2f}% {x['rss']:.0f} MiB" for n, x in last.items()]
             print(f"round {r + 1}: " + ", ".join(cells))
         print(f"load average after: {load()}")
-    print(f"{'program':<10} {'CPU % of one core':>24} {'RSS MiB':>22} {'first frame s':>22}")
+    heads = ("CPU % of one core", "RSS MiB", "first frame s", "first figures s")
+    print(f"{'program':<10} {heads[0]:>24} {heads[1]:>22} {heads[2]:>22} {heads[3]:>22}")
     for name in names:
         rs = results[name]
-        first = [x["first"] for x in rs] if name in ("memsight", "minimal") else None
+        timed = name in ("memsight", "minimal")
+        first = spread([x["first"] for x in rs], ".3f") if timed else "-"
+        figures = spread([x["figures"] for x in rs], ".3f") if timed else "-"
         print(f"{name:<10} {spread([x['cpu'] for x in rs]):>24} {spread([x['rss'] for x in rs], '.1f'):>22} "
-              f"{spread(first, '.3f') if first else '-':>22}")  # fmt: skip
+              f"{first:>22} {figures:>22}")  # fmt: skip
     mine, base = results["memsight"], results["minimal"]
-    for key, what in (("cpu", "CPU"), ("rss", "RSS"), ("first", "first frame")):
+    for key, what in (("cpu", "CPU"), ("rss", "RSS"), ("first", "first frame"), ("figures", "first figures")):
         ratios = [m[key] / b[key] for m, b in zip(mine, base, strict=True)]
         print(f"memsight / minimal app, {what}: {spread(ratios)} (per round)")
     return 0

@@ -37,7 +37,6 @@ from collectors.alerts import AlertOptions
 from collectors.errors import CollectorError
 from collectors.nvml_collector import NVMLCollector
 from collectors.os_collector import OSCollector
-from collectors.peers import PeerWatcher
 from collectors.pool import PoolSampler
 from collectors.recorder import Recorder
 from collectors.snapshots import AgentRecord, MonitorState
@@ -112,7 +111,11 @@ class Monitor:
             self.vllm = VLLMMetrics(vllm_url, timeout_s=vllm_timeout_s, clock=clock)
         self.vllm_hz = min(vllm_hz, VLLM_MAX_HZ)
         # --peer: other machines' exporters, each on its own thread (a bad URL fails here, before any starts)
-        self.peers = [PeerWatcher(url) for url in peers]
+        self.peers: list = []
+        if peers:  # their scraper (prometheus_client, urllib) is imported only when a peer is watched
+            from collectors.peers import PeerWatcher  # noqa: PLC0415
+
+            self.peers = [PeerWatcher(url) for url in peers]
         if self.peers:
             self.builder.peers = lambda: tuple(w.latest for w in self.peers)
         # an engine's own endpoint (--engine-url) and the child's log followed for SGLang / llama.cpp / Ollama

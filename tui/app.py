@@ -26,7 +26,6 @@ from planner.catalog import catalog_names
 from planner.formats import weight_formats
 from planner.machines import MACHINES, Machine
 from tui import options
-from tui.screens.engine_live import device_for_pool, engine_comparison, engine_line, engine_plan, held_bytes
 from tui.screens.help import HelpScreen
 from tui.screens.live import LiveScreen, LiveView
 from tui.screens.peer_view import peer_lines
@@ -34,7 +33,6 @@ from tui.screens.plan import FIELDS, PlanChoices, PlanScreen, PlanView
 from tui.screens.pool_view import pool_data
 from tui.screens.processes import ProcessesScreen
 from tui.screens.roofline import RooflineScreen
-from tui.screens.startup_view import StartupWatch
 from tui.screens.view_model import (
     PlanSource,
     VLLMPlan,
@@ -260,7 +258,7 @@ class MemsightApp(App[int]):
         self._vllm_plan: tuple[tuple, VLLMPlan] | None = None  # (inputs key, vLLM's plan for them)
         self._base_comparisons: tuple = ()  # the bucket comparisons before the vLLM process's is put in
         self._vllm_parts_memo: tuple | None = None  # (log, state, plan inputs, _vllm_parts of them)
-        self._startup_watch = StartupWatch()  # the vLLM start's stages and host samples
+        self._startup_watch: Any = None  # startup_view.StartupWatch: the vLLM start, once seen
         self._engine_plan_memo: tuple | None = None  # (followed log, model, its EnginePlan): not vLLM's
         self._child_key: tuple | None = None
         self._rows_memo: tuple | None = None  # (the OS table they were made from, own and thresholds, rows)
@@ -612,6 +610,10 @@ class MemsightApp(App[int]):
         if parts is None or state is None:
             return ""
         log, pids = parts[0], parts[5]
+        if self._startup_watch is None:  # under memsight run with a vLLM log only: imported then
+            from tui.screens.startup_view import StartupWatch  # noqa: PLC0415
+
+            self._startup_watch = StartupWatch()
         self._startup_watch.observe(log, state, pids, time.time())
         return self._startup_watch.line(log, state, pids, self.vllm_hints)
 
@@ -627,6 +629,8 @@ class MemsightApp(App[int]):
             comparisons = with_vllm(comparisons, pool, vllm)
         engine = self._engine_parts() if parts is None else None
         if engine is not None and engine[2] is not None:
+            from tui.screens.engine_live import engine_comparison  # noqa: PLC0415
+
             followed, pool, device, plan, held, what = engine
             shown = engine_comparison(state, pool, followed, device, plan, held, what, self.child.pid)
             comparisons = with_vllm(comparisons, pool, shown)
@@ -638,6 +642,10 @@ class MemsightApp(App[int]):
         state = self.scoped_state or self.state
         if self.child is None or state is None or state.engine_log is None:
             return None
+        # an engine's log is followed only under memsight run: its modules (and the engines' planners) are
+        # imported then, not by every `memsight watch`
+        from tui.screens.engine_live import device_for_pool, engine_plan, held_bytes  # noqa: PLC0415
+
         followed = state.engine_log
         pids = frozenset(self.child.family(a.pid for a in state.agents)) | {self.child.pid}
         if state.os is not None:  # the engine's workers are the command's descendants (their parent chain)
@@ -654,6 +662,8 @@ class MemsightApp(App[int]):
         parts = self._engine_parts()
         if parts is None:
             return ""
+        from tui.screens.engine_live import engine_line  # noqa: PLC0415
+
         followed, _, device, plan, held, what = parts
         return engine_line(followed, device, plan, held, what)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.text import Text
 from textual.app import App, ComposeResult
 
 from tui.widgets.alert_log import AlertLog
@@ -202,21 +203,37 @@ def test_decimate_keeps_every_spike_and_the_newest_sample():
     assert short == t[:10] and same == gap[:10]
 
 
+def _ramp(n: int):
+    """A chart series of n samples, one a second."""
+    from tui.widgets.data import ChartSeries  # noqa: PLC0415
+
+    t = tuple(float(i) for i in range(n))
+    return ChartSeries(t=t, allocated=t, reserved=tuple(2 * v for v in t), gap=t)
+
+
+def _one_widget_app(widget) -> App:
+    """An app showing only `widget`."""
+
+    class OneWidgetApp(App):
+        def compose(self) -> ComposeResult:
+            yield widget
+
+    return OneWidgetApp()
+
+
+def _chart_app(min_redraw_s: float) -> App:
+    from tui.widgets.gap_chart import GapChart  # noqa: PLC0415
+
+    return _one_widget_app(GapChart(min_redraw_s=min_redraw_s, id="chart"))
+
+
 async def test_gap_chart_redraws_at_most_once_per_interval_and_never_drops_the_latest():
     import asyncio
 
-    from tui.widgets.data import ChartSeries
     from tui.widgets.gap_chart import GapChart
 
-    def series(n: int) -> ChartSeries:
-        t = tuple(float(i) for i in range(n))
-        return ChartSeries(t=t, allocated=t, reserved=tuple(2 * v for v in t), gap=t)
-
-    class ChartApp(App):
-        def compose(self) -> ComposeResult:
-            yield GapChart(min_redraw_s=0.3, id="chart")
-
-    app = ChartApp()
+    series = _ramp
+    app = _chart_app(0.3)
     async with app.run_test(size=(80, 20)) as pilot:
         chart = app.query_one(GapChart)
         chart.update_data(series(3))
@@ -256,3 +273,106 @@ def test_words_and_numbers_on_the_screens():
                          scope="this run's agents only (pid 4121)")  # fmt: skip
     (peak,) = [line for line in summary_lines(summary) if line.startswith("peak MiB")]
     assert peak == "peak MiB: weights 2.00 — this run's agents only (pid 4121)"
+
+
+def matrix_text(rows) -> Text:
+    """GapChart's runs as the Text textual-plotext shows: Text.from_ansi of plotext's canvas (one Text per
+    row of runs, the empty line after plotext's last newline kept)."""
+    lines = []
+    for runs in rows:
+        line = Text()
+        for chars, style in runs:
+            line.append(chars, style)
+        lines.append(line)
+    lines.append(Text())
+    return Text("\n").join(lines)
+
+
+async def test_the_chart_picture_is_the_strips_textual_makes_of_plotexts_text():
+    """GapChart draws plotext's matrix as strips itself (issue 20: the ANSI text, its parse and Textual's
+    Content were three quarters of a redraw); the strips are exactly those of Textual's own path for the
+    Text that textual-plotext shows (Text.from_ansi of the canvas): every character, style and offset."""
+    import math  # noqa: PLC0415
+
+    from textual.visual import Visual, visualize  # noqa: PLC0415
+
+    from tui.widgets.data import ChartSeries  # noqa: PLC0415
+    from tui.widgets.gap_chart import GapChart  # noqa: PLC0415
+
+    n = 300
+    t = tuple(i / 2 for i in range(n))
+    data = ChartSeries(
+        t=t,
+        allocated=tuple(2e9 + 3e8 * math.sin(i / 20) for i in range(n)),
+        reserved=tuple(3e9 + 1e8 * math.cos(i / 7) for i in range(n)),
+        gap=tuple(1e9 + (5e8 if i == 150 else 0) for i in range(n)),
+    )
+
+    app = _one_widget_app(GapChart(id="chart"))
+    async with app.run_test(size=(90, 30)) as pilot:
+        chart = app.query_one(GapChart)
+        chart.update_data(data)
+        await pilot.pause()
+        picture = chart._build()
+        width, height = chart.content_size.width, chart.content_size.height
+        ours = Visual.to_strips(chart, picture, width, height, chart.visual_style)
+        textuals = Visual.to_strips(chart, visualize(chart, matrix_text(picture.rows)), width, height,
+                                    chart.visual_style)  # fmt: skip
+        assert len(ours) == len(textuals) == height
+        assert [list(s) for s in ours] == [list(s) for s in textuals]
+        assert "PyTorch allocated / reserved / gap" in "".join(s.text for s in ours)
+
+
+async def test_the_gap_chart_redraws_with_the_tick_that_ends_its_interval():
+    """A tick arriving a few ms before the interval ends redraws there (one screen update with the other
+    widgets), not on a timer of its own just after it; with no tick, the timer still draws the latest."""
+    import asyncio  # noqa: PLC0415
+
+    from tui.widgets.gap_chart import REDRAW_SLACK_S, GapChart  # noqa: PLC0415
+
+    series = _ramp
+    app = _chart_app(0.4)
+    async with app.run_test(size=(80, 20)) as pilot:
+        chart = app.query_one(GapChart)
+        chart.update_data(series(3))
+        drawn = chart.draw_count
+        chart.update_data(series(4))  # mid-interval: waits
+        assert chart.draw_count == drawn and chart._pending is not None
+        await asyncio.sleep(0.4 - REDRAW_SLACK_S / 2)
+        chart.update_data(series(5))  # the tick just before the interval ends: drawn now, the timer stopped
+        assert chart.draw_count == drawn + 1 and chart._pending is None
+        await asyncio.sleep(0.6)
+        await pilot.pause()
+        assert chart.draw_count == drawn + 1  # no second draw from a timer
+
+
+async def test_the_pool_panel_redraws_at_display_resolution_and_lays_out_only_for_a_new_height():
+    """Its bytes move at every sample; a move below its figures' 0.1 GiB and the bar's cells redraws
+    nothing, a new figure repaints it in place, and only a new line count lays the screen out again."""
+    from dataclasses import replace  # noqa: PLC0415
+
+    from tui.widgets.data import PoolData  # noqa: PLC0415
+    from tui.widgets.pool_parts import PoolParts  # noqa: PLC0415
+
+    def pool(free: int, lines: tuple[str, ...]) -> PoolData:
+        parts = (Segment("processes", 4 * GIB), Segment("free", free))
+        return PoolData("where the pool is: host memory, 16.0 GiB (MemTotal)", 16 * GIB, parts, lines)
+
+    app = _one_widget_app(PoolParts(id="pool"))
+    async with app.run_test(size=(100, 20)) as pilot:
+        panel = app.query_one(PoolParts)
+        first = pool(10 * GIB, ("▓ processes (anon) 4.0 · ░ free 10.0 GiB",))
+        assert panel.update_data(first) is True
+        await pilot.pause()
+        assert panel.size.height == 3
+        nudged = replace(first, parts=(first.parts[0], Segment("free", 10 * GIB + 2**20)))
+        assert panel.update_data(nudged) is False and panel.data == nudged  # kept, not redrawn
+        moved = pool(9 * GIB, ("▓ processes (anon) 4.0 · ░ free 9.0 GiB",))
+        assert panel.update_data(moved) is True
+        assert not panel._layout_required  # the same height: repainted in place
+        await pilot.pause()
+        longer = replace(moved, alert_lines=("kernel log: the NVIDIA driver could not get memory",))
+        assert panel.update_data(longer) is True
+        assert panel._layout_required  # a line more: laid out again
+        await pilot.pause()
+        assert panel.size.height == 4

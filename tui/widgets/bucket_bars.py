@@ -119,6 +119,7 @@ class BucketBars(Widget):
     def __init__(self, data: BucketComparison | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
         self._data = data
+        self._shown = _signature(data)  # of what is drawn: computed once per value, not again at each tick
 
     @property
     def data(self) -> BucketComparison | None:
@@ -131,8 +132,10 @@ class BucketBars(Widget):
             return False
         previous = self._data
         self._data = data
-        if _signature(data) == _signature(previous):
+        signature = _signature(data)
+        if signature == self._shown:
             return False
+        self._shown = signature
         # a new layout only when the widget's height can change (a line appears or goes)
         self.refresh(layout=previous is None or _shape(previous) != _shape(data))
         return True

@@ -7,9 +7,13 @@ import time
 from collections.abc import Callable, Sequence
 
 import plotext._utility as plotext_utility
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual.strip import Strip
+from textual.style import Style as VisualStyle
 from textual.timer import Timer
+from textual.visual import Visual
 from textual_plotext import PlotextPlot
 
 from tui.widgets.data import ChartSeries
@@ -20,6 +24,10 @@ GIB = 2**30
 # filled the whole height and read as a cliff. Headroom moves in GiB; the allocator in fractions of one.
 MIN_SPAN_HEADROOM_BYTES = GIB
 MIN_SPAN_ALLOCATOR_BYTES = GIB // 2
+# A tick that comes this much before the redraw interval is over still redraws: the app's ticks and the
+# last redraw are a few ms apart, and a redraw on its own timer, just after the tick, cost a second screen
+# update (the whole screen's compositing) every second.
+REDRAW_SLACK_S = 0.05
 
 
 def y_limits(values: Sequence[float], min_span: float) -> tuple[float, float]:
@@ -53,8 +61,8 @@ class GapChart(PlotextPlot):
         self.draw_count = 0  # how many times the figure was rebuilt (tests / bench: nothing when unchanged)
         # plotext's build() is the costliest thing the monitor does: reuse its output until the figure
         # (draw_count), the size or the theme changes
-        self._built: tuple[tuple, Text] | None = None
-        self._styles: dict[tuple, Style | None] = {}  # plotext (fg, style, bg) -> Rich style (matrix_text)
+        self._built: tuple[tuple, ChartPicture] | None = None
+        self._styles: dict[tuple, Style | None] = {}  # plotext (fg, style, bg) -> Rich style (matrix_runs)
 
     @property
     def data(self) -> ChartSeries | None:
@@ -73,13 +81,17 @@ class GapChart(PlotextPlot):
         self._data = data
         self.set_class(not data.t and not data.fallback_t, "-empty")
         wait = self.min_redraw_s - (time.monotonic() - self._drawn_at)
-        if wait <= 0 or not self.is_mounted:
+        if wait <= REDRAW_SLACK_S or not self.is_mounted:
             self._redraw()
         elif self._pending is None:
-            self._pending = self.set_timer(wait, self._redraw)
+            # normally the tick that comes once the interval is over redraws (in the same screen update as
+            # the other widgets); the timer, a little later, only when no new data comes by then
+            self._pending = self.set_timer(wait + REDRAW_SLACK_S, self._redraw)
         return True
 
     def _redraw(self) -> None:
+        if self._pending is not None:
+            self._pending.stop()
         self._pending = None
         self._drawn_at = time.monotonic()
         self._draw()
@@ -95,18 +107,19 @@ class GapChart(PlotextPlot):
             self._built = (key, self._build())
         return self._built[1]
 
-    def _build(self) -> Text:
+    def _build(self) -> ChartPicture:
         """PlotextPlot.render's picture, made from plotext's character and colour matrices directly: plotext
-        would write the matrices out as ANSI text and Rich would parse it back (two thirds of a redraw's
-        time). The styles come from Rich's own parse of plotext's own escape codes, once per colour triple,
-        so the Text is the one Text.from_ansi(plt.build()) gives (the snapshot tests hold it to that)."""
+        would write the matrices out as ANSI text, Rich would parse it back and Textual turn that Text into
+        strips again (together three quarters of a redraw's time). The styles come from Rich's own parse of
+        plotext's own escape codes, once per colour triple, so the strips are the ones Textual makes of
+        Text.from_ansi(plt.build()) (tests/tui/test_widgets.py and the snapshot tests hold them to that)."""
         figure = self._plot
         figure.plotsize(self.size.width, self.size.height)
         figure._set_size(self.size.width, self.size.height)  # as PlotextPlot.render (textual-plotext #5)
         figure.theme(self._get_plotext_theme_name(self.app.theme))
         figure._set_sizes()  # what figure.build() does, without writing the ANSI text
         figure._build_matrix()
-        return matrix_text(figure.monitor.matrix, self._styles)
+        return ChartPicture(matrix_runs(figure.monitor.matrix, self._styles), self.app.ansi_theme)
 
     def _draw(self) -> None:
         plt = self.plt
@@ -144,14 +157,14 @@ class GapChart(PlotextPlot):
         return max(32, 2 * self.size.width)
 
 
-def matrix_text(matrix, styles: dict[tuple, Style | None]) -> Text:
-    """A plotext matrix (marker, fullground, style and background per cell) as the Text that
-    Text.from_ansi(matrix.set_canvas()) makes of it: the same runs of one colour triple, each styled as Rich
-    parses plotext's escape codes for it (parsed once per triple, kept in `styles`)."""
-    lines = []
+def matrix_runs(matrix, styles: dict[tuple, Style | None]) -> list[list[tuple[str, Style | None]]]:
+    """A plotext matrix (marker, fullground, style and background per cell) as rows, top row first, of runs
+    of one colour triple: (characters, the Rich style Rich parses plotext's escape codes for into; None for
+    none), parsed once per triple and kept in `styles`."""
+    rows = []
     markers, fg, st, bg = matrix.marker, matrix.fullground, matrix.style, matrix.background
-    for row in matrix.Rows[::-1]:  # set_canvas writes the top row first
-        line = Text()
+    for row in matrix.Rows[::-1]:  # plotext writes the top row first
+        runs = []
         cols = len(markers[row])
         col = 0
         while col < cols:
@@ -165,11 +178,54 @@ def matrix_text(matrix, styles: dict[tuple, Style | None]) -> Text:
                 codes = plotext_utility.colors_to_ansi(*colors)
                 parsed = Text.from_ansi(codes + "x" + plotext_utility.ansi_end)
                 style = styles[key] = parsed.spans[0].style if parsed.spans else None
-            line.append("".join(markers[row][col:end]), style)
+            runs.append(("".join(markers[row][col:end]), style))
             col = end
-        lines.append(line)
-    lines.append(Text())  # plotext ends its canvas with a newline, and Rich keeps the empty line after it
-    return Text("\n").join(lines)
+        rows.append(runs)
+    return rows
+
+
+class ChartPicture(Visual):
+    """The chart's runs drawn as strips directly, with the segments Textual's own path (Rich Text, then
+    Content.render on the widget's style) makes of them: a styled run is a segment of the widget's style and
+    the run's, unstyled runs side by side are one segment of the widget's style, each marked with its offset
+    (text selection) as Content marks it."""
+
+    def __init__(self, rows: list[list[tuple[str, Style | None]]], ansi_theme) -> None:
+        self.rows = rows
+        self.ansi_theme = ansi_theme  # the app's, as Textual converts a Rich style with it
+
+    @property
+    def plain(self) -> str:
+        """The picture's characters, a line per row (what Text.plain gives of the Text it stands for)."""
+        return "\n".join("".join(chars for chars, _ in runs) for runs in self.rows)
+
+    def get_optimal_width(self, rules, container_width: int) -> int:
+        return max((sum(len(chars) for chars, _ in runs) for runs in self.rows), default=0)
+
+    def get_height(self, rules, width: int) -> int:
+        return len(self.rows)
+
+    def render_strips(self, width: int, height: int | None, style: VisualStyle, options) -> list[Strip]:
+        combined: dict[Style | None, VisualStyle] = {None: style}
+        strips = []
+        for y, runs in enumerate(self.rows if height is None else self.rows[:height]):
+            merged: list[tuple[str, Style | None]] = []
+            for chars, rich in runs:
+                if rich is None and merged and merged[-1][1] is None:
+                    merged[-1] = (merged[-1][0] + chars, None)
+                else:
+                    merged.append((chars, rich))
+            segments = []
+            x = 0
+            for chars, rich in merged:
+                text_style = combined.get(rich)
+                if text_style is None:
+                    span = VisualStyle.from_rich_style(rich, self.ansi_theme)
+                    text_style = combined[rich] = VisualStyle.combine([style, span])
+                segments.append(Segment(chars, (style + text_style).rich_style_with_offset(x, y)))
+                x += len(chars)
+            strips.append(Strip(segments, x))
+        return strips
 
 
 _UNPARSED = object()

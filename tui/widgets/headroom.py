@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import groupby
+
 from rich.text import Text
 from textual.widget import Widget
 
@@ -47,6 +49,7 @@ class HeadroomGauge(Widget):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self._data: HeadroomData | None = None
+        self._shown: tuple | None = None  # the signature of what is drawn
 
     @property
     def data(self) -> HeadroomData | None:
@@ -55,10 +58,11 @@ class HeadroomGauge(Widget):
     def update_data(self, data: HeadroomData) -> bool:
         if data == self._data:
             return False
-        before = _signature(self._data)
         self._data = data
-        if _signature(data) == before:  # the same figure and level at display resolution
+        signature = _signature(data)
+        if signature == self._shown:  # the same figure and level at display resolution
             return False
+        self._shown = signature
         self.refresh()
         return True
 
@@ -88,11 +92,12 @@ class HeadroomGauge(Widget):
             free_cells = round(width * min(data.headroom_bytes, data.total_bytes) / data.total_bytes)
             # the warning threshold, measured from the free end of the gauge
             warn_at = width - round(width * min(data.warn_bytes, data.total_bytes) / data.total_bytes)
-            for cell in range(width):
-                if cell == warn_at and 0 < warn_at < width:
-                    bar.append("│", style="bold yellow")
-                elif cell < width - free_cells:
-                    bar.append("█", style="grey35")
-                else:
-                    bar.append("█", style=style)
+            used = width - free_cells
+            # one run per colour (a span per cell made the gauge the dearest line to draw): used, free, with
+            # the warning mark in place of the cell it stands on
+            runs = [("█", "grey35")] * used + [("█", style)] * free_cells
+            if 0 < warn_at < width:
+                runs[warn_at] = ("│", "bold yellow")
+            for (glyph, glyph_style), group in groupby(runs):
+                bar.append(glyph * len(list(group)), style=glyph_style)
         return line + bar
