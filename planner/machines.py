@@ -159,7 +159,10 @@ def get_machine(
     if os_reserve_bytes is not None:
         if os_reserve_bytes < 0:
             raise PlannerError(f"OS reserve must not be negative, got {os_reserve_bytes} bytes")
-        machine = replace(machine, os_reserve_bytes=os_reserve_bytes)
+        # the preset's label names its own reserve ("10 GiB assumed for the OS"): say the given one beside it
+        given = f"{os_reserve_bytes / GiB:.2f} GiB for the OS and other processes given"
+        label = f"{machine.label}; {given}" + ("" if name == CUSTOM_MACHINE else " instead")
+        machine = replace(machine, label=label, os_reserve_bytes=os_reserve_bytes)
     if machine.os_reserve_bytes >= machine.capacity_bytes:
         raise PlannerError(
             f"OS reserve ({machine.os_reserve_bytes / GiB:.2f} GiB) leaves nothing of the "

@@ -233,6 +233,16 @@ def test_machine_presets():
     assert custom.capacity_bytes == 40 * GiB and custom.os_reserve_bytes == 0
     with pytest.raises(PlannerError, match="leaves nothing"):
         get_machine("spark", capacity_bytes=8 * GiB)
+    # a given reserve replaces the preset's, and the label the plan prints says so (it named only the preset's
+    # "10 GiB assumed" while the plan used the given 30)
+    spark = get_machine("spark", os_reserve_bytes=30 * GiB)
+    assert spark.os_reserve_bytes == 30 * GiB
+    assert spark.label.endswith(
+        "assumed for the OS and other processes; 30.00 GiB for the OS and other processes given instead"
+    )
+    assert get_machine("custom", capacity_bytes=40 * GiB, os_reserve_bytes=2 * GiB).label == (
+        "40.00 GiB capacity given; 2.00 GiB for the OS and other processes given"
+    )
 
 
 def test_this_machine_from_meminfo_and_from_nvml(tmp_path):

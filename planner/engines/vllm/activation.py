@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from planner.activations import ACTIVATION_BYTES
-from planner.engines.vllm.moe import fused_moe_forward_bytes
+from planner.engines.vllm.moe import fused_moe_forward_bytes, mxfp4_expert_layout
+from planner.engines.vllm.runner_v2 import GUMBEL_BLOCK, WORKSPACE_READ, runs_model_runner_v2
 from planner.engines.vllm.version import DEFAULT_VLLM_VERSION, Version, default_engine, parse_version
 from planner.errors import PlannerError
 from planner.formats import format_info
@@ -183,9 +184,11 @@ def _forward_phase(
     engine: str,
     cuda_capability: tuple[int, int] | None,
     terms: list[str],
+    dp: int = 1,
 ) -> int:
     """The forward pass's peak on one rank (bytes): the last decoder layer's live tensors, the all-reduce
-    copy under TP, quantized GEMMs' temporaries and the fused-MoE buffers."""
+    copy under TP, quantized GEMMs' temporaries and the fused-MoE buffers (`dp`: data-parallel ranks whose
+    tokens a MoE layer all-gathers)."""
     a = ACTIVATION_BYTES  # BF16/FP16 activations (vLLM runs fp32 checkpoints in 16 bits by default)
     h = spec.hidden_size
     mlp = ceil_div(spec.intermediate_size, tp)  # column-parallel gate_up / row-parallel down split I over TP
@@ -232,7 +235,10 @@ def _forward_phase(
         forward = max(forward, in_down_gemm)
     elif fmt in ("awq", "gptq"):
         terms.append(f"{fmt} below sm 80 uses non-Marlin kernels whose temporaries are not modelled")
-    if spec.num_experts:
+    kept_workspace = _kept_workspace_transient(spec, n, tp, fmt, ver, engine, cuda_capability, terms, dp)
+    if kept_workspace is not None:
+        forward = max(n * a * at_o_proj, kept_workspace)
+    elif spec.num_experts:
         moe_peak = fused_moe_forward_bytes(spec, n, tp=tp, fmt=fmt, activation_bytes=a)
         if moe_peak is None:
             terms.append(
@@ -248,6 +254,46 @@ def _forward_phase(
             "forward peak can be lower than this eager figure; --enforce-eager runs exactly this"
         )
     return forward
+
+
+def _kept_workspace_transient(
+    spec: ModelSpec,
+    n: int,
+    tp: int,
+    fmt: str,
+    ver: Version,
+    engine: str,
+    cuda_capability: tuple[int, int] | None,
+    terms: list[str],
+    dp: int = 1,
+) -> int | None:
+    """The MoE layer's transient tensors where its expert caches live in the kept fused-MoE workspace
+    (MXFP4 on Marlin, V1 vLLM >= 0.29: runner_v2.moe_workspace counts the workspace as consumed memory),
+    else None. Alive at the experts: the decoder layer's input, residual and normed MoE input (3h), the input
+    padded to the kernel's hidden size K (F.pad, v0.29.0:model_executor/layers/fused_moe/runner/moe_runner.py:
+    524-551), the router logits [n, E], select_experts' fp32 weights and int32 ids [n, k], and the layer's
+    output [n, h]; with data parallelism, the naive DP/EP dispatch's all-gathered padded input and top-k
+    of every DP rank (prepare_finalize/naive_dp_ep.py:112-183)."""
+    if not spec.num_experts or fmt != "mxfp4" or engine != "V1" or ver < WORKSPACE_READ:
+        return None
+    if cuda_capability is None:
+        return None
+    layout = mxfp4_expert_layout(spec, ver, cuda_capability, tp)
+    if layout.backend != "MARLIN":
+        return None
+    a = ACTIVATION_BYTES
+    h, k, e = spec.hidden_size, spec.experts_per_token, spec.num_experts
+    padded = n * layout.hidden * a if layout.hidden != h else 0
+    top_k = n * k * (FP32_BYTES + 4)
+    gathered = dp * (n * layout.hidden * a + top_k) if dp > 1 else 0
+    transient = n * a * (4 * h + e) + padded + top_k + gathered
+    terms.append(
+        f"MoE layers (Marlin MXFP4, vLLM >= 0.29): the expert caches are the kept workspace (runner_v2.py), "
+        f"not activation; transient {n} x (4h + E) x {a} + padded input {padded:,} + top-k {top_k:,}"
+        + (f" + input and top-k all-gathered over {dp} DP ranks {gathered:,}" if gathered else "")
+        + f" = {transient:,} B"
+    )
+    return transient
 
 
 def _sampler_phase(
@@ -268,6 +314,8 @@ def _sampler_phase(
     vocab_padded = ceil_div(vocab, VOCAB_PADDING) * VOCAB_PADDING
     n = tokens
     r = rows
+    if engine == "V1" and runs_model_runner_v2(spec, ver):
+        return _v2_sampler_phase(vocab, vocab_padded, h, n, r, sampler_path, terms), 0
     # Sampler phase: the forward's temporaries are gone; the final hidden states stay referenced.
     # V1 0.7.x has no dummy sampler run ("TODO(woosuk): Consider the memory usage of the sampler"): 0.7.0 -
     # 0.7.2 compute the logits of EVERY dummy token (v0.7.1:vllm/v1/worker/gpu_model_runner.py:985-987
@@ -303,6 +351,28 @@ def _sampler_phase(
     )
     terms.append(f"hidden states held while sampling: {hidden:,} B")
     return _SamplerPhase(hidden, logits, sampler, sampler_path), kept
+
+
+def _v2_sampler_phase(
+    vocab: int, vocab_padded: int, h: int, n: int, r: int, sampler_path: str | None, terms: list[str]
+) -> _SamplerPhase:
+    """Model runner V2's dummy sampler run (planner/engines/vllm/runner_v2.py): the greedy Gumbel argmax on
+    the logits as they are. Held: the dummy run's hidden states and the rows it gathered
+    (v0.29.0:vllm/v1/worker/gpu/model_runner.py:823-825, 851-883), the logits, and gumbel_sample's partial
+    argmax (int64) and maximum (fp32) per 1,024-wide block (sample/gumbel.py:275-279)."""
+    a = ACTIVATION_BYTES
+    hidden = n * h * a + r * h * a
+    logits = r * vocab_padded * a
+    sampler = r * ceil_div(vocab, GUMBEL_BLOCK) * (INT64_BYTES + FP32_BYTES)
+    terms.append(
+        f"sampler (model runner V2, greedy Gumbel argmax on the logits, no fp32 copy): {sampler:,} B of "
+        "partial maxima (v0.29.0:vllm/v1/worker/gpu/sample/sampler.py:217-219, 289-320; every sampling "
+        "state is its default in the dummy run, sample/states.py:17-36)"
+        + (f"; the sampler path given ({sampler_path}) is the V1 runner's" if sampler_path else "")
+    )
+    terms.append(f"logits: {r} rows x {vocab_padded} (vocab padded to 64) x {a} B = {logits:,} B")
+    terms.append(f"hidden states held while sampling: {n} + {r} rows x h x {a} B = {hidden:,} B")
+    return _SamplerPhase(hidden, logits, sampler, "v2-greedy")
 
 
 def _sampler_temporaries(
@@ -387,9 +457,9 @@ def _run_buffers(
         terms.append("V1 >= 0.27 logs the transient peak only: kept allocations are not part of it")
     if engine == "V1" and ver > (0, 20, 0):
         terms.append(
-            "V1 > 0.20 may use model runner V2 (by default for some architectures from 0.22, for all from "
-            "0.29: planner/engines/vllm/version.py model_runner_v2), whose sampler was not derived; the V1 "
-            "runner's dummy sampler run is applied"
+            "V1 > 0.20 runs model runner V2 by default for some architectures from 0.22, for all from 0.29 "
+            "(planner/engines/vllm/version.py model_runner_v2); for those its own dummy sampler run is taken "
+            "(runner_v2.py, read in 0.29.0)"
         )
     buffers = 0
     if engine == "V1" and ver < (0, 9, 1):
@@ -414,8 +484,10 @@ def profile_activation(
     cuda_capability: tuple[int, int] | None = None,
     sampler_path: str | None = None,
     sm_count: int | None = None,
+    dp: int = 1,
 ) -> ProfileActivation:
-    """The PyTorch peak of vLLM's profile run on one rank, PREDICTED from the code of `version`.
+    """The PyTorch peak of vLLM's profile run on one rank, PREDICTED from the code of `version` (`dp`: the
+    data-parallel size, for the MoE layers' all-gathered tokens).
 
     V0 (v0.6.6:worker/model_runner.py profile_run, v0.8.5.post1:_dummy_run): max_num_seqs dummy prompts that
     add up to max_num_batched_tokens tokens, one forward pass, logits of each prompt's last token, and the
@@ -451,7 +523,7 @@ def profile_activation(
     fmt = format_info(weight_format or spec.default_format).name
     forward = _forward_phase(
         spec, tokens=n, tp=tp, fmt=fmt, ver=ver, rule=rule, engine=engine, cuda_capability=cuda_capability,
-        terms=terms,
+        terms=terms, dp=dp,
     )  # fmt: skip
     phase_s, kept = _sampler_phase(
         spec, tokens=n, rows=r, ver=ver, engine=engine, sampler_path=sampler_path, sm_count=sm_count,

@@ -38,7 +38,8 @@ from planner.engines.vllm.overheads import (
     predicted_non_torch,
 )
 from planner.engines.vllm.pool import VLLMPool, vllm_pool
-from planner.engines.vllm.version import Version, default_engine, model_runner_v2, parse_version
+from planner.engines.vllm.runner_v2 import runs_model_runner_v2, with_consumed
+from planner.engines.vllm.version import default_engine, parse_version
 from planner.engines.worksheet import Row, Term, Worksheet, worksheet_json
 from planner.errors import PlannerError
 from planner.units import GiB
@@ -190,7 +191,9 @@ def explain(
         device=run.device,
     )
     era = non_torch_era(run.version, run.engine, run.enforce_eager)
-    pool, graphs, weight_notes, activation_notes, tower = _predict_pool(run, setting, non_torch, notes)
+    pool, graphs, weight_notes, activation_notes, tower, non_torch = _predict_pool(
+        run, setting, non_torch, notes
+    )
     fmt = run.weight_format
     terms = (
         Term("device total", run.total_bytes, run.total_how, run.total_source),
@@ -503,10 +506,11 @@ def _max_model_len(log: VLLMLog, setting: _Settings, spec: Any, inputs: list[tup
 
 def _predict_pool(
     run: _Run, setting: _Settings, non_torch: Term, notes: list[str]
-) -> tuple[VLLMPool, Term, list[str], list[str], Any]:
-    """(pool, graph estimate, weight notes, activation notes, vision tower): the pool sized as vLLM would,
-    with what vLLM holds beyond the checkpoint (padded MoE experts, a vision tower), the encoder's profile
-    run and the CUDA-graph estimate, each needing the pool's resolved scheduler limits first."""
+) -> tuple[VLLMPool, Term, list[str], list[str], Any, Term]:
+    """(pool, graph estimate, weight notes, activation notes, vision tower, non-torch): the pool sized as vLLM
+    would, with what vLLM holds beyond the checkpoint (padded MoE experts, a vision tower), the encoder's
+    profile run, what 0.27+ counts as consumed after its baseline (runner_v2.py) and the CUDA-graph estimate,
+    each needing the pool's resolved scheduler limits first."""
     spec, device = run.spec, run.device
     weights_per_stage: list[int] | None = None
     activation_given: int | None = None  # set when the profile run has more than the decoder (an encoder)
@@ -523,7 +527,7 @@ def _predict_pool(
             weight_format=run.weight_format,
             weights_bytes=weights_per_stage,
             activation_bytes=activation_given,
-            non_torch_bytes=non_torch.bytes,
+            non_torch_bytes=non_torch_bytes,
             kv_dtype=run.kv_dtype,
             tp=run.tp,
             pp=run.pp,
@@ -538,11 +542,19 @@ def _predict_pool(
             block_size=run.block_size,
             async_scheduling=run.async_scheduling,
             scheduler_total_bytes=device.scheduler_total_bytes if device else None,
+            data_parallel=run.dp,
         )
 
     # The graph estimate needs the pool's resolved max_num_seqs, so the pool is sized once without graphs,
     # then again with them deducted.
+    non_torch_bytes = non_torch.bytes
     pool = pool_with(run.max_num_seqs, run.max_num_batched_tokens, 0)
+    non_torch = with_consumed(
+        non_torch, run.spec, version=run.version, engine=run.engine, pool=pool,
+        fmt=run.weight_format or spec.default_format, capability=device.capability if device else None,
+        tp=run.tp, dp=run.dp, expert_parallel=run.expert_parallel,
+    )  # fmt: skip
+    non_torch_bytes = non_torch.bytes
     # What vLLM holds beyond the checkpoint's tensors (padded MoE experts, ...), per pipeline stage.
     layout = (
         spec,
@@ -605,7 +617,7 @@ def _predict_pool(
     )
     if graphs.bytes:
         pool = pool_with(pool.max_num_seqs, pool.max_num_batched_tokens, graphs.bytes)
-    return pool, graphs, weight_notes, activation_notes, tower
+    return pool, graphs, weight_notes, activation_notes, tower, non_torch
 
 
 def _vision_tower(
@@ -842,21 +854,15 @@ def _worksheet(log: VLLMLog, pool: VLLMPool) -> str:
 
 _MODEL_RUNNER_V2 = (
     "vLLM {version} runs {model_type} on model runner V2 by default (planner/engines/vllm/version.py "
-    "model_runner_v2, from vLLM's config/vllm.py), whose profile run, persistent buffers and graph capture "
-    "are not derived: the V1 runner's are applied. One it adds, read but not applied (no worksheet row "
-    "holds V2's buffers yet): the penalties' "
-    "output_bin_counts, {seqs} x {vocab:,} int32 = {counts:.2f} GiB (v0.29.0:vllm/v1/worker/gpu/sample/"
-    "penalties.py:38-42), allocated after the baseline, so from 0.27 (the pool takes free memory before the "
-    "instance minus after the profile, v0.29.0:vllm/utils/mem_utils.py:312-326) it is used memory"
+    "model_runner_v2, from vLLM's config/vllm.py). Derived from its source (planner/engines/vllm/"
+    "runner_v2.py, read in 0.29.0): its persistent buffers (the penalties' output_bin_counts, {seqs} x "
+    "{vocab:,} int32 = {counts:.2f} GiB, and the sampler's tables) and, from 0.27, the kept fused-MoE "
+    "workspace (MXFP4 experts on Marlin; other expert kernels' workspaces are not derived), in non-torch "
+    "(consumed memory after the baseline); its greedy dummy sampler run in the activation. Not derived: its "
+    "CUDA-graph estimate, which it measures on the device by capturing every PIECEWISE graph and the two "
+    "largest FULL graphs (v0.29.0:vllm/v1/worker/gpu/cudagraph_utils.py:717-831); the bytes per graph are "
+    "the driver's and are EMPIRICAL here (H100 logs of the V1 runner, 0.19)"
 )
-
-
-def _runs_model_runner_v2(spec: Any, ver: Version) -> bool:
-    kinds = {layer.attention.kind for layer in spec.layers if layer.attention is not None}
-    return model_runner_v2(
-        ver, spec.model_type, moe=spec.num_experts > 0, hybrid=bool(kinds & {"linear", "mamba"}),
-        quantized=spec.quantization is not None,
-    )  # fmt: skip
 
 
 def _not_modelled(run: _Run, log: VLLMLog, pool: VLLMPool) -> list[str]:
@@ -876,7 +882,7 @@ def _not_modelled(run: _Run, log: VLLMLog, pool: VLLMPool) -> list[str]:
             "allocates inside the profiling window (torch.compile, tokenizer, buffers) counts as non-torch "
             "growth; not modelled"
         )
-    if run.engine == "V1" and _runs_model_runner_v2(run.spec, ver):
+    if run.engine == "V1" and runs_model_runner_v2(run.spec, ver):
         notes.append(_MODEL_RUNNER_V2.format(
             version=run.version, model_type=run.spec.model_type,
             counts=pool.max_num_seqs * run.spec.vocab_size * 4 / GiB, seqs=pool.max_num_seqs,

@@ -14,6 +14,7 @@ from typing import Any
 from planner.engines.vllm.moe import vllm_weight_extras
 from planner.engines.vllm.overheads import Device, device_total, predicted_cudagraphs, predicted_non_torch
 from planner.engines.vllm.pool import VLLMPool, vllm_pool
+from planner.engines.vllm.runner_v2 import with_consumed
 from planner.engines.vllm.version import DEFAULT_VLLM_VERSION, default_engine, parse_version
 from planner.errors import PlannerError
 from planner.units import GiB
@@ -111,7 +112,6 @@ def predict(spec: Any, arguments: VLLMArguments, plan: Any) -> VLLMPool:
             enforce_eager=arguments.enforce_eager,
             device=recorded,
         )
-        notes.append(f"non-torch {_g(non_torch.bytes)} GiB PREDICTED: {non_torch.source}")
     total = _device_total(arguments, plan, recorded, notes)
 
     def pool_with(cudagraph_bytes: int) -> VLLMPool:
@@ -144,6 +144,13 @@ def predict(spec: Any, arguments: VLLMArguments, plan: Any) -> VLLMPool:
             mamba_ssm_cache_dtype=arguments.mamba_ssm_cache_dtype,
         )
 
+    if non_torch is not None:
+        # What 0.27+ holds after the profile beyond the weights needs the pool's resolved scheduler limits.
+        non_torch = with_consumed(
+            non_torch, spec, version=version, engine=engine, pool=pool_with(0), fmt=plan.weights.format,
+            capability=capability, tp=inputs.tp,
+        )  # fmt: skip
+        notes.append(f"non-torch {_g(non_torch.bytes)} GiB PREDICTED: {non_torch.source}")
     if arguments.cudagraph_bytes is not None or arguments.kv_pool_bytes is not None:
         pool = pool_with(arguments.cudagraph_bytes or 0)
     else:

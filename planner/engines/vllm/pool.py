@@ -215,6 +215,7 @@ def vllm_pool(
     mamba_ssm_cache_dtype: str = "auto",
     enable_prefix_caching: bool | None = None,
     scheduler_total_bytes: int | None = None,
+    data_parallel: int = 1,
 ) -> VLLMPool:
     """Pool bytes, blocks, KV tokens and max concurrency as vLLM `version` computes and logs them.
 
@@ -227,7 +228,7 @@ def vllm_pool(
     mamba_ssm_cache_dtype is vLLM's --mamba-ssm-cache-dtype ("auto": the per-model default);
     enable_prefix_caching (None: the version's default) matters for hybrids only. scheduler_total_bytes:
     the total vLLM's scheduler defaults read (NVML's; 0 where NVML cannot answer, as on GB10), when it is not
-    total_bytes.
+    total_bytes. data_parallel: the DP size, for the MoE layers' all-gathered tokens in the profile run.
     """
     ver = parse_version(version)
     notes: list[str] = []
@@ -274,6 +275,7 @@ def vllm_pool(
             cuda_capability=cuda_capability,
             sampler_path=sampler_path,
             sm_count=sm_count,
+            dp=data_parallel,
         )
         stage_activation = _stage_activations(spec, profile, topology.pp, notes)
     else:
