@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import math
 import os
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -825,9 +826,10 @@ class _Processes:
         self._rows: dict[int, list] = {}  # id -> row of the current table (held: their ids are not reused)
         self._runs: dict[tuple, tuple[_Source, int, int]] = {}  # (pid, start) -> source, first epoch, rows
         self._sources: dict[tuple, _Source] = {}
-        self._first: list[float] = []  # per epoch: the time of its first OS event,
-        self._last: list[float] = []  # of its last one,
-        self._events: list[int] = []  # and how many there were
+        # per epoch (one a table change: tens of thousands a day), as machine numbers, not Python objects:
+        self._first = array("d")  # the time of its first OS event,
+        self._last = array("d")  # of its last one,
+        self._events = array("q")  # and how many there were
 
     def add(self, t: float, table: list, cmdlines: dict) -> None:
         if table is self._table:
