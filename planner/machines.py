@@ -132,6 +132,14 @@ def this_machine(
     )
 
 
+def _with_given(label: str, given: str, name: str) -> str:
+    """A machine's label with a figure the user gave: beside the preset's own ("... instead"), or alone on a
+    custom machine, whose label is only what was given."""
+    if name == CUSTOM_MACHINE:
+        return f"{label}; {given}" if label else given
+    return f"{label}; {given} instead"
+
+
 def get_machine(
     name: str,
     *,
@@ -153,16 +161,16 @@ def get_machine(
     if capacity_bytes is not None:
         if capacity_bytes <= 0:
             raise PlannerError(f"capacity must be positive, got {capacity_bytes} bytes")
-        given = f"{capacity_bytes / GiB:.2f} GiB capacity given"
-        label = given if name == CUSTOM_MACHINE else f"{machine.label}; {given} instead"
+        label = _with_given(machine.label, f"{capacity_bytes / GiB:.2f} GiB capacity given", name)
         machine = replace(machine, label=label, capacity_bytes=capacity_bytes)
     if os_reserve_bytes is not None:
         if os_reserve_bytes < 0:
             raise PlannerError(f"OS reserve must not be negative, got {os_reserve_bytes} bytes")
         # the preset's label names its own reserve ("10 GiB assumed for the OS"): say the given one beside it
         given = f"{os_reserve_bytes / GiB:.2f} GiB for the OS and other processes given"
-        label = f"{machine.label}; {given}" + ("" if name == CUSTOM_MACHINE else " instead")
-        machine = replace(machine, label=label, os_reserve_bytes=os_reserve_bytes)
+        machine = replace(
+            machine, label=_with_given(machine.label, given, name), os_reserve_bytes=os_reserve_bytes
+        )
     if machine.os_reserve_bytes >= machine.capacity_bytes:
         raise PlannerError(
             f"OS reserve ({machine.os_reserve_bytes / GiB:.2f} GiB) leaves nothing of the "
