@@ -3,7 +3,6 @@ table's own unit (KiB, MiB or GiB: fmt.unit_for)."""
 
 from __future__ import annotations
 
-from rich.console import Group, RenderableType
 from rich.text import Text
 from textual.widget import Widget
 
@@ -16,6 +15,7 @@ from tui.widgets.data import (
     Segment,
 )
 from tui.widgets.fmt import Unit, figure, places, shown, signed_figure, size, split_cells, unit_for
+from tui.widgets.lines import LineCache, LinePicture
 
 LABEL_WIDTH = 10  # "measured  " / "plan      "
 
@@ -120,6 +120,7 @@ class BucketBars(Widget):
         super().__init__(**kwargs)
         self._data = data
         self._shown = _signature(data)  # of what is drawn: computed once per value, not again at each tick
+        self._lines = LineCache()  # the strips of the lines drawn: only changed lines are drawn again
 
     @property
     def data(self) -> BucketComparison | None:
@@ -149,7 +150,7 @@ class BucketBars(Widget):
             totals.append(sum(s.bytes or 0 for s in data.planned))
         return max(totals)
 
-    def render(self) -> RenderableType:
+    def render(self) -> Text | LinePicture:
         data = self._data
         if data is None:
             return Text("waiting for the first sample…", style="italic")
@@ -159,7 +160,7 @@ class BucketBars(Widget):
         head = Text()
         head.append(data.title, style="bold")
         head.append(f"   scale {size(scale)}", style="grey62")
-        lines: list[RenderableType] = [head]
+        lines: list[Text] = [head]
         measured_line = Text("measured  ", style="bold")
         measured_line.append_text(stacked_bar(data.measured, cells, scale))
         lines.append(measured_line)
@@ -177,8 +178,8 @@ class BucketBars(Widget):
             lines.append(Text(note, style="grey62", overflow="ellipsis", no_wrap=True))
         if data.missing:
             lines.append(Text(data.missing, style="yellow", overflow="ellipsis", no_wrap=True))
-        lines.append(self._table(data))
-        return Group(*lines)
+        lines.extend(self._table(data).split("\n"))  # a row at a time: the rows whose figures changed
+        return LinePicture(self, lines, self._lines)
 
     def _table(self, data: BucketComparison) -> Text:
         """Fixed-width columns as one Text (a Rich Table costs several times more to lay out each tick)."""
