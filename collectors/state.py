@@ -536,22 +536,8 @@ class StateBuilder:
             summary = self.summary.add(state, raised, own)
             state = replace(state, alerts=tuple(self.alerts), summary=summary)
             self.recent[-1] = _for_alerts(state)
-            self._drop_old_process_tables(t)
             self.state = state
             return state
-
-    def _drop_old_process_tables(self, t: float) -> None:
-        """States in `recent` older than the process-growth window keep no process table: no rule reads one
-        there (alerts.process_growth compares with the oldest state inside that window), and at 2 Hz a minute
-        of tables was nearly all `recent` held (1.2 MiB with 110 processes; the OS rescans once a second)."""
-        window = self.alert_options.growth_window_s
-        recent = self.recent
-        for i in range(len(recent)):
-            old = recent[i]
-            if t - old.t <= window:
-                return
-            if old.os is not None and old.os.processes:
-                recent[i] = replace(old, os=replace(old.os, processes=()))
 
 
 _NO_HISTORY: Mapping[str, tuple[tuple[float, ...], ...]] = MappingProxyType({})

@@ -104,24 +104,3 @@ def test_a_ring_holds_what_it_was_given_and_never_more_than_its_bound():
         ring.append(i * 2.5, [1.0] * 9)
     assert ring.held_bytes == ring.nbytes == Ring.bytes_for(9)
 
-
-def test_states_past_the_growth_window_keep_no_process_table_and_growth_is_still_caught():
-    from collectors.snapshots import ProcessInfo
-    from collectors.state import StateBuilder
-    from tests.collectors.builders import GiB, os_snapshot
-
-    builder = StateBuilder()
-    window = builder.alert_options.growth_window_s  # 30 s; `recent` keeps the alert window, 60 s
-    grown = []
-    for k in range(121):  # a minute at 2 Hz; the process grows 3 GiB over the last 20 s
-        t = 1000.0 + k / 2
-        rss = 2 * GiB + (3 * GiB * (k - 80) // 40 if k > 80 else 0)
-        proc = ProcessInfo(7, "python", "python train.py", "me", rss, None, False, start_ticks=5)
-        builder.update_os(os_snapshot(t, 40 * GiB, (proc,)))
-        state = builder.build(t)
-        grown += [a for a in state.alerts if a.kind == "process_growth" and a not in grown]
-    now = builder.recent[-1].t
-    assert now - builder.recent[0].t == 60.0
-    for old in builder.recent:
-        assert (old.os.processes == ()) == (now - old.t > window)
-    assert len(grown) == 1 and grown[0].pid == 7  # read from the oldest state inside the window, as before
