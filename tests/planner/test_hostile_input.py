@@ -281,6 +281,21 @@ def _explain_edited(engine: str, log: str, old: str, new: str):
     return eng.explain(eng.read_log(text.replace(old, new, 1)), OPTIONS[engine])
 
 
+@pytest.mark.parametrize("unit", ["GiB", "GB", "KiB"])
+def test_a_llama_cpp_buffer_in_another_unit_is_refused_naming_its_line(tmp_path, unit):
+    """llama.cpp prints every buffer size in MiB. A KV buffer line edited to GiB was skipped, so a log
+    holding only such lines read as one cut before its metadata: it is refused at that line, by its unit."""
+    text = (ENGINE_DATA / LLAMACPP_CPU).read_text()
+    old = "CPU KV buffer size =     8.00 MiB"
+    assert old in text
+    (tmp_path / "llama.log").write_text(text.replace(old, f"CPU KV buffer size =     0.01 {unit}"))
+    line = one_line_refusal(memsight("explain", str(tmp_path / "llama.log")))
+    assert line == (
+        f"memsight: line 122: 0.01 {unit} is in a unit llama.cpp does not print there (its buffer sizes are "
+        "always in MiB)"
+    )
+
+
 @pytest.mark.parametrize(
     ("engine", "log", "old", "new"),
     [
