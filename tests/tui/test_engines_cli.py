@@ -128,6 +128,28 @@ def test_engine_plans_say_how_their_users_relate_to_the_plan_s_max_users():
     assert 'memsight\'s "max users" (64) is how many users at 8,192 tokens fit the whole capacity' in ollama
 
 
+def test_a_file_with_two_engines_starts_says_which_one_is_explained(tmp_path):
+    """A vLLM start and a llama.cpp run pasted into one file: llama.cpp's is explained (the registry's order)
+    and a note names the other run's lines; an engine's own log that embeds another's (Ollama's server log
+    carries llama.cpp's lines, SGLang's carries vLLM's) gets no such note."""
+    data = REPO_ROOT / "tests" / "data"
+    vllm = (data / "vllm_logs" / "pr10511_v0.6.5dev_llama3-8b_h100_tp1.log").read_text()
+    llama = (data / "llamacpp_logs" / "ci_b3448_x86cpu_pythia14b_q4_0.log").read_text()
+    (tmp_path / "both.log").write_text(vllm + llama)
+    notes = json.loads(memsight("explain", str(tmp_path / "both.log"), "--json").stdout)["notes"]
+    assert notes[-1] == (
+        "this file also holds vLLM's start-up lines (two runs in one file?): only llama.cpp's start is "
+        "explained here; give each run's log on its own to explain the other"
+    )
+    for log, flags in (
+        (data / "ollama_logs" / "ollama11292_llama3.1-8b-q4km_windows.log", ("--model", "llama-3.1-8b")),
+        (SGLANG, ("--model", "qwen2.5-32b")),
+    ):
+        out = memsight("explain", str(log), *flags, "--json")
+        assert out.returncode == 0, out.stderr
+        assert not any("also holds" in note for note in json.loads(out.stdout)["notes"])
+
+
 def test_tiny_figures_outside_the_screens_keep_three_significant_digits():
     # a 2.5 MiB GGUF's explain: each predicted term in its own unit, never "0.00 GiB"
     tiny = REPO_ROOT / "tests" / "data" / "llamacpp_local" / "b1_0c1e570_cpu_tiny_c4096_np2.log"
