@@ -877,12 +877,8 @@ def _moe_layer_mask(f: _Fields, model_type: str, num_layers: int, num_experts: i
     return [i not in dense and (i + 1) % step == 0 for i in range(num_layers)]
 
 
-def _nemotron_h(
-    f: _Fields, config: Mapping[str, Any], decoder: Mapping[str, Any], name: str, hidden: int, heads: int,
-    kv_heads: int, head_dim: int, vocab: int, tie: bool, dtype: str, quant: QuantSpec | None,
-    max_pos: int | None,
-) -> ModelSpec:  # fmt: skip
-    """Nemotron-H: a stack of single-mixer blocks, M (Mamba-2), * (attention), - (MLP), E (MoE)."""
+def _nemotron_blocks(decoder: Mapping[str, Any], name: str) -> str:
+    """Nemotron-H's block pattern, one symbol per block, from hybrid_override_pattern or layers_block_type."""
     pattern = decoder.get("hybrid_override_pattern")
     block_types = decoder.get("layers_block_type") or decoder.get("layer_types")
     symbol = {"mamba": "M", "linear_attention": "M", "attention": "*", "full_attention": "*", "mlp": "-",
@@ -922,6 +918,16 @@ def _nemotron_h(
             f"{name}: num_hidden_layers ({declared}) contradicts "
             f"hybrid_override_pattern ({len(blocks)} blocks)"
         )
+    return blocks
+
+
+def _nemotron_h(
+    f: _Fields, config: Mapping[str, Any], decoder: Mapping[str, Any], name: str, hidden: int, heads: int,
+    kv_heads: int, head_dim: int, vocab: int, tie: bool, dtype: str, quant: QuantSpec | None,
+    max_pos: int | None,
+) -> ModelSpec:  # fmt: skip
+    """Nemotron-H: a stack of single-mixer blocks, M (Mamba-2), * (attention), - (MLP), E (MoE)."""
+    blocks = _nemotron_blocks(decoder, name)
     mamba = MambaShapes(
         num_heads=f.int("mamba_num_heads"),
         head_dim=f.int("mamba_head_dim"),
