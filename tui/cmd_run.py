@@ -26,7 +26,6 @@ import tempfile
 import threading
 import time
 
-from collectors.flight import DEFAULT_LIMIT_BYTES, KEEP_RUNS
 from tui.options import argparse_type, parse_size
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
@@ -38,6 +37,9 @@ STOP_GRACE_S = 10.0  # after a stop signal, how long CMD may take to exit before
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
+    # the flight recorder's figures imported here, not at the top: `memsight watch` borrows this module's
+    # export options, and its first frame does not wait for the recorder's modules (issue 20)
+    from collectors.flight import DEFAULT_LIMIT_BYTES, KEEP_RUNS  # noqa: PLC0415
     from tui.cmd_watch import add_display_arguments  # noqa: PLC0415  (one definition of the shared options)
 
     parser.add_argument("--headless", action="store_true", help="no UI: sample (and record) until CMD exits")
