@@ -1,8 +1,9 @@
-"""`memsight watch` draws the Live screen's first frame before it imports the planner, the collectors' monitor,
-pynvml, psutil and plotext (issue 20: the first frame pays only for what it shows); the monitor, the plan inputs
-and the gap chart come right after it, and the screen then shows its figures. A behaviour test (which modules a
-fresh interpreter had loaded when the first frame was drawn), not a timing one: bench/monitor_cpu.py measures
-the time. The command runs through tui.cli.main as a user runs it, headless (no terminal in a test)."""
+"""`memsight watch` draws the Live screen's first frame before it imports the planner, the collectors'
+monitor, pynvml, psutil and plotext (issue 20: the first frame pays only for what it shows); the monitor,
+the plan inputs and the gap chart come right after it, and the screen then shows its figures. A behaviour
+test (which modules a fresh interpreter had loaded when the first frame was drawn), not a timing one:
+bench/monitor_cpu.py measures the time. The command runs through tui.cli.main as a user runs it, headless
+(no terminal in a test)."""
 
 from __future__ import annotations
 
