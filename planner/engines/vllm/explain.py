@@ -883,10 +883,18 @@ def _not_modelled(run: _Run, log: VLLMLog, pool: VLLMPool) -> list[str]:
             f"{pool.max_num_seqs}; v0.13.0:vllm/engine/arg_utils.py:1786-1791)"
         )
     if device is not None and device.key == "gb10":
+        compiled = log.facts.get("compile_seconds")
         notes.append(
-            "unified memory (GB10): mem_get_info's free memory is the machine's, so host memory the process "
-            "allocates inside the profiling window (torch.compile, tokenizer, buffers) counts as non-torch "
-            "growth; not modelled"
+            "unified memory (GB10): vLLM's free memory there is the host's MemAvailable "
+            "(v0.13.0:vllm/utils/mem_utils.py:85-111; cudaMemGetInfo before 0.11.1), a machine-wide figure, "
+            "so host memory taken anywhere on the machine between the baseline and the end of the profile "
+            "run counts as non-torch growth"
+            + (
+                f" (torch.compile and its workers ran inside it: {compiled[0]} s, line {compiled[1]})"
+                if compiled
+                else ""
+            )
+            + "; not modelled"
         )
     if run.engine == "V1" and runs_model_runner_v2(run.spec, ver):
         notes.append(_MODEL_RUNNER_V2.format(
@@ -968,6 +976,8 @@ def stage_problem(log: VLLMLog) -> str | None:
     the KV cache was sized; None when complete."""
     if log.is_vllm and (platform := platform_problem(log)) is not None:
         return platform
+    if log.is_vllm and log.refused:
+        return log.refused[0]
     if not log.is_vllm:
         if log.error:
             return (
