@@ -270,6 +270,10 @@ def test_a_negative_figure_is_read_only_where_vllm_can_log_one():
         "-0.94GiB.\n"
     )
     assert (v0.first("non_torch").value, v0.first("kv_pool").value, v0.refused) == (-0.51, -0.94, ())
+    graphs = parse_log(
+        "INFO 01-16 14:20:28 [gpu_model_runner.py:4587] Graph capturing finished in 3 secs, took -0.22 GiB\n"
+    )
+    assert (graphs.first("cudagraph_actual").value, graphs.refused) == (-0.22, ())
     text = (LOGS / "mlops_v0.22.1_qwen3-30b-a3b-fp8_h100.log").read_bytes().decode()  # keeps its \r
     bad = parse_log(
         text.replace("Model loading took 29.08 GiB", "Model loading took -29.08 GiB").replace(

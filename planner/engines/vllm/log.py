@@ -63,9 +63,10 @@ _WORKER = re.compile(
 )
 _NUM = r"(-?[\d.]+)"
 # The figures vLLM can log below zero: the pool ("Available KV cache memory: -2.14 GiB", vllm #23278; V0's
-# "reserved for KV Cache is -0.94GiB") and V0's non-torch growth after its baseline ("non_torch_memory takes
-# -0.51GiB"). Every other one is a size or a count, 0 or more (planner.engines.base.plausible).
-SIGNED_FIGURES = frozenset({"kv_pool", "non_torch"})
+# "reserved for KV Cache is -0.94GiB"), V0's non-torch growth after its baseline ("non_torch_memory takes
+# -0.51GiB") and the graph capture's change of free memory ("Graph capturing finished in 3 secs, took -0.22
+# GiB", in public logs). Every other one is a size or a count, 0 or more (planner.engines.base.plausible).
+SIGNED_FIGURES = frozenset({"kv_pool", "non_torch", "cudagraph_actual"})
 
 
 @dataclass(frozen=True, slots=True)
