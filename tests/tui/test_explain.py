@@ -89,7 +89,7 @@ CASES = (
          "0.6.5", "kv_pool", "Meta-Llama-3-8B, H100, vllm PR #10511", "0.6.5 dev",
          "non-torch: this development build logged 1.79 GiB (3.58 at TP=2); released 0.6.5 counts only the "
          "growth after its baseline (0.14 GiB predicted: an H100's local memory) and the build's commit is "
-         "not readable here", explain_says="non-torch -1.65 GiB"),
+         "not readable here", explain_says="a development build wrote this log"),
     Case("issue10360_v0.6.4.post1_qwen25-32b-awq_a6000.log",
          ("--model", "qwen2.5-32b", "-q", "awq", "--vllm-version", "0.6.4", "--max-model-len", "4096"),
          "0.6.4", "kv_pool", "Qwen2.5-32B-Instruct-AWQ, A6000, vllm #10360", "0.6.4.post1",

@@ -904,6 +904,12 @@ def _not_modelled(run: _Run, log: VLLMLog, pool: VLLMPool) -> list[str]:
         ))  # fmt: skip
     if "dev" in run.version or "rc" in run.version:
         notes.append(f"{run.version} is a development build: what it counts may differ from the release's")
+    elif log.fact("profile_table"):
+        notes.append(
+            f"a development build wrote this log: its \"Memory profiling results:\" table (line "
+            f"{log.facts['profile_table'][1]}) is no release's wording (a 0.6.5 development build's, vllm PR "
+            "#10511), so what it counts may differ from the release's"
+        )
     if log.setting("kv_transfer_config") or log.setting("kv_connector"):
         notes.append("a KV connector is configured (kv_transfer_config): its device buffers are not modelled")
     if run.weight_format == "nvfp4" or (run.spec.default_format or "") == "nvfp4":

@@ -362,6 +362,10 @@ FACTS: tuple[tuple[str, re.Pattern[str], str | None], ...] = (
         re.compile(r"CUDA graph memory profiling will be enabled by default"),
         "not deducted",
     ),
+    # the breakdown as a table under a bare "Memory profiling results:" line: no release read prints it
+    # (0.6.4's line goes on with the figures, 0.6.5's worker.py:225 is one "Memory profiling takes" message);
+    # a 0.6.5 development build did (vllm PR #10511, comment of 2024-12-14)
+    ("profile_table", re.compile(r"^Memory profiling results:\s*$"), "yes"),
     # torch.compile's time, inside V1's profiling window (v0.13.0:vllm/compilation/monitor.py:35
     # "torch.compile takes %.2f s in total"; "took" in 0.22)
     ("compile_seconds", re.compile(r"torch\.compile (?:takes|took) ([\d.]+) s in total"), None),
