@@ -162,7 +162,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     vllm.add_argument(
         "--gpu-memory-utilization",
         type=argparse_type(parse_number, "--gpu-memory-utilization", strict=True),
-        default=None,  # vLLM's 0.9 is filled in by _check_vllm_flags, so that a given value can be told apart
+        default=None,  # the version's default is set by _check_vllm_flags, so a given value can be told apart
         help="vLLM's share of the GPU (default: the version's, 0.92 from vLLM 0.20, 0.9 before)",
     )
     vllm.add_argument(

@@ -85,8 +85,8 @@ class VLLMLog(FigureLookups):
     error_line: int | None
     lines: int
     notes: tuple[str, ...] = ()
-    # figures no vLLM prints (a negative size, inf, nan, 1e999): "line N: TEXT UNIT is ..."; not in `figures`,
-    # and explain refuses the log naming the first (the live follower just leaves them out)
+    # figures no vLLM prints (a negative size or count, one past the int64 range): "line N: TEXT UNIT is ...";
+    # not in `figures`; explain refuses the log naming the first (the live follower just leaves them out)
     refused: tuple[str, ...] = ()
     # the line saying the sampler runs FlashInfer's top-k/top-p ("Using FlashInfer for top-p & top-k
     # sampling.": TopKTopPSampler.__init__, v0.10.0 topk_topp_sampler.py:49, v0.11.0 :56, v0.24.0 :55)
