@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 from collectors.snapshots import MonitorState
 from planner.engines.vllm.log import STAGES
-from planner.engines.vllm.overheads import predicted_non_torch
+from planner.engines.vllm.overheads import Device, device_total, predicted_non_torch
 from planner.engines.vllm.startup import (
     DeviceMemory,
     admission,
@@ -119,14 +119,15 @@ class StartupWatch:
             verdict = admission(version, engine, utilization, device)
             fixes = f" · fix: {verdict.fixes[0]}" if verdict.fixes and not verdict.passes else ""
             return "will it start? " + verdict_line(verdict) + fixes
-        return self.profile_line(log, version, engine)
+        return self.profile_line(log, version, engine, state)
 
-    def profile_line(self, log, version: str, engine: str) -> str:
+    def profile_line(self, log, version: str, engine: str, state: MonitorState) -> str:
         """After the profile run: what grew on the host while vLLM measured, when its non-torch is high."""
         logged = _logged_non_torch(log)
         tp = int(log.setting("tensor_parallel_size") or 1)
         pp = int(log.setting("pipeline_parallel_size") or 1)
-        predicted = predicted_non_torch(version, engine, tp * pp, tp=tp).bytes
+        device = _measured_device(state)
+        predicted = predicted_non_torch(version, engine, tp * pp, tp=tp, device=device).bytes
         if logged is None or logged - predicted <= max(FAR_ABOVE_BYTES, predicted):
             return ""
         start, end = self.stage_t.get("weights"), self.stage_t.get("profiling") or self.stage_t.get("pool")
@@ -147,6 +148,17 @@ class StartupWatch:
         grew.append(f"the engine's resident memory {_gib(heap)} (a compiler heap: torch.compile, Triton)")
         grew.append(f"MemAvailable fell {_gib(base.mem_available - min(s.mem_available for s in window))}")
         return f"{head}: {', '.join(grew)}; vLLM took that from its KV cache"
+
+
+def _measured_device(state: MonitorState) -> Device | None:
+    """The GPU NVML names, as the planner's table knows it (its resident threads size the non-torch part
+    vLLM counts); None where NVML names none or the table lacks it, and the prediction says so."""
+    if not state.nvml.devices:
+        return None
+    try:
+        return device_total(state.nvml.devices[0].name)
+    except PlannerError:
+        return None
 
 
 def _logged_non_torch(log) -> int | None:
