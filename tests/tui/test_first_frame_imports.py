@@ -19,9 +19,9 @@ ALLOWED_OWN = {
     "tui", "tui.cli", "tui.options", "tui.cmd_watch", "tui.cmd_run", "tui.config", "tui.app", "tui.screens",
     "tui.screens.live", "tui.widgets", "tui.widgets.agents_table", "tui.widgets.alert_log",
     "tui.widgets.bucket_bars", "tui.widgets.data", "tui.widgets.fmt", "tui.widgets.footer",
-    "tui.widgets.headroom", "tui.widgets.log_tail", "tui.widgets.pool_parts", "tui.widgets.process_summary",
-    "tui.widgets.process_table", "planner", "planner.errors", "planner.limits", "planner.units", "collectors",
-    "collectors.errors", "collectors.alert_options",
+    "tui.widgets.headroom", "tui.widgets.lines", "tui.widgets.log_tail", "tui.widgets.pool_parts",
+    "tui.widgets.process_summary", "tui.widgets.process_table", "planner", "planner.errors", "planner.limits",
+    "planner.units", "collectors", "collectors.errors", "collectors.alert_options",
 }  # fmt: skip
 HEAVY = {"plotext", "textual_plotext", "pynvml", "psutil"}
 
