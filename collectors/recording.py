@@ -14,7 +14,6 @@ import dataclasses
 import functools
 import math
 import os
-from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -814,32 +813,44 @@ AGENT_SUMMARY_FIELDS = (
 
 class _Processes:
     """The per-process sources of the OS events' tables. A row seen again unchanged (format 2 keeps the
-    same row object until it changes) adds a sample, not a new value. The tables are numbered (an epoch:
-    the OS events from one table change to the next, with their first and last time); a process's run,
-    the epochs it stayed in the table with as many rows, is settled into its source when it leaves the
-    table or at the end. An unchanged table costs nothing per event, a change a few dictionary operations
-    per row, and a new row its values."""
+    same row object until it changes) adds a sample, not a new value. A process's run, the OS events it
+    stayed in the table with as many rows, is settled into its source when it leaves the table or at the
+    end: each of those events a sample per row, from the earliest of their times to the latest. An
+    unchanged table costs a count per event, a change a few dictionary operations per row, and a new row
+    its values. What it keeps is one entry per process in the current table (and the sources, one per
+    process the document lists): nothing grows with the number of events or table changes."""
 
     def __init__(self, source) -> None:
         self._source = source
         self._table: list | None = None
         self._rows: dict[int, list] = {}  # id -> row of the current table (held: their ids are not reused)
-        self._runs: dict[tuple, tuple[_Source, int, int]] = {}  # (pid, start) -> source, first epoch, rows
+        # (pid, start) -> [source, rows, events before its first, earliest time, latest time]
+        self._runs: dict[tuple, list] = {}
         self._sources: dict[tuple, _Source] = {}
-        # per epoch (one a table change: tens of thousands a day), as machine numbers, not Python objects:
-        self._first = array("d")  # the time of its first OS event,
-        self._last = array("d")  # of its last one,
-        self._events = array("q")  # and how many there were
+        self._events = 0  # OS events so far
+        self._last_t = -math.inf  # the time of the latest one
+        # While every OS time is at or after the one before (a clock that never stepped back), a run's
+        # earliest time is its first event's and its latest the last one's; once one steps back, each run
+        # keeps its own earliest and latest at every event instead.
+        self._ordered = True
 
     def add(self, t: float, table: list, cmdlines: dict) -> None:
-        if table is self._table:
-            self._events[-1] += 1
-            self._last[-1] = t
-            return
-        epoch = len(self._events)
-        self._first.append(t)
-        self._last.append(t)
-        self._events.append(1)
+        if t < self._last_t and self._ordered:
+            self._ordered = False
+            for run in self._runs.values():  # their latest so far: the last time (ordered until now)
+                run[4] = self._last_t
+        if table is not self._table:
+            self._change(t, table, cmdlines)
+        if not self._ordered:
+            for run in self._runs.values():
+                if t < run[3]:
+                    run[3] = t
+                if t > run[4]:
+                    run[4] = t
+        self._events += 1
+        self._last_t = t
+
+    def _change(self, t: float, table: list, cmdlines: dict) -> None:
         previous = self._rows
         for row in table:
             if id(row) not in previous:  # a new row: its values are samples
@@ -851,11 +862,11 @@ class _Processes:
             for key in keys:
                 counts[key] = counts.get(key, 0) + 1
         runs = self._runs
-        for key in [key for key, run in runs.items() if counts.get(key) != run[2]]:
-            self._settle(runs.pop(key), epoch)  # gone, or its rows are not as many as before
+        for key in [key for key, run in runs.items() if counts.get(key) != run[1]]:
+            self._settle(runs.pop(key))  # gone, or its rows are not as many as before
         for key, count in counts.items():
             if key not in runs:
-                runs[key] = (self._sources[key], epoch, count)
+                runs[key] = [self._sources[key], count, self._events, t, t]
         self._table, self._rows = table, {id(row): row for row in table}
 
     def _new_row(self, row: list, cmdlines: dict) -> None:
@@ -870,17 +881,15 @@ class _Processes:
         fields["growth"].add(row[4])
         src.name, src.cmdline = row[2], cmdlines.get(key, "")
 
-    def _settle(self, run: tuple[_Source, int, int], ended: int) -> None:
-        """The epochs [began, ended) of a run, into its source: each of its events a sample per row."""
-        src, began, count = run
-        first = min(self._first[began:ended])
-        last = max(self._last[began:ended])
-        src.seen(first, last, sum(self._events[began:ended]) * count)
+    def _settle(self, run: list) -> None:
+        """A run that ended before this event, into its source."""
+        src, count, began, earliest, latest = run
+        src.seen(earliest, latest if not self._ordered else self._last_t, (self._events - began) * count)
 
     def settle(self) -> None:
         """The runs of the processes still in the table (at the end of the recording)."""
         for run in self._runs.values():
-            self._settle(run, len(self._events))
+            self._settle(run)
         self._runs, self._rows, self._table = {}, {}, None
 
 
