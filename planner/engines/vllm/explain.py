@@ -39,7 +39,12 @@ from planner.engines.vllm.overheads import (
 )
 from planner.engines.vllm.pool import VLLMPool, vllm_pool
 from planner.engines.vllm.runner_v2 import runs_model_runner_v2, with_consumed
-from planner.engines.vllm.version import default_engine, parse_version
+from planner.engines.vllm.version import (
+    Version,
+    default_engine,
+    default_gpu_memory_utilization,
+    parse_version,
+)
 from planner.engines.worksheet import Row, Term, Worksheet, worksheet_json
 from planner.errors import PlannerError
 from planner.units import GiB
@@ -268,7 +273,7 @@ def _resolve_run(
     engine = log.engine or default_engine(ver)
     inputs.append(("engine", engine, "log" if log.engine else "default for the version"))
     device, total_bytes, total_how, total_source = _device_total(log, gpu, total_bytes, inputs)
-    utilization = _utilization(log, setting, inputs)
+    utilization = _utilization(log, setting, inputs, ver)
     max_model_len = _max_model_len(log, setting, spec, inputs)
     tp_text, tp_from = setting("tensor_parallel_size")
     pp_text, pp_from = setting("pipeline_parallel_size")
@@ -472,7 +477,7 @@ def _device_total(
     return device, total_bytes, total_how, total_source
 
 
-def _utilization(log: VLLMLog, setting: _Settings, inputs: list[tuple[str, str, str]]) -> float:
+def _utilization(log: VLLMLog, setting: _Settings, inputs: list[tuple[str, str, str]], ver: Version) -> float:
     util_text, util_from = setting("gpu_memory_utilization")
     util_fig = log.first("utilization")
     if util_text is not None and util_from == "given":
@@ -482,7 +487,8 @@ def _utilization(log: VLLMLog, setting: _Settings, inputs: list[tuple[str, str, 
     elif util_text is not None:
         util_how = "log"
     else:
-        util_text, util_how = "0.9", "default"
+        util_text = f"{default_gpu_memory_utilization(ver):g}"
+        util_how = "default for the version (0.9, 0.92 from 0.20)"
     util = setting_number(util_text, "gpu_memory_utilization", util_how, 0.01, 1.0, integer=False)
     inputs.append(("gpu_memory_utilization", f"{util:g}", util_how))
     return util

@@ -269,6 +269,8 @@ _FIGURES: tuple[tuple[re.Pattern[str], tuple[tuple[str, str], ...]], ...] = (
     (re.compile(rf"Model loading took {_NUM} ?(GiB|GB)"), (("weights", "unit"),)),
     (re.compile(rf"Available KV cache memory: {_NUM} ?GiB"), (("kv_pool", "GiB"),)),
     (re.compile(rf"Estimated CUDA graph memory: {_NUM} ?GiB"), (("cudagraph_estimate", "GiB"),)),
+    # 0.20+ after the pool (gpu_worker.py): "The current --gpu-memory-utilization=0.9200 is equivalent to ..."
+    (re.compile(rf"The current --gpu-memory-utilization={_NUM} is equivalent to"), (("utilization", ""),)),
     (re.compile(rf"Free memory on device \({_NUM}/{_NUM} GiB\) on startup\. "
                 rf"Desired GPU memory utilization is "
                 rf"\({_NUM}, {_NUM} GiB\)"),

@@ -36,6 +36,13 @@ def parse_version(text: str) -> Version:
     return numbers[0], numbers[1], numbers[2]
 
 
+def default_gpu_memory_utilization(version: Version) -> float:
+    """CacheConfig.gpu_memory_utilization when none is given: 0.9 up to 0.19
+    (v0.19.0:vllm/config/cache.py:41), 0.92 from 0.20.0 (v0.20.0:vllm/config/cache.py:66, the same in
+    0.21 - 0.33; EngineArgs takes the CacheConfig default, v0.20.0:vllm/engine/arg_utils.py:502)."""
+    return 0.92 if version >= (0, 20, 0) else 0.9
+
+
 def default_engine(version: Version) -> str:
     """The engine a vLLM version runs when none is named: V1 is the default from 0.8.0 (VLLM_USE_V1)."""
     return "V0" if version < (0, 8, 0) else "V1"
