@@ -855,17 +855,20 @@ class _Processes:
         self._stepped_back(t)
         self._counted(t)
 
-    def delta(self, t: float, changed: dict[tuple, list], gone: list[tuple], cmdlines: dict) -> None:
+    def delta(
+        self, t: float, changed: dict[tuple, list], gone: list[tuple], as_written: bool, cmdlines: dict
+    ) -> None:
         """An OS event whose table is the previous one (one row per process) with the `changed` rows (by
         (pid, start), in the order format 2 wrote them) set and the `gone` processes removed: as add() of
-        the whole table would fold it (collectors/recording_fast.py)."""
+        the whole table would fold it (collectors/recording_fast.py). `as_written`: `changed` is the whole
+        table, in its order (else its rows are a change, and the table is sorted by RSS)."""
         self._stepped_back(t)
         sources, runs = self._sources, self._runs
         folds, events = self._folds, self._events
         for key in gone:
             self._settle(runs.pop(key))
         items = changed.items()
-        if any(key not in sources for key in changed):
+        if not as_written and any(key not in sources for key in changed):
             # sources are made in the table's order: largest RSS first, ties in the order written
             items = sorted(items, key=_row_rss, reverse=True)
         for key, row in items:

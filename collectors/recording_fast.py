@@ -237,8 +237,11 @@ class _Folder:
         """Fold an OS change line (the general reader's _os and summary.event); False: not read here."""
         decoder = self.decoder
         scalars, stats = decoder.os, self.os_stats
-        if scalars is None or stats is None or "procs" in e:
+        if scalars is None or stats is None:
             return False
+        procs = e.get("procs", _ABSENT)
+        if procs is not _ABSENT and all(name in e for name in OS_SCALARS):
+            return False  # written in full (once a minute): the general reader
         t = e.get("t")
         if not ((type(t) is float or type(t) is int) and 0.0 <= t <= _LATEST):
             return False
@@ -254,7 +257,11 @@ class _Folder:
                 pset = value
             elif name == "pdel":
                 pdel = value
-        if pset is _ABSENT and pdel is _ABSENT:
+        if procs is not _ABSENT:  # a new table (more than half of it changed), whatever pset says
+            changed = self._table_replaced(procs)
+            if changed is None:
+                return False
+        elif pset is _ABSENT and pdel is _ABSENT:
             changed = None
         else:
             changed = self._table_change([] if pset is _ABSENT else pset, [] if pdel is _ABSENT else pdel)
@@ -283,8 +290,24 @@ class _Folder:
             self.processes.delta(t, *changed, self.summary.cmdlines)
         return True
 
-    def _table_change(self, pset: Any, pdel: Any) -> tuple[dict, list] | None:
-        """(rows set, processes gone) of a format-2 table change, the table updated (apply_proc_delta's
+    def _table_replaced(self, procs: Any) -> tuple[dict, list, bool] | None:
+        """(rows, processes gone, True) of a format-2 table written whole, each row checked as _checked_rows
+        checks it; None when the general reader is to read it (a process with two rows, before or now)."""
+        if self.twice or type(procs) is not list:
+            return None
+        for row in procs:
+            if not (type(row) is list and 7 <= len(row) <= 8 and _row_fits(*row)):
+                return None
+        table = {(row[0], row[1]): row for row in procs}
+        if len(table) < len(procs):
+            return None
+        gone = [key for key in self.table if key not in table]
+        self.table, self.rows, self.moved = table, procs, False
+        self.decoder.rows = procs
+        return table, gone, True
+
+    def _table_change(self, pset: Any, pdel: Any) -> tuple[dict, list, bool] | None:
+        """(rows set, processes gone, False) of a format-2 table change, the table updated (apply_proc_delta's
         result, by process), each row checked as _checked_rows checks it; None when the general reader is
         to say what is wrong."""
         if self.twice or type(pdel) is not list or type(pset) is not list:
@@ -321,7 +344,7 @@ class _Folder:
             table[key] = changed[key] = row
         gone = [key for key in {(x[0], x[1]): None for x in pdel} if key not in table]
         self.table, self.moved = table, True
-        return changed, gone
+        return changed, gone, False
 
     # ---- an agent's change line
     def agent(self, e: dict) -> bool:

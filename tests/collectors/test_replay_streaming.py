@@ -206,6 +206,10 @@ _CHANGES = [  # (a line, then the next change of its stream): read alike, or ref
     '{"k":"os","t":T,"pset":null}',
     '{"k":"os","t":T,"pset":[[100,5,"p",1,null,0]]}',
     '{"k":"os","t":-1,"mem_available":1}',
+    '{"k":"os","t":T,"procs":[[300,1,"z",1,null,1,"u"],[301,1,"y",9,null,1,"u",3],[100,5,"p",7,0,0,"a"]]}',
+    '{"k":"os","t":T,"procs":[[100,5,"p",1,null,0,"u"],[100,5,"p",2,null,0,"u"]]}',
+    '{"k":"os","t":T,"procs":[[100,5,"p",1,null,0,"u"]],"pset":[[555,1,2,3]]}',
+    '{"k":"os","t":T,"procs":[[100,5,"p","x",null,0,"u"]]}',
     '{"k":"nvml","t":T,"dset":[{"index":0,"used":5},{"index":0,"free":7}]}',
     '{"k":"nvml","t":T,"dset":[{"index":0,"processes":[{"pid":7001,"used_bytes":2,"kind":"compute"},'
     '{"pid":7002,"used_bytes":null,"kind":"graphics"}]}]}',
