@@ -13,13 +13,17 @@ seconds to settle; RSS is read at the end. The programs take turns within each r
 a shared machine's load falls on all of them alike; the report gives each figure's median and range over the
 rounds, and memsight's ratio to the minimal app per round (median, range). First frame = the first time the
 screen's text holds the program's mark (memsight: its headroom gauge; the minimal app: its first line); first
-figures = the first time that mark carries a measured figure (memsight draws its screen before its first
-sample is turned into figures; the minimal app's first frame has them).
+figures = the first time that mark carries a measured figure (memsight draws the Live screen's skeleton
+first, and imports the planner and the collectors, starts its monitor and plans after it; the minimal app's
+first frame has its figures). memsight's own modules run with their bytecode caches (__pycache__), as a second
+run leaves them and `pip install` writes them: the bench compiles them first (compileall), as
+bench/cli_cost.py does and says why.
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import fcntl
 import os
 import pathlib
@@ -152,6 +156,8 @@ def spread(values: list[float], fmt: str = ".2f") -> str:
 
 
 def side_by_side(hz: float, seconds: float, rounds: int, cols: int, rows: int, others: str | None) -> int:
+    for package in ("planner", "collectors", "tui"):  # with bytecode caches (the docstring says why)
+        compileall.compile_dir(REPO / package, quiet=1)
     with tempfile.TemporaryDirectory() as home:
         progs = programs(hz, others, home)
         names = list(progs)

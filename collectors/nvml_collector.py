@@ -14,6 +14,7 @@ global lock) are read at most `process_interval_s` apart (default 1 s) however o
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -23,6 +24,27 @@ from collectors.snapshots import DeviceInfo, GpuProcess, NVMLSnapshot
 # Device names (substrings) of parts whose GPU has no memory of its own. Names from nvidia-smi outputs in
 # ../shared/fixtures ("NVIDIA GB10", "NVIDIA Thor") and NVIDIA's Jetson line ("Orin").
 UNIFIED_NAME_MARKERS = ("GB10", "Thor", "Orin", "Xavier", "Tegra")
+
+
+# pynvml's way to its library (pynvml._LoadNvmlLibrary): CDLL("libnvidia-ml.so.1") on Linux. What its failure
+# reads as on screen: describe_error of pynvml's NVMLError_LibraryNotFound (a test holds the two together).
+NVML_LIBRARY = "libnvidia-ml.so.1"
+LIBRARY_NOT_FOUND = "NVMLError_LibraryNotFound (code 12): NVML Shared Library Not Found"
+
+
+def nvml_library_missing() -> str | None:
+    """Why NVML cannot load (in pynvml's words), or None when its shared library loads (or on Windows, where
+    pynvml searches folders of its own). Probed as pynvml loads it, so that a machine without NVIDIA's driver
+    never imports pynvml: its module costs 2.3 MiB resident, only to learn that there is no GPU."""
+    if sys.platform.startswith("win"):
+        return None
+    import ctypes  # noqa: PLC0415  (0.3 MiB against pynvml's 2.3; pynvml imports it too)
+
+    try:
+        ctypes.CDLL(NVML_LIBRARY)
+    except OSError:
+        return LIBRARY_NOT_FOUND
+    return None
 
 
 def name_is_unified(name: str) -> bool:
@@ -143,7 +165,8 @@ def describe_error(exc: BaseException) -> str:
 
 
 class NVMLCollector:
-    """sample() -> NVMLSnapshot. `backend=None` uses pynvml; a backend that fails to init is reported."""
+    """sample() -> NVMLSnapshot. `backend=None` uses pynvml (imported only when NVML's library loads); a
+    backend that fails to init is reported."""
 
     def __init__(
         self,
@@ -160,6 +183,10 @@ class NVMLCollector:
         self._cached_processes: dict[
             int, tuple[tuple[GpuProcess, ...], tuple[str, ...], tuple[str, ...]]
         ] = {}
+        missing = nvml_library_missing() if backend is None else None
+        if missing is not None:  # the status pynvml's init would give, without importing pynvml
+            self._status = f"no NVML library: {missing}"
+            return
         try:
             chosen = backend if backend is not None else PynvmlBackend()
         except ImportError as exc:

@@ -5,13 +5,15 @@ A Sample is a timestamp, a source id and named numeric fields. Two kinds of "no 
 * UNSUPPORTED: a NaN with its own payload bit pattern, for "the device answered NOT_SUPPORTED".
 Both survive `array('d')`, `struct` and copying unchanged (they are never used in arithmetic).
 
-A Ring keeps one source's samples in preallocated `array('d')` storage, in two tiers:
+A Ring keeps one source's samples in `array('d')` storage, in two tiers:
 * fine: the last `capacity` samples at full rate;
 * coarse: one entry per `coarse_step_s` seconds holding the min and max of every field over that step,
   `coarse_capacity` entries long. The defaults (4,096 fine, 8,640 coarse at 10 s) keep a day of history
-  at any sampling rate in `bytes_for(n_fields)` bytes (for 10 fields: 1.8 MiB), fixed from the start.
+  at any sampling rate in at most `bytes_for(n_fields)` bytes (for 10 fields: 1.8 MiB).
+The storage grows with the samples until a tier is full, then each new entry overwrites the oldest: a monitor
+open for a minute holds a minute of history, not a day's worth of zeros (`held_bytes`; issue 20).
 
-Writers: one thread per ring appends; `append` never blocks and never allocates after construction.
+Writers: one thread per ring appends; `append` never blocks, and allocates only while a tier is filling.
 Readers: `snapshot()` copies without taking a lock and discards whatever the writer overwrote during the
 copy (it checks the write counter before and after), so readers never block writers.
 Dropped: samples refused (time going backwards, wrong width) are counted in `dropped`, never hidden.
@@ -132,11 +134,13 @@ class Ring:
         self.capacity = capacity
         self.coarse_capacity = coarse_capacity
         self.coarse_step_s = coarse_step_s
-        self._times = array("d", bytes(8 * capacity))
-        self._values = array("d", bytes(8 * capacity * n))
-        self._ctimes = array("d", bytes(8 * coarse_capacity))
-        self._cmin = array("d", bytes(8 * coarse_capacity * n))
-        self._cmax = array("d", bytes(8 * coarse_capacity * n))
+        # filled in order up to `capacity` (`coarse_capacity`) entries, then in place: entry k of the tier is
+        # in slot k % capacity either way
+        self._times = array("d")
+        self._values = array("d")
+        self._ctimes = array("d")
+        self._cmin = array("d")
+        self._cmax = array("d")
         # the coarse bucket being filled: its start time and running min/max
         self._acc_t = UNKNOWN
         self._acc_min = array("d", [UNKNOWN] * n)
@@ -152,7 +156,7 @@ class Ring:
         return self._last_t
 
     def copy(self) -> Ring:
-        """An independent ring holding the same samples (its preallocated storage copied too)."""
+        """An independent ring holding the same samples (its storage copied too)."""
         other = Ring(self.source, self.fields, self.capacity, self.coarse_capacity, self.coarse_step_s)
         for name in ("_times", "_values", "_ctimes", "_cmin", "_cmax", "_acc_min", "_acc_max"):
             setattr(other, name, array("d", getattr(self, name)))
@@ -164,12 +168,19 @@ class Ring:
     def bytes_for(
         n_fields: int, capacity: int = DEFAULT_CAPACITY, coarse_capacity: int = DEFAULT_COARSE_CAPACITY
     ) -> int:
-        """Storage a ring of n_fields preallocates (fixed for its whole life)."""
+        """The most storage a ring of n_fields holds (both tiers full: it never grows past this)."""
         return 8 * capacity * (1 + n_fields) + 8 * coarse_capacity * (1 + 2 * n_fields) + 16 * n_fields
 
     @property
     def nbytes(self) -> int:
+        """The bound on this ring's storage (`bytes_for`)."""
         return self.bytes_for(len(self.fields), self.capacity, self.coarse_capacity)
+
+    @property
+    def held_bytes(self) -> int:
+        """The storage this ring holds now: what it was given so far, up to `nbytes`."""
+        tiers = (self._times, self._values, self._ctimes, self._cmin, self._cmax)
+        return sum(8 * len(a) for a in (*tiers, self._acc_min, self._acc_max))
 
     def append(self, t: float, values: Mapping[str, float | int | None] | Sequence[float]) -> bool:
         """Add one sample; False (and counted in `dropped`) if refused. Missing fields are unknown."""
@@ -191,9 +202,13 @@ class Ring:
                 return False
             row = [to_float(v) for v in values]
         self._last_t = t
-        slot = self.appended % self.capacity
-        self._times[slot] = t
-        self._values[slot * n : (slot + 1) * n] = array("d", row)
+        if self.appended < self.capacity:  # filling: the slot is the next one
+            self._times.append(t)
+            self._values.extend(row)
+        else:
+            slot = self.appended % self.capacity
+            self._times[slot] = t
+            self._values[slot * n : (slot + 1) * n] = array("d", row)
         self._fold_coarse(t, row)
         self.appended += 1
         return True
@@ -203,10 +218,15 @@ class Ring:
         if self._acc_t != self._acc_t:  # first sample
             self._acc_t = t - (t % self.coarse_step_s)
         elif t >= self._acc_t + self.coarse_step_s:
-            slot = self.coarse_appended % self.coarse_capacity
-            self._ctimes[slot] = self._acc_t
-            self._cmin[slot * n : (slot + 1) * n] = self._acc_min
-            self._cmax[slot * n : (slot + 1) * n] = self._acc_max
+            if self.coarse_appended < self.coarse_capacity:
+                self._ctimes.append(self._acc_t)
+                self._cmin.extend(self._acc_min)
+                self._cmax.extend(self._acc_max)
+            else:
+                slot = self.coarse_appended % self.coarse_capacity
+                self._ctimes[slot] = self._acc_t
+                self._cmin[slot * n : (slot + 1) * n] = self._acc_min
+                self._cmax[slot * n : (slot + 1) * n] = self._acc_max
             self.coarse_appended += 1
             self._acc_t = t - (t % self.coarse_step_s)
             for i in range(n):

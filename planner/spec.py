@@ -484,22 +484,7 @@ def spec_from_config(config: Mapping[str, Any], *, name: str) -> ModelSpec:
     for note in wrapper_notes:
         f.note(note)
 
-    if model_type == "gpt2":
-        hidden, heads = f.int("n_embd"), f.int("n_head")
-        num_layers = f.int("n_layer")
-        vocab = f.int("vocab_size")
-        inner = f.opt_int("n_inner", minimum=1)
-        if inner is None:
-            inner = 4 * hidden
-            f.note("n_inner not set: 4 * n_embd (GPT2Config rule)")
-        max_pos = f.int("n_positions")
-    else:
-        hidden, heads = f.int("hidden_size"), f.int("num_attention_heads")
-        vocab = f.int("vocab_size")
-        max_pos = f.opt_int("max_position_embeddings", minimum=1)
-        inner = 0
-        num_layers = 0 if model_type == "nemotron_h" else f.int("num_hidden_layers")
-
+    hidden, heads, num_layers, vocab, inner, max_pos = _sizes(f, model_type)
     kv_heads = f.opt_int("num_key_value_heads", minimum=1)
     if kv_heads is None:
         kv_heads = heads
@@ -510,10 +495,7 @@ def spec_from_config(config: Mapping[str, Any], *, name: str) -> ModelSpec:
     head_dim = _head_dim(f, model_type, hidden, heads)
     dtype = _weight_dtype(config, decoder, name, f)
     quant = _quantization(config, decoder, name)
-    if "tie_word_embeddings" not in decoder and isinstance(config.get("tie_word_embeddings"), bool):
-        tie = config["tie_word_embeddings"]  # multimodal wrappers keep it at the top level
-    else:
-        tie = f.bool("tie_word_embeddings", fallback=model_type == "gpt2")
+    tie = _tied_embeddings(config, decoder, f, model_type)
 
     if model_type == "gpt2":
         shapes = ArchShapes(
@@ -537,20 +519,7 @@ def spec_from_config(config: Mapping[str, Any], *, name: str) -> ModelSpec:
         window = f.int("sliding_window")
 
     mla = _mla(f) if model_type in ("deepseek_v2", "deepseek_v3") else None
-    linear = None
-    if model_type in _HYBRID_FAMILIES:
-        linear = LinearAttentionShapes(
-            num_key_heads=f.int("linear_num_key_heads"),
-            num_value_heads=f.int("linear_num_value_heads"),
-            key_head_dim=f.int("linear_key_head_dim"),
-            value_head_dim=f.int("linear_value_head_dim"),
-            conv_kernel=f.int("linear_conv_kernel_dim"),
-        )
-        if linear.num_value_heads % linear.num_key_heads:
-            raise PlannerError(
-                f"{name}: linear_num_value_heads ({linear.num_value_heads}) must be a multiple of "
-                f"linear_num_key_heads ({linear.num_key_heads})"
-            )
+    linear = _linear_attention(f, name) if model_type in _HYBRID_FAMILIES else None
 
     # MoE layout
     num_experts, top_k, moe = _moe(f, model_type, name)
@@ -564,16 +533,7 @@ def spec_from_config(config: Mapping[str, Any], *, name: str) -> ModelSpec:
     def attention_of(layer_type: str) -> AttentionSpec:
         if layer_type == "linear_attention":
             assert linear is not None
-            key_dim = linear.num_key_heads * linear.key_head_dim
-            value_dim = linear.num_value_heads * linear.value_head_dim
-            return AttentionSpec(
-                "linear", 0, 0, 0, 0,
-                state_elements=linear.num_value_heads * linear.key_head_dim * linear.value_head_dim,
-                state_dtype=state_dtype,
-                conv_state_elements=(2 * key_dim + value_dim) * linear.conv_kernel,
-                conv_state_dtype=dtype,
-                state_heads=linear.num_value_heads,
-            )  # fmt: skip
+            return _linear_attention_spec(linear, state_dtype, dtype)
         if mla is not None:
             return AttentionSpec("mla", heads, 1, mla.kv_lora_rank + mla.qk_rope_head_dim, 0)
         if layer_type == "sliding_attention":
@@ -592,6 +552,88 @@ def spec_from_config(config: Mapping[str, Any], *, name: str) -> ModelSpec:
     if moe is not None and any(moe_layers):
         inner = max(inner, moe.expert_intermediate_size * top_k + moe.shared_intermediate_size)
 
+    shapes = _hf_shapes(f, model_type, head_dim, dense_width, mla, linear, moe)
+    _note_mtp_layers(f, decoder)
+    return _finish(f, config, decoder, name, model_type, hidden, inner, vocab, num_layers, heads,
+                   tuple(layers), tie, dtype, quant, max_pos, shapes, num_experts=num_experts,
+                   top_k=top_k)  # fmt: skip
+
+
+def _sizes(f: _Fields, model_type: str) -> tuple[int, int, int, int, int, int | None]:
+    """hidden, heads, layers, vocab, GPT-2's MLP width (0 elsewhere: per layer kind later) and the maximum
+    position, under each family's own key names."""
+    if model_type == "gpt2":
+        hidden, heads = f.int("n_embd"), f.int("n_head")
+        inner = f.opt_int("n_inner", minimum=1)
+        if inner is None:
+            inner = 4 * hidden
+            f.note("n_inner not set: 4 * n_embd (GPT2Config rule)")
+        return hidden, heads, f.int("n_layer"), f.int("vocab_size"), inner, f.int("n_positions")
+    hidden, heads = f.int("hidden_size"), f.int("num_attention_heads")
+    vocab = f.int("vocab_size")
+    max_pos = f.opt_int("max_position_embeddings", minimum=1)
+    num_layers = 0 if model_type == "nemotron_h" else f.int("num_hidden_layers")
+    return hidden, heads, num_layers, vocab, 0, max_pos
+
+
+def _tied_embeddings(
+    config: Mapping[str, Any], decoder: Mapping[str, Any], f: _Fields, model_type: str
+) -> bool:
+    if "tie_word_embeddings" not in decoder and isinstance(config.get("tie_word_embeddings"), bool):
+        return config["tie_word_embeddings"]  # multimodal wrappers keep it at the top level
+    return f.bool("tie_word_embeddings", fallback=model_type == "gpt2")
+
+
+def _note_mtp_layers(f: _Fields, decoder: Mapping[str, Any]) -> None:
+    for key in ("mtp_num_hidden_layers", "num_nextn_predict_layers"):
+        extra = decoder.get(key)
+        if isinstance(extra, int) and extra > 0:
+            f.note(f"{key}={extra}: the multi-token-prediction layer(s) are not counted (transformers does "
+                   "not build them; vLLM loads them only for speculative decoding)")  # fmt: skip
+
+
+def _linear_attention(f: _Fields, name: str) -> LinearAttentionShapes:
+    """The linear-attention (Gated DeltaNet) shapes of a hybrid family's config."""
+    linear = LinearAttentionShapes(
+        num_key_heads=f.int("linear_num_key_heads"),
+        num_value_heads=f.int("linear_num_value_heads"),
+        key_head_dim=f.int("linear_key_head_dim"),
+        value_head_dim=f.int("linear_value_head_dim"),
+        conv_kernel=f.int("linear_conv_kernel_dim"),
+    )
+    if linear.num_value_heads % linear.num_key_heads:
+        raise PlannerError(
+            f"{name}: linear_num_value_heads ({linear.num_value_heads}) must be a multiple of "
+            f"linear_num_key_heads ({linear.num_key_heads})"
+        )
+    return linear
+
+
+def _linear_attention_spec(linear: LinearAttentionShapes, state_dtype: str, conv_dtype: str) -> AttentionSpec:
+    """A linear-attention layer: no KV per token, a recurrent state and a convolution state per sequence."""
+    key_dim = linear.num_key_heads * linear.key_head_dim
+    value_dim = linear.num_value_heads * linear.value_head_dim
+    return AttentionSpec(
+        "linear", 0, 0, 0, 0,
+        state_elements=linear.num_value_heads * linear.key_head_dim * linear.value_head_dim,
+        state_dtype=state_dtype,
+        conv_state_elements=(2 * key_dim + value_dim) * linear.conv_kernel,
+        conv_state_dtype=conv_dtype,
+        state_heads=linear.num_value_heads,
+    )  # fmt: skip
+
+
+def _hf_shapes(
+    f: _Fields,
+    model_type: str,
+    head_dim: int,
+    dense_width: int,
+    mla: MLAShapes | None,
+    linear: LinearAttentionShapes | None,
+    moe: MoEShapes | None,
+) -> ArchShapes:
+    """The tensor shapes of a Hugging Face decoder family: its biases, fusions and norms as transformers
+    builds them."""
     attention_bias = f.bool("attention_bias")
     out_bias = attention_bias
     if model_type == "qwen2_moe":
@@ -600,7 +642,7 @@ def spec_from_config(config: Mapping[str, Any], *, name: str) -> ModelSpec:
         attention_bias, out_bias = True, False  # Qwen2Attention: q/k/v bias=True, o_proj bias=False
     elif model_type in ("mistral", "mixtral", "phi3"):
         attention_bias = out_bias = False  # these attention classes have no bias switch
-    shapes = ArchShapes(
+    return ArchShapes(
         head_dim=head_dim,
         attention_bias=attention_bias,
         attention_out_bias=out_bias,
@@ -620,14 +662,6 @@ def spec_from_config(config: Mapping[str, Any], *, name: str) -> ModelSpec:
         linear_attention=linear,
         moe=moe,
     )
-    for key in ("mtp_num_hidden_layers", "num_nextn_predict_layers"):
-        extra = decoder.get(key)
-        if isinstance(extra, int) and extra > 0:
-            f.note(f"{key}={extra}: the multi-token-prediction layer(s) are not counted (transformers does "
-                   "not build them; vLLM loads them only for speculative decoding)")  # fmt: skip
-    return _finish(f, config, decoder, name, model_type, hidden, inner, vocab, num_layers, heads,
-                   tuple(layers), tie, dtype, quant, max_pos, shapes, num_experts=num_experts,
-                   top_k=top_k)  # fmt: skip
 
 
 def _finish(
@@ -843,12 +877,8 @@ def _moe_layer_mask(f: _Fields, model_type: str, num_layers: int, num_experts: i
     return [i not in dense and (i + 1) % step == 0 for i in range(num_layers)]
 
 
-def _nemotron_h(
-    f: _Fields, config: Mapping[str, Any], decoder: Mapping[str, Any], name: str, hidden: int, heads: int,
-    kv_heads: int, head_dim: int, vocab: int, tie: bool, dtype: str, quant: QuantSpec | None,
-    max_pos: int | None,
-) -> ModelSpec:  # fmt: skip
-    """Nemotron-H: a stack of single-mixer blocks, M (Mamba-2), * (attention), - (MLP), E (MoE)."""
+def _nemotron_blocks(decoder: Mapping[str, Any], name: str) -> str:
+    """Nemotron-H's block pattern, one symbol per block, from hybrid_override_pattern or layers_block_type."""
     pattern = decoder.get("hybrid_override_pattern")
     block_types = decoder.get("layers_block_type") or decoder.get("layer_types")
     symbol = {"mamba": "M", "linear_attention": "M", "attention": "*", "full_attention": "*", "mlp": "-",
@@ -888,6 +918,16 @@ def _nemotron_h(
             f"{name}: num_hidden_layers ({declared}) contradicts "
             f"hybrid_override_pattern ({len(blocks)} blocks)"
         )
+    return blocks
+
+
+def _nemotron_h(
+    f: _Fields, config: Mapping[str, Any], decoder: Mapping[str, Any], name: str, hidden: int, heads: int,
+    kv_heads: int, head_dim: int, vocab: int, tie: bool, dtype: str, quant: QuantSpec | None,
+    max_pos: int | None,
+) -> ModelSpec:  # fmt: skip
+    """Nemotron-H: a stack of single-mixer blocks, M (Mamba-2), * (attention), - (MLP), E (MoE)."""
+    blocks = _nemotron_blocks(decoder, name)
     mamba = MambaShapes(
         num_heads=f.int("mamba_num_heads"),
         head_dim=f.int("mamba_head_dim"),

@@ -11,58 +11,26 @@ import asyncio
 import pathlib
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from textual.app import App
 from textual.binding import Binding
 
-from collectors.alerts import AlertOptions
-from collectors.errors import CollectorError
-from collectors.nvml_collector import gpu_bytes_by_pid
-from collectors.snapshots import MonitorState
-from collectors.summary import clock
-from planner.budget import PlanInputs, make_plan
-from planner.catalog import catalog_names
-from planner.formats import weight_formats
-from planner.machines import MACHINES, Machine
 from tui import options
-from tui.screens.help import HelpScreen
 from tui.screens.live import LiveScreen, LiveView
-from tui.screens.peer_view import peer_lines
-from tui.screens.plan import FIELDS, PlanChoices, PlanScreen, PlanView
-from tui.screens.pool_view import pool_data
-from tui.screens.processes import ProcessesScreen
-from tui.screens.roofline import RooflineScreen
-from tui.screens.view_model import (
-    PlanSource,
-    VLLMPlan,
-    agent_rows,
-    alert_rows,
-    bucket_comparisons,
-    chart_series,
-    comparison_groups,
-    headroom,
-    machine_bar,
-    other_processes_bytes,
-    own_pids,
-    plan_follows,
-    plan_sources,
-    pools,
-    process_rows,
-    run_scope,
-    summary_lines,
-    vllm_comparison,
-    vllm_given,
-    vllm_line,
-    vllm_log_line,
-    vllm_plan,
-    vllm_plan_label,
-    vllm_pool_for,
-    with_vllm,
-)
-from tui.widgets.data import MachineBar
-from tui.widgets.fmt import size
-from tui.widgets.log_tail import LogTail
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from textual.screen import Screen
+
+    from collectors.alert_options import AlertOptions
+    from collectors.snapshots import MonitorState
+    from planner.budget import PlanInputs
+    from planner.machines import Machine
+    from tui.screens.plan import PlanChoices, PlanScreen, PlanView
+    from tui.screens.view_model import PlanSource, VLLMPlan
+    from tui.widgets.data import MachineBar
 
 GIB = 2**30
 # The lesson's capacity figure, in its order; "this" is the machine memsight runs on.
@@ -117,8 +85,15 @@ class ChildLike(Protocol):
     def family(self, pids: Any) -> frozenset[int]: ...  # its pid and those of `pids` that are its own
 
 
+if TYPE_CHECKING:
+    # memsight watch / demo (tui/cmd_watch.py): the monitor (not started) and run_app's options
+    Setup = Callable[[], tuple[MonitorLike, dict[str, Any]]]
+
+
 def default_plan_inputs() -> PlanInputs:
     """The defaults every command shares (tui/options.py): Llama 3.1 8B, its own weights, 8K, 8 users."""
+    from planner.budget import PlanInputs  # noqa: PLC0415
+
     return PlanInputs(
         model=options.DEFAULT_MODEL,
         format=options.DEFAULT_FORMAT,
@@ -166,14 +141,34 @@ class PlanResult:
     sources: tuple[PlanSource, ...] = ()  # the agents' loaded models and caches the live plans follow
 
 
+def plan_screen() -> Screen:
+    from tui.screens.plan import PlanScreen  # noqa: PLC0415
+
+    return PlanScreen()
+
+
+def roofline_screen() -> Screen:
+    from tui.screens.roofline import RooflineScreen  # noqa: PLC0415
+
+    return RooflineScreen()
+
+
+def processes_screen() -> Screen:
+    from tui.screens.processes import ProcessesScreen  # noqa: PLC0415
+
+    return ProcessesScreen()
+
+
 class MemsightApp(App[int]):
     CSS_PATH = "memsight.tcss"
     TITLE = "memsight"
     MODES = {
         "live": LiveScreen,
-        "plan": PlanScreen,
-        "roofline": RooflineScreen,
-        "processes": ProcessesScreen,
+        # the other screens (and the planner's and collectors' modules they need) are imported when first
+        # shown: the first frame pays only for the Live screen (issue 20)
+        "plan": plan_screen,
+        "roofline": roofline_screen,
+        "processes": processes_screen,
     }
     DEFAULT_MODE = "live"
     BINDINGS = [
@@ -191,8 +186,9 @@ class MemsightApp(App[int]):
 
     def __init__(
         self,
-        monitor: MonitorLike,
+        monitor: MonitorLike | None,
         *,
+        setup: Setup | None = None,
         title: str = "memsight",
         source_label: str = "this machine (live)",
         source_detail: str = "",
@@ -207,23 +203,20 @@ class MemsightApp(App[int]):
         vllm_hints: dict[str, str | None] | None = None,
     ) -> None:
         super().__init__()
-        if refresh_hz <= 0:
-            raise ValueError(f"refresh rate must be positive, got {refresh_hz} Hz")
         self.monitor = monitor
+        # memsight watch / demo: the monitor and the options are made by setup() after the first frame, so
+        # that frame waits for neither the collectors nor the planner (issue 20); what setup raised is kept
+        # here and raised again by run_app once the terminal is restored
+        self._setup = setup
+        self.setup_error: BaseException | None = None
+        self._until_set_up: list[Callable[[], Any]] = []  # keys pressed before setup ended, run after it
         self.title = title
         self.source_label = source_label
         self.source_detail = source_detail  # e.g. where and how a replayed recording was made
         self.sub_title = source_label
-        self.refresh_hz = refresh_hz
-        self.thresholds = thresholds or AlertOptions()
-        self.unified_os_reserve_bytes = unified_os_reserve_bytes
         self.manage_monitor = manage_monitor
-        self.plan_inputs = plan_inputs or default_plan_inputs()
-        # plan fields the user gave (flags, config file): they win over what an agent's process loaded
-        self.plan_explicit = frozenset(plan_explicit)
         self._edited: frozenset[str] = frozenset()  # Plan screen fields the user edited (they win too)
         self.plan_follow: Any = None  # view_model.PlanSource the Plan screen follows, or None
-        self.plan_choices = PlanChoices(tuple(catalog_names()), tuple(weight_formats()), KV_DTYPES)
         self.state: MonitorState | None = None
         self.scoped_state: MonitorState | None = None  # state with only this run's agents (memsight run)
         self.origin_t: float | None = None
@@ -240,13 +233,17 @@ class MemsightApp(App[int]):
         self._this: Machine | None = None
         self._this_t = float("-inf")
         self._plan_result: PlanResult | None = None
-        self._field_values = fields_from_inputs(self.plan_inputs)
+        self._plan_choices: PlanChoices | None = None
         self.child = child
         self.exit_with_child = exit_with_child
         self.child_status: int | None = None  # the child's exit status once it exited
         self.child_ended_t: float | None = None  # when memsight saw it exit (epoch seconds)
         self.run_summary: Any = None  # collectors.summary.RunSummary as it stood when the command ended
-        self._log_tail = LogTail(child.log_path) if child is not None and child.log_path else None
+        self._log_tail = None
+        if child is not None and child.log_path:
+            from tui.widgets.log_tail import LogTail  # noqa: PLC0415
+
+            self._log_tail = LogTail(child.log_path)
         # vLLM's own numbers, read from the same log as it streams (collectors/vllm_log_follow.py)
         self._vllm_follow = None
         if child is not None and child.log_path:  # memsight run: its log may be vLLM's (imported only then)
@@ -264,15 +261,98 @@ class MemsightApp(App[int]):
         self._rows_memo: tuple | None = None  # (the OS table they were made from, own and thresholds, rows)
         self.replay_note = ""  # what the last replay key did ("at the peak reserved (t+85.0s)")
         self._loop: asyncio.AbstractEventLoop | None = None
+        if setup is None:
+            self._configure(refresh_hz, thresholds, unified_os_reserve_bytes, plan_inputs, plan_explicit)
+
+    def _configure(
+        self,
+        refresh_hz: float = 2.0,
+        thresholds: AlertOptions | None = None,
+        unified_os_reserve_bytes: int | None = DEFAULT_UNIFIED_OS_RESERVE,
+        plan_inputs: PlanInputs | None = None,
+        plan_explicit: frozenset[str] = frozenset(),
+    ) -> None:
+        """The display options (refresh rate, thresholds, plan inputs): given to the constructor, or made by
+        setup() after the first frame."""
+        if refresh_hz <= 0:
+            raise ValueError(f"refresh rate must be positive, got {refresh_hz} Hz")
+        self.refresh_hz = refresh_hz
+        if thresholds is None:
+            from collectors.alert_options import AlertOptions  # noqa: PLC0415
+
+            thresholds = AlertOptions()
+        self.thresholds = thresholds
+        self.unified_os_reserve_bytes = unified_os_reserve_bytes
+        self.plan_inputs = plan_inputs or default_plan_inputs()
+        # plan fields the user gave (flags, config file): they win over what an agent's process loaded
+        self.plan_explicit = frozenset(plan_explicit)
+        self._field_values = fields_from_inputs(self.plan_inputs)
+
+    @property
+    def plan_choices(self) -> PlanChoices:
+        """The Plan screen's choices (catalog models, weight formats, KV dtypes), read when it first asks."""
+        if self._plan_choices is None:
+            from planner.catalog import catalog_names  # noqa: PLC0415
+            from planner.formats import weight_formats  # noqa: PLC0415
+            from tui.screens.plan import PlanChoices  # noqa: PLC0415
+
+            self._plan_choices = PlanChoices(tuple(catalog_names()), tuple(weight_formats()), KV_DTYPES)
+        return self._plan_choices
 
     # --- lifecycle --------------------------------------------------------------------------------
     def on_mount(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._apply_alert_options()
+        if self._setup is not None:
+            self.call_after_refresh(self._set_up)  # the first frame first: the Live screen's skeleton
+            return
         if self.manage_monitor:
             self.monitor.start()
+        self._start_ticks()
+
+    def _set_up(self) -> None:
+        """After the first frame: the monitor and the options from setup() (the collectors and the planner
+        imported now), the monitor started, the first tick. What fails (a --prometheus port in use, a
+        --record file that cannot be written) ends the app and is raised again by run_app, as one
+        `memsight: ...` line under the restored terminal."""
+        setup, self._setup = self._setup, None
+        try:
+            monitor, given = setup()
+            shown = {k: given.pop(k) for k in ("title", "source_label", "source_detail") if k in given}
+            self._configure(**given)
+            if self.manage_monitor:
+                monitor.start()
+        except Exception as exc:
+            self.setup_error = exc
+            self.exit(None, 2)
+            return
+        self.monitor = monitor
+        self._show_source(**shown)
+        self._start_ticks()
+        pending, self._until_set_up = self._until_set_up, []
+        for action in pending:
+            action()
+
+    def _show_source(self, title: str = "", source_label: str = "", source_detail: str = "") -> None:
+        """The header and the Live screen's source line, where setup() named the source (a demo's
+        recording) only after the first frame."""
+        self.title = title or self.title
+        if source_label:
+            self.source_label = self.sub_title = source_label
+        if source_detail != self.source_detail:
+            self.source_detail = source_detail
+            if isinstance(self.screen, LiveScreen):
+                self.screen.show_source(source_detail)
+
+    def _start_ticks(self) -> None:
+        self._apply_alert_options()
         self.refresh_data()
         self.set_interval(1.0 / self.refresh_hz, self.refresh_data)
+
+    async def action_switch_mode(self, mode: str) -> None:
+        if self._setup is not None:  # before setup() gave the plan inputs and the monitor: right after it
+            self._until_set_up.append(lambda: self.switch_mode(mode))
+            return
+        await super().action_switch_mode(mode)
 
     def _apply_alert_options(self) -> None:
         """The thresholds are the alert rules' options (collectors.alerts.AlertOptions). A Monitor or
@@ -294,11 +374,18 @@ class MemsightApp(App[int]):
             loop.call_soon_threadsafe(self.exit, None, return_code)
 
     def on_unmount(self) -> None:
-        if self.manage_monitor:
+        if self.manage_monitor and self.monitor is not None:
             self.monitor.stop()
 
     # --- actions ----------------------------------------------------------------------------------
     def action_help(self) -> None:
+        if self._setup is not None:  # it lists the keys of screens not imported yet: right after setup
+            self._until_set_up.append(self.action_help)
+            return
+        from tui.screens.help import HelpScreen  # noqa: PLC0415
+        from tui.screens.processes import ProcessesScreen  # noqa: PLC0415
+        from tui.screens.roofline import RooflineScreen  # noqa: PLC0415
+
         if isinstance(self.screen, HelpScreen):
             return
         field_keys = [("tab / shift+tab", "next / previous field"), ("enter, escape", "leave the field")]
@@ -408,6 +495,19 @@ class MemsightApp(App[int]):
     def refresh_data(self) -> None:
         """One tick: read the monitor's latest state; rebuild values only if it is a new state (or the
         child's output / status changed)."""
+        from tui.screens.peer_view import peer_lines  # noqa: PLC0415
+        from tui.screens.pool_view import pool_data  # noqa: PLC0415
+        from tui.screens.view_model import (  # noqa: PLC0415
+            agent_rows,
+            alert_rows,
+            bucket_comparisons,
+            chart_series,
+            headroom,
+            own_pids,
+            run_scope,
+            vllm_line,
+        )
+
         child_changed = self._check_child()
         state = self.monitor.state()
         replay_changed = (
@@ -473,6 +573,8 @@ class MemsightApp(App[int]):
     def _process_rows(self, state: MonitorState, own: frozenset[int]) -> tuple:
         """The process rows; the same ones while the OS collector's table is the same object (it rescans
         once a second, the screen refreshes more often) and nothing else they show changed."""
+        from tui.screens.view_model import process_rows  # noqa: PLC0415
+
         table = state.os.processes if state.os is not None else None
         key = (own, self.thresholds)
         memo = self._rows_memo
@@ -489,6 +591,9 @@ class MemsightApp(App[int]):
     def _replay_end_fields(self, state: MonitorState) -> dict[str, Any]:
         """At the end of a recording played once, what a live run shows when its command ends: the last
         figures kept and labelled, a banner, the run's summary."""
+        from collectors.summary import clock  # noqa: PLC0415
+        from tui.screens.view_model import summary_lines  # noqa: PLC0415
+
         monitor = self.monitor
         if not self.replaying or not monitor.at_end or getattr(monitor, "loop", False):
             return {}
@@ -519,6 +624,9 @@ class MemsightApp(App[int]):
         return True
 
     def _child_fields(self) -> dict[str, Any]:
+        from collectors.summary import clock  # noqa: PLC0415
+        from tui.screens.view_model import summary_lines  # noqa: PLC0415
+
         child = self.child
         if child is None:
             return {}
@@ -569,6 +677,9 @@ class MemsightApp(App[int]):
         return parts
 
     def _vllm_parts_for(self, log, state: MonitorState | None):
+        from collectors.nvml_collector import gpu_bytes_by_pid  # noqa: PLC0415
+        from tui.screens.view_model import vllm_given, vllm_plan, vllm_pool_for  # noqa: PLC0415
+
         nvml = state.nvml if state is not None else None
         pids = {self.child.pid}
         if state is not None:
@@ -595,6 +706,8 @@ class MemsightApp(App[int]):
 
     def _vllm_log_text(self) -> str:
         """The vLLM line from the child's log, next to vLLM's plan for the same model/args."""
+        from tui.screens.view_model import vllm_log_line  # noqa: PLC0415
+
         parts = self._vllm_parts()
         if parts is None:
             return ""
@@ -620,6 +733,8 @@ class MemsightApp(App[int]):
     def _live_comparisons(self, ended: str) -> tuple:
         """The bucket comparisons, the vLLM process's (from its log) in place of its pool's, "ended" titles
         once the command exited; another engine's (SGLang, Ollama, llama.cpp) the same way."""
+        from tui.screens.view_model import vllm_comparison, with_vllm  # noqa: PLC0415
+
         comparisons = self._base_comparisons
         parts = self._vllm_parts()
         state = self.scoped_state or self.state
@@ -639,6 +754,8 @@ class MemsightApp(App[int]):
     def _engine_parts(self):
         """(followed log, its pool, its buckets there, its own plan, what the system sees it hold, how) for
         the engine whose log the monitor follows under memsight run; None when there is none."""
+        from tui.screens.view_model import vllm_pool_for  # noqa: PLC0415
+
         state = self.scoped_state or self.state
         if self.child is None or state is None or state.engine_log is None:
             return None
@@ -668,6 +785,9 @@ class MemsightApp(App[int]):
         return engine_line(followed, device, plan, held, what)
 
     def _push_to_screen(self) -> None:
+        from tui.screens.plan import PlanScreen  # noqa: PLC0415
+        from tui.screens.processes import ProcessesScreen  # noqa: PLC0415
+
         screen = self.screen
         if isinstance(screen, LiveScreen) and self.live_view is not None:
             screen.show(self.live_view)
@@ -707,6 +827,8 @@ class MemsightApp(App[int]):
     def _replan(self, scoped: MonitorState, *, force: bool = False) -> None:
         """The plans again for the same state (inputs edited, the command's log or status changed): the Plan
         screen's view and the Live screen's comparisons before the vLLM process's is put in."""
+        from tui.screens.view_model import bucket_comparisons  # noqa: PLC0415
+
         result = self._plans(scoped, force=force)
         self.plan_view = result.view
         self._base_comparisons = bucket_comparisons(
@@ -717,6 +839,15 @@ class MemsightApp(App[int]):
         """Plans for each live pool and each machine of the figure. Each plan is memoized on its exact
         (inputs, machine), so a tick costs nothing unless the inputs or a capacity changed; "this" machine's
         reserve (what is in use now) is re-sampled at most every THIS_MACHINE_RESAMPLE_S seconds."""
+        from tui.screens.plan import FIELDS, PlanView  # noqa: PLC0415
+        from tui.screens.view_model import (  # noqa: PLC0415
+            comparison_groups,
+            plan_follows,
+            plan_sources,
+            pools,
+            vllm_plan_label,
+        )
+
         live_pools = pools(state)
         this = self._this_machine(state, force=force)
         sources = plan_sources(state, self.plan_inputs, self.plan_explicit)
@@ -776,6 +907,8 @@ class MemsightApp(App[int]):
 
     def _live_plans(self, state, live_pools, this, sources, waiting: str) -> tuple[dict, dict]:
         """(pool key -> Plan, pool key -> why there is none) for each comparison the Live screen draws."""
+        from tui.screens.view_model import comparison_groups  # noqa: PLC0415
+
         live_plans: dict[str, Any] = {}
         live_errors: dict[str, str] = {}
         by_pid = {s.pid: s for s in sources}
@@ -805,6 +938,10 @@ class MemsightApp(App[int]):
     def _figure_bars(self, state, this, follow) -> tuple[tuple[MachineBar, ...], str, str]:
         """The Plan screen's capacity figure: (one bar per machine, the plan's one-line summary, the first
         planner error)."""
+        from planner.machines import MACHINES  # noqa: PLC0415
+        from tui.screens.view_model import machine_bar, pools  # noqa: PLC0415
+        from tui.widgets.data import MachineBar  # noqa: PLC0415
+
         bars: list[MachineBar] = []
         first_error = ""
         summary = ""
@@ -846,6 +983,8 @@ class MemsightApp(App[int]):
         (machine None) or a sampled machine; the planner's error message (a str) where it refuses. `cpu`: a
         machine without a GPU, whose program has no CUDA context or library workspaces: overhead 0 (its
         interpreter and libraries are measured, as the rest of the process). Memoized: the planner is pure."""
+        from planner.budget import make_plan  # noqa: PLC0415
+
         base = source.inputs if source is not None else self.plan_inputs
         spec = source.spec if source is not None else None
         inputs = replace(base, machine=machine_name, capacity_bytes=None, os_reserve_bytes=None)
@@ -892,6 +1031,8 @@ def this_machine_capacity(state: MonitorState) -> tuple[int | None, int | None]:
     a discrete GPU's total with no reserve, else MemTotal with what the OS and every other process hold now:
     MemTotal - MemAvailable - what the memsight agents' processes hold (the Live screen's "other"; the
     experiment itself is planned, so it is not counted twice)."""
+    from tui.screens.view_model import other_processes_bytes, pools  # noqa: PLC0415
+
     discrete = [d for d in state.nvml.devices if not d.unified and d.total]
     if state.nvml.available and discrete and not state.unified:
         return discrete[0].total, 0
@@ -903,6 +1044,8 @@ def this_machine_capacity(state: MonitorState) -> tuple[int | None, int | None]:
 def sampled_machine(label: str, capacity: int, reserve: int, unified: bool) -> Machine:
     """A machine as measured by the monitor (never re-read from /proc by the planner: the screen shows the
     capacity the collectors sampled, and a fixed state gives a fixed plan)."""
+    from planner.machines import Machine  # noqa: PLC0415
+
     return Machine(
         name="this",
         label=label,
@@ -935,6 +1078,8 @@ def this_label(state: MonitorState) -> str:
 
 def gpu_roof_for(state: MonitorState) -> tuple[tuple[str, float, float] | None, str]:
     """The real roof of the first GPU whose preset has a bandwidth and a peak; else why not, in one line."""
+    from planner.machines import MACHINES  # noqa: PLC0415
+
     if not state.nvml.available or not state.nvml.devices:
         return None, f"no GPU found ({state.nvml.status}): no second (real) roof to offer"
     for device in state.nvml.devices:
@@ -956,6 +1101,8 @@ def time_origin(state: MonitorState) -> float:
 
 
 def plan_summary(plan) -> str:
+    from tui.widgets.fmt import size  # noqa: PLC0415
+
     ranks = f" per busiest rank of {len(plan.ranks)}" if len(plan.ranks) > 1 else ""
     return (
         f"{plan.spec.name}, {plan.weights.format} weights ({plan.params.total:,} parameters){ranks}: "
@@ -994,6 +1141,7 @@ def process_status(state: MonitorState) -> str:
 def run_app(
     monitor: MonitorLike | None = None,
     *,
+    setup: Setup | None = None,
     title: str = "memsight",
     source_label: str = "this machine (live)",
     source_detail: str = "",
@@ -1013,9 +1161,29 @@ def run_app(
     The monitor is started here, before the terminal is put in application mode, so a monitor that cannot
     start (a --prometheus port in use: CollectorError) ends as one `memsight: ...` line, never as a
     traceback over a raw terminal; with manage_monitor=False the caller starts and stops it. `app_ready`
-    (if given) is called with the app before it runs (cmd_run's signal handlers need it)."""
+    (if given) is called with the app before it runs (cmd_run's signal handlers need it).
+
+    With `setup` instead of a monitor (memsight watch / demo), the app draws the Live screen's skeleton
+    first and then calls setup() for the monitor and the other options (the collectors and the planner are
+    imported there): an error of setup's or of the monitor's start ends the app and is raised here, after
+    the terminal is restored. With no terminal nothing is drawn: setup runs first, as without it, so the
+    monitor's own error (a port in use) is the one said."""
+    from collectors.errors import CollectorError  # noqa: PLC0415
     from tui.cli import require_terminal  # noqa: PLC0415
 
+    if setup is not None:
+        try:
+            require_terminal()
+        except CollectorError:
+            monitor, given = setup()
+            return run_app(monitor, **given)
+        app = MemsightApp(None, setup=setup, title=title, source_label=source_label)
+        if app_ready is not None:
+            app_ready(app)
+        app.run()
+        if app.setup_error is not None:
+            raise app.setup_error
+        return int(app.return_code or 0)
     if monitor is None:
         from collectors.monitor import Monitor
 

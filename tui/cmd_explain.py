@@ -133,7 +133,9 @@ def render(sheet) -> str:  # noqa: ANN001  (planner.engines.worksheet.Worksheet,
 
 
 def main(args: argparse.Namespace, name: str) -> int:
-    from planner.engines import recognize  # noqa: PLC0415
+    from dataclasses import replace  # noqa: PLC0415
+
+    from planner.engines import also_recognized, recognize  # noqa: PLC0415
     from planner.engines.worksheet import worksheet_json  # noqa: PLC0415
 
     text = _read(args.log)
@@ -165,6 +167,14 @@ def main(args: argparse.Namespace, name: str) -> int:
         "total_bytes": None if args.total_gib is None else round(args.total_gib * GiB),
     }
     sheet = engine.explain(log, options)
+    others = also_recognized(text, engine)
+    if others:
+        names = " and ".join(f"{other.title}'s" for other in others)
+        note = (
+            f"this file also holds {names} start-up lines (two runs in one file?): only {engine.title}'s "
+            "start is explained here; give each run's log on its own to explain the other"
+        )
+        sheet = replace(sheet, notes=(*sheet.notes, note))
     out = json.dumps(worksheet_json(sheet), indent=1) if args.json else render(sheet)
     try:
         print(out)

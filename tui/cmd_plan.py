@@ -28,7 +28,6 @@ from tui.options import (
 )
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: `--help` does not pay for it
-VLLM_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's own default (EngineArgs.gpu_memory_utilization)
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
@@ -163,8 +162,8 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     vllm.add_argument(
         "--gpu-memory-utilization",
         type=argparse_type(parse_number, "--gpu-memory-utilization", strict=True),
-        default=None,  # vLLM's 0.9 is filled in by _check_vllm_flags, so that a given value can be told apart
-        help=f"vLLM's share of the GPU (default {VLLM_GPU_MEMORY_UTILIZATION})",
+        default=None,  # the version's default is set by _check_vllm_flags, so a given value can be told apart
+        help="vLLM's share of the GPU (default: the version's, 0.92 from vLLM 0.20, 0.9 before)",
     )
     vllm.add_argument(
         "--max-model-len",
@@ -371,7 +370,10 @@ def build_inputs(args: argparse.Namespace, defaults: PlanDefaults | None = None)
 def _check_vllm_flags(args: argparse.Namespace) -> None:
     if args.engine == "vllm":
         if args.gpu_memory_utilization is None:
-            args.gpu_memory_utilization = VLLM_GPU_MEMORY_UTILIZATION
+            from planner.engines.vllm import version  # noqa: PLC0415
+
+            ver = version.parse_version(args.vllm_version or version.DEFAULT_VLLM_VERSION)
+            args.gpu_memory_utilization = version.default_gpu_memory_utilization(ver)
         measured = (args.weights_gib, args.activation_gib, args.non_torch_gib)
         if args.kv_pool_gib is not None and any(v is not None for v in measured):
             raise PlannerError(
@@ -407,6 +409,11 @@ def compute(args: argparse.Namespace, defaults: PlanDefaults | None = None) -> t
     from planner.budget import make_plan  # noqa: PLC0415
 
     _check_vllm_flags(args)
+    if args.engine == "ollama" and args.format is None:
+        from planner.engines.ollama.defaults import LIBRARY_FORMAT  # noqa: PLC0415
+
+        # the four buckets price the weights Ollama will load, not the Hugging Face checkpoint's bf16
+        args = argparse.Namespace(**{**vars(args), "format": LIBRARY_FORMAT})
     inputs = build_inputs(args, defaults)
     from planner.spec import load_spec  # noqa: PLC0415
 
@@ -474,6 +481,8 @@ def _g(n: int) -> str:
 
 
 def render(plan: Plan, pool: Any) -> str:
+    from planner.engines.worksheet import max_users_meaning  # noqa: PLC0415
+
     i = plan.inputs
     lines = [
         f"memsight plan: {plan.spec.name}",
@@ -534,8 +543,7 @@ def render(plan: Plan, pool: Any) -> str:
             f'    which answers what: vLLM\'s "maximum concurrency" ({pool.max_concurrency_text}) is its KV '
             f"pool in tokens / the tokens one {pool.max_model_len:,}-token request needs (after vLLM's own "
             f"weights, profiled activations and non-torch memory within {pool.gpu_memory_utilization} of the "
-            f'device); memsight\'s "max users" ({plan.max_users}) is how many users at '
-            f"{i.context + i.output_tokens:,} tokens fit the whole capacity with the plan's four buckets"
+            f"device); {max_users_meaning(plan.max_users, i.context + i.output_tokens)}"
         )
         lines.extend(f"    note: {note}" for note in pool.notes)
     lines.append("")
@@ -590,7 +598,7 @@ def main(args: argparse.Namespace, name: str) -> int:
         if args.json:
             out = {**plan_to_json(plan), args.engine: plan_engines.to_json(args.engine, pool)}
             return _print(json.dumps(out, indent=1))
-        return _print("\n".join([render(plan, None), *plan_engines.render(args.engine, pool)]))
+        return _print("\n".join([render(plan, None), *plan_engines.render(args.engine, pool, plan)]))
     from tui.startup_check import startup_check, startup_lines, startup_to_json  # noqa: PLC0415
 
     startup = startup_check(args, plan, pool)  # vLLM's start-up check (None without --engine vllm)

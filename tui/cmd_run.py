@@ -26,14 +26,20 @@ import tempfile
 import threading
 import time
 
-from collectors.flight import DEFAULT_LIMIT_BYTES, KEEP_RUNS
 from tui.options import argparse_type, parse_size
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from typing import Any
 
 FORWARDED_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
 STOP_GRACE_S = 10.0  # after a stop signal, how long CMD may take to exit before it is killed
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
+    # the flight recorder's figures imported here, not at the top: `memsight watch` borrows this module's
+    # export options, and its first frame does not wait for the recorder's modules (issue 20)
+    from collectors.flight import DEFAULT_LIMIT_BYTES, KEEP_RUNS  # noqa: PLC0415
     from tui.cmd_watch import add_display_arguments  # noqa: PLC0415  (one definition of the shared options)
 
     parser.add_argument("--headless", action="store_true", help="no UI: sample (and record) until CMD exits")
@@ -373,9 +379,7 @@ def main(args: argparse.Namespace, name: str) -> int:
 
 def _run(args: argparse.Namespace, cmd: list[str], headless: bool, record: str | None) -> int:
     from collectors import agent_format  # noqa: PLC0415
-    from collectors.errors import CollectorError  # noqa: PLC0415
-    from collectors.monitor import Monitor  # noqa: PLC0415
-    from tui.cmd_watch import display_options, resolve_config  # noqa: PLC0415
+    from tui.cmd_watch import resolve_config  # noqa: PLC0415
     from tui.config import ConfigError  # noqa: PLC0415
 
     try:
@@ -384,95 +388,11 @@ def _run(args: argparse.Namespace, cmd: list[str], headless: bool, record: str |
         print(f"memsight: {exc}", file=sys.stderr)
         return 2
     agent_dir = agent_format.ensure_private_dir(args.agent_dir or agent_format.default_agent_dir())
-    flight = flight_recorder(args, record, config.refresh_hz)
-    monitor = Monitor(
-        hz=config.refresh_hz,
-        agent_dir=agent_dir,
-        record_to=record,
-        recorder=flight,
-        peers=args.peer,
-        discover_interval_s=0.5,
-        keep_dead_s=math.inf,  # agents stay after they exit: the Live screen keeps their last figures
-
-        vllm_url=args.vllm_url,
-        engine_url=args.engine_url,
-        prometheus=args.prometheus,
-        alert_options=config.thresholds,
-        agent_record_hz=args.agent_record_hz,
-    )
-    monitor.set_scope(lambda pids: frozenset())  # until CMD has a pid, no agent is this run's
-    monitor.start()  # CollectorError (a --prometheus port in use) ends here, before any terminal change
-    if not headless:
-        from tui.cli import require_terminal  # noqa: PLC0415
-
-        try:
-            require_terminal()  # before CMD starts: no command left running behind a refusal
-        except CollectorError:
-            monitor.stop()
-            raise
-    if monitor.exporter is not None:
-        print(f"memsight: serving {monitor.exporter.url}", file=sys.stderr)
-    if flight is not None:
-        print(
-            f"memsight: flight recording (the last {flight.limit_bytes / 2**20:.0f} MiB of this run, on disk "
-            f"every {flight.sync_interval_s:g} s) in {flight.directory}; --no-flight-recorder turns it off",
-            file=sys.stderr,
-        )
+    monitor, flight = _start_monitor(args, config, agent_dir, record, headless)
     env = child_environment(dict(os.environ), agent_dir, args.agent_hz)
     if args.no_autotrack:
         env["MEMSIGHT_AUTOTRACK"] = "0"
-    log_path = None
-    log_file = None
-    popen_kwargs: dict = {}
-    tee_to = None  # headless --record without --log: CMD's output is copied to a log memsight follows
-    if headless and record and not (args.log or args.json):
-        log_path = default_log_path()
-        try:
-            tee_to = open(log_path, "wb")  # noqa: SIM115  (closed when the copy ends)
-        except OSError as exc:
-            monitor.stop()
-            raise CollectorError(f"cannot write the log file {log_path}: {exc}") from exc
-        popen_kwargs = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT}
-    if headless and (args.log or args.json):
-        # --json: stdout carries the summary alone, so CMD's stdout joins its stderr (or the --log file)
-        try:
-            log_file = open(args.log, "wb") if args.log else None  # noqa: SIM115  (closed after Popen)
-        except OSError as exc:
-            monitor.stop()
-            raise CollectorError(f"cannot write the log file {args.log}: {exc}") from exc
-        popen_kwargs = {
-            "stdout": log_file if log_file is not None else sys.stderr.fileno(),
-            "stderr": subprocess.STDOUT if log_file is not None else None,
-        }
-    if not headless:
-        # The app owns the terminal: CMD's output goes to a file (the Live screen tails it), its stdin is
-        # closed, and it gets its own session so terminal-generated signals reach it only through memsight.
-        log_path = pathlib.Path(args.log) if args.log else default_log_path()
-        try:
-            log_file = open(log_path, "wb")  # noqa: SIM115  (closed below, after Popen has its copy)
-        except OSError as exc:
-            monitor.stop()
-            raise CollectorError(f"cannot write the log file {log_path}: {exc}") from exc
-        env.setdefault("PYTHONUNBUFFERED", "1")  # a Python CMD's lines reach the log as they are printed
-        popen_kwargs = {
-            "stdin": subprocess.DEVNULL,
-            "stdout": log_file,
-            "stderr": subprocess.STDOUT,
-            "start_new_session": True,
-        }
-    try:
-        child = subprocess.Popen(cmd, env=env, **popen_kwargs)
-    except OSError as exc:
-        monitor.stop()
-        raise CollectorError(f"cannot start {cmd[0]!r}: {exc}") from exc
-    finally:
-        if popen_kwargs and log_file is not None:
-            log_file.close()
-    followed = log_path
-    if followed is None and headless and args.log:
-        followed = pathlib.Path(args.log)
-    if followed is not None:
-        monitor.follow_log(followed)  # an engine's own figures from its log (SGLang, llama.cpp, Ollama)
+    child, log_path, tee_to = _start_child(args, cmd, env, headless, record, monitor)
     tee = copy_output(child.stdout, tee_to) if tee_to is not None else None
     command = " ".join(cmd)
     run_child = RunChild(child, command, log_path if not headless else None)
@@ -481,40 +401,9 @@ def _run(args: argparse.Namespace, cmd: list[str], headless: bool, record: str |
     try:
         with StopSignals(child) as signals:
             run_child.signals = signals
-            if headless:
-                returncode = signals.wait()
-            else:
-                from tui.app import run_app  # noqa: PLC0415  (textual only when a UI is wanted)
-
-                def ready(app) -> None:
-                    signals.app = app
-                    opened.append(app)
-
-                run_app(
-                    monitor,
-                    title=f"memsight run: {command[:60]}",
-                    source_label=f"pid {child.pid}",
-                    manage_monitor=False,
-                    child=run_child,
-                    vllm_hints={"version": args.vllm_version, "gpu": args.vllm_gpu},
-                    exit_with_child=args.exit_with_child,
-                    app_ready=ready,
-                    **display_options(config),
-                )
-                signals.app = None
-                print(f"memsight: the output of {cmd[0]} is in {log_path}", file=sys.stderr)
-                if child.poll() is None and signals.received is not None:
-                    print(
-                        f"memsight: {signal.Signals(signals.received).name} passed to {cmd[0]} "
-                        f"(pid {child.pid}); it is killed if still running in {STOP_GRACE_S:g} s",
-                        file=sys.stderr,
-                    )
-                if child.poll() is None and signals.received is None:
-                    print(
-                        f"memsight: monitor closed; waiting for {cmd[0]} (pid {child.pid}); Ctrl-C stops it",
-                        file=sys.stderr,
-                    )
-                returncode = signals.wait()
+            if not headless:
+                _watch_in_app(args, cmd, config, monitor, run_child, signals, opened)
+            returncode = signals.wait()
     finally:
         if child.poll() is None:  # memsight itself failed: do not leave CMD behind
             child.kill()
@@ -537,6 +426,156 @@ def _run(args: argparse.Namespace, cmd: list[str], headless: bool, record: str |
     if args.json:
         print(json.dumps(run_json(record, monitor.recording_failed, monitor.state()), indent=1))
     return returncode
+
+
+def _start_monitor(
+    args: argparse.Namespace, config: Any, agent_dir: str, record: str | None, headless: bool
+) -> tuple[Any, Any]:
+    """The monitor, started before CMD (a --prometheus port in use ends here, before any terminal change),
+    scoped to no agent until CMD has a pid; and the flight recorder, if on."""
+    from collectors.errors import CollectorError  # noqa: PLC0415
+    from collectors.monitor import Monitor  # noqa: PLC0415
+
+    flight = flight_recorder(args, record, config.refresh_hz)
+    monitor = Monitor(
+        hz=config.refresh_hz,
+        agent_dir=agent_dir,
+        record_to=record,
+        recorder=flight,
+        peers=args.peer,
+        discover_interval_s=0.5,
+        keep_dead_s=math.inf,  # agents stay after they exit: the Live screen keeps their last figures
+
+        vllm_url=args.vllm_url,
+        engine_url=args.engine_url,
+        prometheus=args.prometheus,
+        alert_options=config.thresholds,
+        agent_record_hz=args.agent_record_hz,
+    )
+    monitor.set_scope(lambda pids: frozenset())  # until CMD has a pid, no agent is this run's
+    monitor.start()
+    if not headless:
+        from tui.cli import require_terminal  # noqa: PLC0415
+
+        try:
+            require_terminal()  # before CMD starts: no command left running behind a refusal
+        except CollectorError:
+            monitor.stop()
+            raise
+    if monitor.exporter is not None:
+        print(f"memsight: serving {monitor.exporter.url}", file=sys.stderr)
+    if flight is not None:
+        print(
+            f"memsight: flight recording (the last {flight.limit_bytes / 2**20:.0f} MiB of this run, on disk "
+            f"every {flight.sync_interval_s:g} s) in {flight.directory}; --no-flight-recorder turns it off",
+            file=sys.stderr,
+        )
+    return monitor, flight
+
+
+def _open_for_child(path: Any, monitor: Any) -> Any:
+    from collectors.errors import CollectorError  # noqa: PLC0415
+
+    try:
+        return open(path, "wb")  # noqa: SIM115  (closed once Popen has its copy, or when the tee ends)
+    except OSError as exc:
+        monitor.stop()
+        raise CollectorError(f"cannot write the log file {path}: {exc}") from exc
+
+
+def _start_child(
+    args: argparse.Namespace, cmd: list[str], env: dict, headless: bool, record: str | None, monitor: Any
+) -> tuple[subprocess.Popen, pathlib.Path | None, Any]:
+    """CMD started with its output where the mode wants it; the log memsight follows (an engine's own
+    figures from it: SGLang, llama.cpp, Ollama), and the file a headless --record copies CMD's output to."""
+    from collectors.errors import CollectorError  # noqa: PLC0415
+
+    log_path = None
+    log_file = None
+    popen_kwargs: dict = {}
+    tee_to = None  # headless --record without --log: CMD's output is copied to a log memsight follows
+    if headless and record and not (args.log or args.json):
+        log_path = default_log_path()
+        tee_to = _open_for_child(log_path, monitor)
+        popen_kwargs = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT}
+    if headless and (args.log or args.json):
+        # --json: stdout carries the summary alone, so CMD's stdout joins its stderr (or the --log file)
+        log_file = _open_for_child(args.log, monitor) if args.log else None
+        popen_kwargs = {
+            "stdout": log_file if log_file is not None else sys.stderr.fileno(),
+            "stderr": subprocess.STDOUT if log_file is not None else None,
+        }
+    if not headless:
+        # The app owns the terminal: CMD's output goes to a file (the Live screen tails it), its stdin is
+        # closed, and it gets its own session so terminal-generated signals reach it only through memsight.
+        log_path = pathlib.Path(args.log) if args.log else default_log_path()
+        log_file = _open_for_child(log_path, monitor)
+        env.setdefault("PYTHONUNBUFFERED", "1")  # a Python CMD's lines reach the log as they are printed
+        popen_kwargs = {
+            "stdin": subprocess.DEVNULL,
+            "stdout": log_file,
+            "stderr": subprocess.STDOUT,
+            "start_new_session": True,
+        }
+    try:
+        child = subprocess.Popen(cmd, env=env, **popen_kwargs)
+    except OSError as exc:
+        monitor.stop()
+        raise CollectorError(f"cannot start {cmd[0]!r}: {exc}") from exc
+    finally:
+        if popen_kwargs and log_file is not None:
+            log_file.close()
+    followed = log_path
+    if followed is None and headless and args.log:
+        followed = pathlib.Path(args.log)
+    if followed is not None:
+        monitor.follow_log(followed)
+    return child, log_path, tee_to
+
+
+def _watch_in_app(
+    args: argparse.Namespace,
+    cmd: list[str],
+    config: Any,
+    monitor: Any,
+    run_child: RunChild,
+    signals: Any,
+    opened: list,
+) -> None:
+    """The Live screen while CMD runs; after it closes, what happens to CMD is said (the caller waits)."""
+    from tui.app import run_app  # noqa: PLC0415  (textual only when a UI is wanted)
+    from tui.cmd_watch import display_options  # noqa: PLC0415
+
+    child = run_child.process
+
+    def ready(app) -> None:
+        signals.app = app
+        opened.append(app)
+
+    run_app(
+        monitor,
+        title=f"memsight run: {run_child.command[:60]}",
+        source_label=f"pid {child.pid}",
+        manage_monitor=False,
+        child=run_child,
+        vllm_hints={"version": args.vllm_version, "gpu": args.vllm_gpu},
+        exit_with_child=args.exit_with_child,
+        app_ready=ready,
+        **display_options(config),
+    )
+    signals.app = None
+    print(f"memsight: the output of {cmd[0]} is in {run_child.log_path}", file=sys.stderr)
+    if child.poll() is None and signals.received is not None:
+        print(
+            f"memsight: {signal.Signals(signals.received).name} passed to {cmd[0]} "
+            f"(pid {child.pid}); it is killed if still running in {STOP_GRACE_S:g} s",
+            file=sys.stderr,
+        )
+    if child.poll() is None and signals.received is None:
+        print(
+            f"memsight: monitor closed; waiting for {cmd[0]} (pid {child.pid}); Ctrl-C stops it",
+            file=sys.stderr,
+        )
 
 
 def run_json(record: str, recording_failed: str | None, state) -> dict:  # noqa: ANN001  (MonitorState)

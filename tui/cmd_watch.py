@@ -212,17 +212,29 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         )
 
 
-def app_arguments(args: argparse.Namespace, name: str) -> tuple[Any, dict[str, Any]]:
-    """(monitor, run_app keyword arguments) for `watch` or `demo`; the monitor is not started yet."""
+def check_arguments(args: argparse.Namespace, name: str) -> None:
+    """The options' errors (ConfigError) that the parser cannot tell, said before the screen opens."""
     from tui.config import ConfigError  # noqa: PLC0415
 
-    config = resolve_config(args)
+    if name == "demo" and args.speed <= 0:
+        raise ConfigError(f"--speed must be positive, got {args.speed}")
+    if name == "watch" and args.processes < 1:
+        raise ConfigError(f"--processes must be at least 1, got {args.processes}")
+
+
+def app_arguments(args: argparse.Namespace, name: str) -> tuple[Any, dict[str, Any]]:
+    """(monitor, run_app keyword arguments) for `watch` or `demo`; the monitor is not started yet."""
+    check_arguments(args, name)
+    return monitor_and_options(args, name, resolve_config(args))
+
+
+def monitor_and_options(args: argparse.Namespace, name: str, config: Config) -> tuple[Any, dict[str, Any]]:
+    """app_arguments for checked arguments and a resolved config: what main() has run_app call after the
+    first frame (the collectors and the planner are imported here)."""
     options = display_options(config)
     if name == "demo":
         from collectors.replay import ReplayMonitor, bundled_recording
 
-        if args.speed <= 0:
-            raise ConfigError(f"--speed must be positive, got {args.speed}")
         recording = bundled_recording(getattr(args, "recording", "manual"))
         monitor = ReplayMonitor(recording, speed=args.speed, alert_options=config.thresholds)
         about = recording_about(recording)
@@ -236,8 +248,6 @@ def app_arguments(args: argparse.Namespace, name: str) -> tuple[Any, dict[str, A
     from collectors.monitor import Monitor
     from collectors.os_collector import OSCollector
 
-    if args.processes < 1:
-        raise ConfigError(f"--processes must be at least 1, got {args.processes}")
     # The collector reads every process anyway to rank them; keeping them all costs nothing measurable
     # (bench/monitor_cpu.py) and lets the Processes screen list every process, not only the top 15.
     kwargs: dict[str, Any] = {
@@ -261,12 +271,20 @@ def main(args: argparse.Namespace, name: str) -> int:
     from tui.config import ConfigError  # noqa: PLC0415
 
     try:
-        monitor, options = app_arguments(args, name)
+        check_arguments(args, name)
+        config = resolve_config(args)
+        from tui.app import run_app  # noqa: PLC0415
+
+        # The first frame (the Live screen's skeleton) is drawn before the monitor and the plan inputs are
+        # made (issue 20: it pays only for what it shows); what setup raises after it (a --prometheus port
+        # in use: CollectorError, a demo's unreadable sidecar: ConfigError) run_app raises again once the
+        # terminal is restored, and it ends as one `memsight: ...` line (exit 2)
+        demo = name == "demo"
+        return run_app(
+            setup=lambda: monitor_and_options(args, name, config),
+            title="memsight demo" if demo else "memsight",
+            source_label="" if demo else "this machine (live)",
+        )
     except ConfigError as exc:
         print(f"memsight: {exc}", file=sys.stderr)
         return 2
-    from tui.app import run_app
-
-    # run_app starts the monitor before the terminal changes mode: a --prometheus port in use raises
-    # CollectorError there, which the CLI prints as one `memsight: ...` line (exit 2)
-    return run_app(monitor, **options)

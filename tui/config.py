@@ -33,7 +33,7 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from collectors.alerts import AlertOptions
+from collectors.alert_options import AlertOptions
 from planner import limits
 from tui import options
 from tui.options import parse_refresh_hz  # its home: every option's parser is there

@@ -119,7 +119,7 @@ def engine_plan(args: argparse.Namespace, spec: Any, plan: Any) -> Any:
             kv_cache_type=args.kv_cache_type,
             flash_attention=args.flash_attention,
             gpu_layers=args.gpu_layers,
-            weight_format=fmt or "q4_k_m",
+            weight_format=fmt,
             runner=args.ollama_runner or "ollama",
             **({"version": args.ollama_version} if args.ollama_version else {}),
         )
@@ -140,9 +140,12 @@ def _device_total(plan: Any, args: argparse.Namespace) -> int:
     return plan.capacity_bytes
 
 
-def render(engine: str, engine_plan_: Any) -> list[str]:
+def render(engine: str, engine_plan_: Any, plan: Any) -> list[str]:
+    """The engine's lines, and how its figure of users relates to the plan's "max users"."""
     module = _module(engine)
-    return ["", *module.render(engine_plan_)]
+    tokens_per_user = plan.inputs.context + plan.inputs.output_tokens
+    answers = module.answers(engine_plan_, tokens_per_user, plan.max_users)
+    return ["", *module.render(engine_plan_), f"    {answers}"]
 
 
 def to_json(engine: str, engine_plan_: Any) -> dict[str, Any]:

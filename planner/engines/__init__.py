@@ -25,6 +25,10 @@ _PACKAGES: dict[str, str] = {
 }
 
 
+# engines whose own logs carry another's lines: those lines are part of the one start, not a second log
+_EMBEDS: dict[str, tuple[str, ...]] = {"sglang": ("vllm",), "ollama": ("llamacpp",)}
+
+
 def engine_names() -> tuple[str, ...]:
     return tuple(_PACKAGES)
 
@@ -48,3 +52,11 @@ def recognize(text: str) -> Engine:
         f"not a startup log memsight reads ({titles}): no line of theirs with a memory figure, engine "
         "configuration or version"
     )
+
+
+def also_recognized(text: str, engine: Engine) -> tuple[Engine, ...]:
+    """The other engines whose start-up lines `text` also holds (two runs' logs in one file): explain reads
+    the first engine's and says so, rather than leave the other run out unsaid."""
+    embedded = _EMBEDS.get(engine.name, ())
+    others = (get_engine(name) for name in _PACKAGES if name != engine.name and name not in embedded)
+    return tuple(other for other in others if other.recognizes(text))

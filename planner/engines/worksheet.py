@@ -123,3 +123,12 @@ def median_and_worst(errors: list[float]) -> tuple[float, float]:
     """Median and worst absolute relative error (fractions)."""
     absolute = [abs(e) for e in errors]
     return statistics.median(absolute), max(absolute)
+
+
+def max_users_meaning(max_users: int, tokens_per_user: int) -> str:
+    """What the four-bucket plan's "max users" counts, set beside an engine's own figure of users (`memsight
+    plan --engine NAME`'s "which answers what" line)."""
+    return (
+        f'memsight\'s "max users" ({max_users}) is how many users at {tokens_per_user:,} tokens fit the '
+        "whole capacity with the plan's four buckets"
+    )

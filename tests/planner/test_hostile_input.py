@@ -358,18 +358,27 @@ def test_a_damaged_llama_cpp_device_name_is_sorted_not_a_crash():
 LLAMACPP_CPU = "llamacpp_local/b1_0c1e570_cpu_tiny_c4096_np2.log"
 
 
-@pytest.mark.parametrize("size", ["-5.00", "nan", "-nan", "9" * 26 + ".00"])
-def test_a_llama_cpp_size_out_of_range_is_refused_naming_its_line(tmp_path, size):
+OUT_OF_RANGE = "is a size out of range (llama.cpp prints sizes of 0 or more, finite)"
+OTHER_UNIT = "is in a unit llama.cpp does not print there (its buffer sizes are always in MiB)"
+
+
+@pytest.mark.parametrize(
+    ("size", "why"),
+    [
+        *((f"{n} MiB", OUT_OF_RANGE) for n in ("-5.00", "nan", "-nan", "9" * 26 + ".00")),
+        *((f"0.01 {unit}", OTHER_UNIT) for unit in ("GiB", "GB", "KiB")),
+    ],
+)
+def test_a_llama_cpp_size_it_cannot_print_is_refused_naming_its_line(tmp_path, size, why):
     """A negative KV buffer was read and explained ("logged KV -5.00 MiB ... -9060.0%"); nan and 1e26 read
-    as a log cut short. A memory size is at least 0 and finite: the log is refused at that line."""
+    as a log cut short; a buffer edited to GiB was skipped, so a log of such lines read as one cut before its
+    metadata. A memory size is at least 0, finite and in MiB: the log is refused at that line, saying why."""
     text = (ENGINE_DATA / LLAMACPP_CPU).read_text()
     old = "CPU KV buffer size =     8.00 MiB"
     assert old in text
-    (tmp_path / "llama.log").write_text(text.replace(old, f"CPU KV buffer size =     {size} MiB"))
+    (tmp_path / "llama.log").write_text(text.replace(old, f"CPU KV buffer size =     {size}"))
     line = one_line_refusal(memsight("explain", str(tmp_path / "llama.log")))
-    assert line == (
-        f"memsight: line 122: {size} MiB is a size out of range (llama.cpp prints sizes of 0 or more, finite)"
-    )
+    assert line == f"memsight: line 122: {size} {why}"
 
 
 @pytest.mark.parametrize(

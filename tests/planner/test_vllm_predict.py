@@ -65,7 +65,15 @@ def test_non_torch_is_a_sum_of_named_parts_by_era():
     assert predicted_non_torch("0.8.5", "V1", 1, device=h100).bytes == CONTEXT_BYTES + local_h100
     assert predicted_non_torch("0.6.6", "V0", 1, device=h100).bytes == local_h100
     assert predicted_non_torch("0.9.1", "V1", 1, device=h100).bytes == local_h100
-    assert predicted_non_torch("0.33.0", "V1", 4, device=h100).bytes == local_h100 + COMM_BYTES
+    # NCCL / custom all-reduce count where the baseline precedes the distributed init (V0, V1 0.9.1 - 0.10.x);
+    # V1 0.11+ sets them up before its baseline (v0.29.0:vllm/v1/worker/gpu_worker.py:416-439)
+    assert predicted_non_torch("0.10.1.1", "V1", 2, device=device_total("a100-80gb")).bytes == (
+        108 * 2048 * LOCAL_MEMORY_BYTES_PER_THREAD + COMM_BYTES
+    )
+    assert predicted_non_torch("0.8.0", "V0", 4, device=h100).bytes == local_h100 + COMM_BYTES
+    beyond = predicted_non_torch("0.33.0", "V1", 4, device=h100)
+    assert beyond.bytes == predicted_non_torch("0.11.0", "V1", 2, device=h100).bytes == local_h100
+    assert "no NCCL / custom all-reduce: V1 >= 0.11 sets them up before its baseline" in beyond.source
     # the local-memory reservation follows the GPU's resident threads: an L4 (58 SMs x 1536) holds a third
     l4_local = 58 * 1536 * LOCAL_MEMORY_BYTES_PER_THREAD
     assert predicted_non_torch("0.11.0", "V1", 1, device=l4).bytes == l4_local

@@ -107,6 +107,49 @@ def test_plan_engine_sglang_and_ollama():
     assert refused.returncode == 2 and refused.stderr.startswith("memsight: Ollama serves GGUF files")
 
 
+def test_an_ollama_plan_prices_the_weights_ollama_loads_in_its_four_buckets_too():
+    """The four buckets above Ollama's figures priced the Hugging Face checkpoint's bf16 (15.26 GiB for
+    Qwen3-8B) while Ollama loads the library's q4_k_m: both now price the GGUF Ollama would pull."""
+    o = json.loads(memsight("plan", "qwen3-8b", "--engine", "ollama", "--machine", "h100", "--json").stdout)
+    assert o["format"] == "q4_k_m" == o["ollama"]["weight_format"]
+    assert o["weight_bytes"] == o["ollama"]["weights_gpu_bytes"] + o["ollama"]["weights_cpu_bytes"]
+
+
+def test_engine_plans_say_how_their_users_relate_to_the_plan_s_max_users():
+    sglang = memsight("plan", "qwen3-8b", "--engine", "sglang", "--machine", "h100", "--json").stdout
+    tokens = json.loads(sglang)["sglang"]["max_total_num_tokens"]
+    text = memsight("plan", "qwen3-8b", "--engine", "sglang", "--machine", "h100").stdout
+    assert (
+        f"which answers what: SGLang's pool holds max_total_num_tokens {tokens:,} tokens, so it serves "
+        f"{tokens // 8192} users at 8,192 tokens at once" in text
+    )
+    ollama = memsight("plan", "qwen3-8b", "--engine", "ollama", "--machine", "h100").stdout
+    assert "it serves 1 user(s) at once, each up to num_ctx 40,960 tokens (more wait in its queue)" in ollama
+    assert 'memsight\'s "max users" (64) is how many users at 8,192 tokens fit the whole capacity' in ollama
+
+
+def test_a_file_with_two_engines_starts_says_which_one_is_explained(tmp_path):
+    """A vLLM start and a llama.cpp run pasted into one file: llama.cpp's is explained (the registry's order)
+    and a note names the other run's lines; an engine's own log that embeds another's (Ollama's server log
+    carries llama.cpp's lines, SGLang's carries vLLM's) gets no such note."""
+    data = REPO_ROOT / "tests" / "data"
+    vllm = (data / "vllm_logs" / "pr10511_v0.6.5dev_llama3-8b_h100_tp1.log").read_text()
+    llama = (data / "llamacpp_logs" / "ci_b3448_x86cpu_pythia14b_q4_0.log").read_text()
+    (tmp_path / "both.log").write_text(vllm + llama)
+    notes = json.loads(memsight("explain", str(tmp_path / "both.log"), "--json").stdout)["notes"]
+    assert notes[-1] == (
+        "this file also holds vLLM's start-up lines (two runs in one file?): only llama.cpp's start is "
+        "explained here; give each run's log on its own to explain the other"
+    )
+    for log, flags in (
+        (data / "ollama_logs" / "ollama11292_llama3.1-8b-q4km_windows.log", ("--model", "llama-3.1-8b")),
+        (SGLANG, ("--model", "qwen2.5-32b")),
+    ):
+        out = memsight("explain", str(log), *flags, "--json")
+        assert out.returncode == 0, out.stderr
+        assert not any("also holds" in note for note in json.loads(out.stdout)["notes"])
+
+
 def test_tiny_figures_outside_the_screens_keep_three_significant_digits():
     # a 2.5 MiB GGUF's explain: each predicted term in its own unit, never "0.00 GiB"
     tiny = REPO_ROOT / "tests" / "data" / "llamacpp_local" / "b1_0c1e570_cpu_tiny_c4096_np2.log"

@@ -8,6 +8,7 @@ import sys
 import time
 from dataclasses import replace
 
+import pytest
 from textual.widgets import Static
 
 from collectors.nvidia_smi import SmiBackend
@@ -88,7 +89,16 @@ def test_a_refusal_is_explained_from_vllm_s_own_figures():
     )
 
 
-def test_after_start_a_high_non_torch_is_set_against_what_grew_during_the_profile_run():
+@pytest.mark.parametrize(
+    ("nvml", "usual"),
+    [
+        # no GPU named: the local-memory part is the unknown GPU's (an A100's logged 0.10 GiB)
+        (None, "60.10 GiB above the 0.10 GiB vLLM 0.10.2 normally counts"),
+        # NVML names H100s: an H100's resident threads size it
+        (two_rank_state().nvml, "60.06 GiB above the 0.14 GiB vLLM 0.10.2 normally counts"),
+    ],
+)
+def test_after_start_a_high_non_torch_is_set_against_what_grew_during_the_profile_run(nvml, usual):
     # The page cache figures are a GB10's, recorded while a 60 GiB file was written (unsloth PR 10704:
     # Cached 12.64 -> 72.64 GiB, MemAvailable 115.85 -> 115.65 GiB). The log is SYNTHETIC: a V0 0.10.2-shaped
     # breakdown line (v0.8.5 worker.py:271-285 wording) whose non-torch is far above the version's usual, as
@@ -125,7 +135,8 @@ def test_after_start_a_high_non_torch_is_set_against_what_grew_during_the_profil
         )
         builder = StateBuilder()
         builder.update_os(host)
-        return builder.build(t)
+        built = builder.build(t)
+        return built if nvml is None else replace(built, nvml=nvml)
 
     pids = frozenset({engine})
     watch.observe(log_at(loaded), state_at(100.0, 12.64, 115.85, 3.0), pids, 100.0)
@@ -134,7 +145,7 @@ def test_after_start_a_high_non_torch_is_set_against_what_grew_during_the_profil
     final = log_at(loaded + profiled)
     watch.observe(final, state_at(150.0, 72.64, 115.65, 4.5), pids, 150.0)
     line = watch.line(final, state_at(150.0, 72.64, 115.65, 4.5), pids, {})
-    assert line.startswith("vLLM counted 60.20 GiB as non-torch memory, ")
+    assert line.startswith(f"vLLM counted 60.20 GiB as non-torch memory, {usual}: ")
     assert (
         "during its profile run (50 s, 3 samples), the page cache grew 60.00 GiB, the engine's resident "
         "memory 1.50 GiB (a compiler heap: torch.compile, Triton), MemAvailable fell 0.20 GiB" in line

@@ -23,11 +23,14 @@ from tui.widgets.data import (
     ProcessRow,
 )
 from tui.widgets.footer import MemsightFooter
-from tui.widgets.gap_chart import GapChart
 from tui.widgets.headroom import HeadroomGauge
 from tui.widgets.log_tail import LogPanel
 from tui.widgets.pool_parts import PoolParts
 from tui.widgets.process_summary import ProcessSummary
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING; the chart's module (plotext) is imported with its first data
+if TYPE_CHECKING:
+    from tui.widgets.gap_chart import GapChart
 
 WIDE_COLUMNS = 140  # at least this many columns: two columns side by side; fewer: one scrolling column
 # At least this many rows: the allocated / reserved / gap chart is shown from the start (`g` hides it); on a
@@ -84,6 +87,7 @@ class LiveScreen(Screen):
         super().__init__(id="live")
         self._view: LiveView | None = None
         self._chart_choice: bool | None = None  # the user's `g`, which wins over the size rule
+        self._chart: GapChart | None = None  # mounted with the first view (see gap_chart)
 
     def compose(self) -> ComposeResult:
         # Composed as the first frame shows it (the terminal's size classes, hidden lines hidden): each class
@@ -109,7 +113,8 @@ class LiveScreen(Screen):
                 yield Static(AGENTS_TITLE.format(unit="GiB"), id="agents-title", classes="section-title")
                 yield Static("", id="agents-missing", classes="missing")
                 yield AgentsTable(id="agents")
-                yield _shown(GapChart(id="gap-chart"), tall)
+                # the gap chart (plotext, the largest import of the screen) is mounted here with the first
+                # figures (gap_chart), not drawn empty in the first frame
             with Vertical(id="live-right", classes="column"):
                 yield Static("processes by memory (● this run's; Δ over 30 s)", id="processes-title",
                              classes="section-title")
@@ -127,6 +132,14 @@ class LiveScreen(Screen):
         view = getattr(self.app, "live_view", None)
         if view is not None:
             self.show(view)
+        if self._view is not None:  # shown before the screen was mounted: its chart now
+            self._show_chart(self._view.chart)
+
+    def show_source(self, detail: str) -> None:
+        """Where the data comes from (a replayed recording's origin), named after the first frame."""
+        line = self.query_one("#live-source", Static)
+        line.update(detail)
+        line.display = bool(detail)
 
     def on_screen_resume(self) -> None:
         view = getattr(self.app, "live_view", None)
@@ -158,8 +171,8 @@ class LiveScreen(Screen):
         )
         below = []
         for selector, name in sections:
-            widget = self.query_one(selector)
-            if not widget.display or widget.parent is None:
+            widget = next(iter(self.query(selector)), None)  # the chart: none before the first figures
+            if widget is None or not widget.display or widget.parent is None:
                 continue
             top = widget.parent.virtual_region.y + widget.virtual_region.y
             if top >= bottom:
@@ -191,13 +204,29 @@ class LiveScreen(Screen):
         spare = max(0, height - 48) if wide else 0
         self.query_one(ProcessSummary).set_max_rows(LIVE_TOP_PROCESSES + spare // 2)
         self.query_one(AlertLog).styles.height = "1fr" if wide and tall else 8
-        chart = self.query_one(GapChart)
-        chart.display = tall if self._chart_choice is None else self._chart_choice
+        if self._chart is not None:
+            self._chart.display = self._chart_shown(height)
+
+    def _chart_shown(self, height: int) -> bool:
+        return height >= TALL_ROWS if self._chart_choice is None else self._chart_choice
 
     def action_toggle_chart(self) -> None:
-        chart = self.query_one(GapChart)
-        chart.display = not chart.display
-        self._chart_choice = chart.display
+        self._chart_choice = not self._chart_shown(self.app.size.height)
+        if self._chart is not None:
+            self._chart.display = self._chart_choice
+
+    def _show_chart(self, data: ChartSeries) -> None:
+        """The allocated / reserved / gap chart, mounted below the agents with the first view (a view given
+        before the screen was mounted: from on_mount)."""
+        if self._chart is None:
+            left = self.query_one("#live-left")
+            if not (left.is_mounted and left.is_attached):  # not yet (or no longer: the app is leaving)
+                return
+            from tui.widgets.gap_chart import GapChart  # noqa: PLC0415
+
+            self._chart = _shown(GapChart(id="gap-chart"), self._chart_shown(self.app.size.height))
+            left.mount(self._chart, after="#agents")
+        self._chart.update_data(data)
 
     def show(self, view: LiveView) -> None:
         """Hand each widget its part; each redraws only if its part changed."""
@@ -235,7 +264,7 @@ class LiveScreen(Screen):
         self._show_pools(view.comparisons)
         self.query_one(HeadroomGauge).update_data(view.headroom)
         self.query_one(PoolParts).update_data(view.pool)
-        self.query_one(GapChart).update_data(view.chart)
+        self._show_chart(view.chart)
         agents = self.query_one(AgentsTable)
         if agents.update_rows(view.agents):
             self.query_one("#agents-title", Static).update(AGENTS_TITLE.format(unit=agents.unit.name))

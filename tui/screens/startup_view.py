@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 from collectors.snapshots import MonitorState
 from planner.engines.vllm.log import STAGES
-from planner.engines.vllm.overheads import predicted_non_torch
+from planner.engines.vllm.overheads import Device, device_total, predicted_non_torch
 from planner.engines.vllm.startup import (
     DeviceMemory,
     admission,
@@ -26,11 +26,10 @@ from planner.engines.vllm.startup import (
     reads_mem_available,
     verdict_line,
 )
-from planner.engines.vllm.version import default_engine, parse_version
+from planner.engines.vllm.version import default_engine, default_gpu_memory_utilization, parse_version
 from planner.errors import PlannerError
 
 GIB = 2**30
-DEFAULT_UTILIZATION = 0.9  # vLLM's CacheConfig default in every version read (v0.10.2-0.33.0 config/cache.py)
 FAR_ABOVE_BYTES = GIB  # logged non-torch this much over the prediction (and over twice it) is "far above"
 KEEP_SAMPLES = 3600  # about 30 minutes of samples at 2 Hz: a start-up fits
 
@@ -116,18 +115,19 @@ class StartupWatch:
             device = device_memory(state, pids)
             if device is None:
                 return f"vLLM {version} start-up check: nothing measured to check it against yet"
-            utilization = float(log.setting("gpu_memory_utilization") or DEFAULT_UTILIZATION)
+            utilization = float(log.setting("gpu_memory_utilization") or default_gpu_memory_utilization(ver))
             verdict = admission(version, engine, utilization, device)
             fixes = f" · fix: {verdict.fixes[0]}" if verdict.fixes and not verdict.passes else ""
             return "will it start? " + verdict_line(verdict) + fixes
-        return self.profile_line(log, version, engine)
+        return self.profile_line(log, version, engine, state)
 
-    def profile_line(self, log, version: str, engine: str) -> str:
+    def profile_line(self, log, version: str, engine: str, state: MonitorState) -> str:
         """After the profile run: what grew on the host while vLLM measured, when its non-torch is high."""
         logged = _logged_non_torch(log)
         tp = int(log.setting("tensor_parallel_size") or 1)
         pp = int(log.setting("pipeline_parallel_size") or 1)
-        predicted = predicted_non_torch(version, engine, tp * pp, tp=tp).bytes
+        device = _measured_device(state)
+        predicted = predicted_non_torch(version, engine, tp * pp, tp=tp, device=device).bytes
         if logged is None or logged - predicted <= max(FAR_ABOVE_BYTES, predicted):
             return ""
         start, end = self.stage_t.get("weights"), self.stage_t.get("profiling") or self.stage_t.get("pool")
@@ -150,6 +150,17 @@ class StartupWatch:
         return f"{head}: {', '.join(grew)}; vLLM took that from its KV cache"
 
 
+def _measured_device(state: MonitorState) -> Device | None:
+    """The GPU NVML names, as the planner's table knows it (its resident threads size the non-torch part
+    vLLM counts); None where NVML names none or the table lacks it, and the prediction says so."""
+    if not state.nvml.devices:
+        return None
+    try:
+        return device_total(state.nvml.devices[0].name)
+    except PlannerError:
+        return None
+
+
 def _logged_non_torch(log) -> int | None:
     """The non-torch bytes vLLM logged, or the part of its consumed memory that is not the weights."""
     figure = log.first("non_torch")
@@ -169,7 +180,8 @@ def refusal_line(version: str, engine: str, printed, measured: DeviceMemory | No
         device = replace(device, total=printed.total, mem_available=printed.free)
     else:
         device = replace(device, total=printed.total, cuda_free=printed.free)
-    verdict = admission(version, engine, printed.utilization or DEFAULT_UTILIZATION, device)
+    utilization = printed.utilization or default_gpu_memory_utilization(parse_version(version))
+    verdict = admission(version, engine, utilization, device)
     fixes = " · ".join(verdict.fixes[:2])
     return (
         f"vLLM {version} refused to start: it read {_gib(printed.free)} free of {_gib(printed.total)} "

@@ -1021,8 +1021,19 @@ def vllm_comparison(
         Segment("nonpytorch", values["nonpytorch"]),
         Segment("free", free),
     )
-    notes = ["sources: " + " · ".join(f"{src}: {', '.join(keys)}" for src, keys in sources.items() if keys)]
-    notes.append(_vllm_metrics_note(log, buckets, state.vllm))
+    said = " · ".join(f"{src}: {', '.join(keys)}" for src, keys in sources.items() if keys)
+    notes = (f"sources: {said}", *_vllm_notes(state, log, buckets, plan, nvml_bytes))
+    planned, label = _vllm_planned(plan, pool)
+    version = f" {log.version}" if log.version else ""
+    scope = per_rank(buckets) if buckets.world > 1 else "figures"
+    title = f"{pool.title} · vLLM{version} (pid {pid}, {scope} from vLLM's log)"
+    return BucketComparison(title, pool.capacity_bytes, measured, planned, label, missing, notes)
+
+
+def _vllm_notes(state: MonitorState, log, buckets, plan: VLLMPlan, nvml_bytes: int | None) -> list[str]:
+    """What the vLLM comparison says under its bars: /metrics, the ranks, what lies outside vLLM's own
+    accounting, where its plan came from, how far its log got."""
+    notes = [_vllm_metrics_note(log, buckets, state.vllm)]
     if buckets.world > 1:
         notes.append(f"the bars: one rank of {buckets.world} (one GPU each) · {job_total_text(buckets)}")
     total = buckets.accounted
@@ -1038,27 +1049,27 @@ def vllm_comparison(
         notes.append(f"vLLM logged an error on line {log.error_line}: {log.error[:100]}")
     elif log.stage != "ready":
         notes.append(f"vLLM starting: {log.stage} (the buckets fill in as its log says them)")
+    return notes
+
+
+def _vllm_planned(plan: VLLMPlan, pool: PoolCapacity) -> tuple[tuple[Segment, ...] | None, str]:
+    """vLLM's own model of its memory as the plan bar, and its label; none while the log lacks the model."""
     ex = plan.explanation
-    planned = None
-    if ex is not None:
-        p = ex.pool
-        capacity = p.total_bytes or pool.capacity_bytes or 0
-        used = p.weights_bytes + p.pool_bytes + p.activation_bytes + p.non_torch_bytes + p.cudagraph_bytes
-        planned = (
-            Segment("other", 0),
-            Segment("weights", p.weights_bytes),
-            Segment("kv", p.pool_bytes),
-            Segment("activations", p.activation_bytes),
-            Segment("overhead", p.non_torch_bytes + p.cudagraph_bytes),
-            Segment("free", max(0, capacity - used)),
-        )
-        label = vllm_plan_label(ex)
-    else:
-        label = f"vLLM's model of its memory: {plan.error or 'waiting for the model and version in the log'}"
-    version = f" {log.version}" if log.version else ""
-    scope = per_rank(buckets) if buckets.world > 1 else "figures"
-    title = f"{pool.title} · vLLM{version} (pid {pid}, {scope} from vLLM's log)"
-    return BucketComparison(title, pool.capacity_bytes, measured, planned, label, missing, tuple(notes))
+    if ex is None:
+        waiting = plan.error or "waiting for the model and version in the log"
+        return None, f"vLLM's model of its memory: {waiting}"
+    p = ex.pool
+    capacity = p.total_bytes or pool.capacity_bytes or 0
+    used = p.weights_bytes + p.pool_bytes + p.activation_bytes + p.non_torch_bytes + p.cudagraph_bytes
+    planned = (
+        Segment("other", 0),
+        Segment("weights", p.weights_bytes),
+        Segment("kv", p.pool_bytes),
+        Segment("activations", p.activation_bytes),
+        Segment("overhead", p.non_torch_bytes + p.cudagraph_bytes),
+        Segment("free", max(0, capacity - used)),
+    )
+    return planned, vllm_plan_label(ex)
 
 
 def with_vllm(

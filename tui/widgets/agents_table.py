@@ -24,7 +24,12 @@ class AgentsTable(DataTable):
         self.unit: Unit = GIB_UNIT
 
     def on_mount(self) -> None:
-        self.add_columns(*self.COLUMNS)
+        self._add_columns()
+
+    def _add_columns(self) -> None:
+        # as Text: a str label is parsed as Rich markup, whose first use imports Rich's table of emoji names
+        # (0.5 MiB resident, for a header that has none)
+        self.add_columns(*(Text(name) for name in self.COLUMNS))
 
     def update_rows(self, rows: tuple[AgentRow, ...]) -> bool:
         if rows == self._shown:
@@ -32,7 +37,7 @@ class AgentsTable(DataTable):
         self._shown = rows
         self.unit = unit = unit_for(v for r in rows for v in (r.allocated, r.reserved, r.gap))
         self.clear(columns=True)  # columns too: their widths then fit the rows shown now, not any before
-        self.add_columns(*self.COLUMNS)
+        self._add_columns()
         for r in rows:
             style = "bold" if r.busiest else ""
             pid = Text()

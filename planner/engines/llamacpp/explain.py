@@ -638,10 +638,7 @@ def stage_problem(log: LlamaCppLog) -> str | None:
     """One line naming what was recognized when the log cannot be explained, else None."""
     if log.bad_size is not None:
         # a damaged figure, not a cut log: explaining the rest would compare predictions with a hole
-        return (
-            f"line {log.bad_size_line}: {log.bad_size} is a size out of range (llama.cpp prints sizes of "
-            "0 or more, finite)"
-        )
+        return f"line {log.bad_size_line}: {log.bad_size}"
     if log.kv_caches:
         return None
     where = STAGE_WORDS[log.stage]

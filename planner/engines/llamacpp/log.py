@@ -81,6 +81,9 @@ _OFFLOADED = re.compile(r"offloaded (?P<n>\d+)/(?P<m>\d+) layers to GPU")
 _MODEL_BUF = re.compile(
     rf"(?:load_tensors|llm_load_tensors):\s+(?P<dev>[\w\[\]:./-]+) (?:model )?buffer size =\s*{_NUM} MiB"
 )
+# llama.cpp prints every buffer as "%.2f MiB" (ggml_backend_buffer_get_size / 1024 / 1024); a buffer line in
+# another unit was edited or comes from another program, and reading past it would lose a bucket silently
+_BUFFER_OTHER_UNIT = re.compile(rf"buffer size =\s*{_NUM} ?(?P<unit>(?!MiB\b)[KMGTP]i?B|bytes?)\b")
 _KV_BUF = re.compile(rf"llama_kv_cache\w*:\s+(?P<dev>[\w\[\]:./-]+) KV buffer size =\s*{_NUM} MiB")
 _KV_SIZE = re.compile(
     rf"llama_kv_cache\w*: size =\s*{_NUM} MiB \(\s*(?P<cells>\d+) cells,\s*(?P<layers>\d+) layers,\s*"
@@ -231,15 +234,20 @@ def _stage(s: _State, stage: str) -> None:
 
 
 class BadSize(ValueError):
-    """A size no llama.cpp prints (negative, inf, nan, 400 digits): the line is not read, and the log is
-    refused naming it (explain.stage_problem) rather than explained without it."""
+    """A size no llama.cpp prints (negative, inf, nan, 400 digits, a unit other than MiB): the line is not
+    read, and the log is refused naming it (explain.stage_problem) rather than explained without it. Its
+    text is the size and why it cannot be llama.cpp's."""
+
+    @classmethod
+    def out_of_range(cls, size: str) -> BadSize:
+        return cls(f"{size} is a size out of range (llama.cpp prints sizes of 0 or more, finite)")
 
 
 def _mib(text: str) -> float:
     """A size the log printed in MiB; BadSize for one llama.cpp cannot print."""
     value = limits.logged_number(text)
     if value is None or not plausible(value, "MiB"):
-        raise BadSize(f"{text.strip()[:40]} MiB")
+        raise BadSize.out_of_range(f"{text.strip()[:40]} MiB")
     return value
 
 
@@ -253,7 +261,7 @@ def _count(text: str) -> int:
 def _add(s: _State, name: str, value: str, unit: str, line: int, rank: str = "") -> None:
     number = limits.logged_number(value)
     if number is None or not plausible(number, unit):
-        raise BadSize(f"{value.strip()[:40]} {unit}")
+        raise BadSize.out_of_range(f"{value.strip()[:40]} {unit}")
     rank = _RANK_ADDRESS.sub("", rank.strip())
     s.figures.setdefault(name, []).append(Figure(name, number, unit, value, line, rank))
 
@@ -282,6 +290,11 @@ def _read_model(s: _State, text: str, n: int) -> bool:
 
 
 def _read_buffers(s: _State, text: str, n: int) -> bool:
+    m = _BUFFER_OTHER_UNIT.search(text)
+    if m:
+        size = f"{m.group(1)} {m.group('unit')}"
+        raise BadSize(f"{size} is in a unit llama.cpp does not print there (its buffer sizes are always in "
+                      "MiB)")
     m = _OFFLOADED.search(text)
     if m:
         _add(s, "offloaded", m.group("n"), "layers", n)

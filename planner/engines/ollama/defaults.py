@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from planner.errors import PlannerError
 
 DEFAULT_VERSION = "0.20.0"
+# what `ollama pull MODEL` fetches without a tag suffix: the library's default quantization
+LIBRARY_FORMAT = "q4_k_m"
 GiB = 2**30
 
 

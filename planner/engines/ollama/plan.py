@@ -20,9 +20,9 @@ from planner.engines.ollama.cache import (
     ollama_kv_layers,
     weights_by_device,
 )
-from planner.engines.ollama.defaults import DEFAULT_VERSION, OllamaDefaults, defaults_for
+from planner.engines.ollama.defaults import DEFAULT_VERSION, LIBRARY_FORMAT, OllamaDefaults, defaults_for
 from planner.engines.ollama.estimate import OllamaEstimate, ollama_estimate
-from planner.engines.worksheet import Term
+from planner.engines.worksheet import Term, max_users_meaning
 from planner.errors import PlannerError
 from planner.spec import ModelSpec
 from planner.units import GiB
@@ -78,7 +78,7 @@ def predict(spec: ModelSpec, arguments: OllamaArguments) -> OllamaPlan:
             f"Ollama keeps an f16 cache without flash attention: {kv_type} is ignored (llm/server.go)"
         )
         kv_type = "f16"
-    fmt = arguments.weight_format or "q4_k_m"
+    fmt = arguments.weight_format or LIBRARY_FORMAT
     context = num_ctx * parallel
     if context < parallel:
         raise PlannerError(f"num_ctx {num_ctx} is below one token per parallel request")
@@ -172,6 +172,16 @@ def plan_json(plan: OllamaPlan) -> dict:
         "defaults": plan.defaults.source,
         "notes": list(plan.notes),
     }
+
+
+def answers(plan: OllamaPlan, tokens_per_user: int, max_users: int) -> str:
+    """How Ollama's own figure of users relates to the four-bucket plan's "max users" above it."""
+    fits = "each" if tokens_per_user <= plan.num_ctx else f"none at {tokens_per_user:,} tokens: each"
+    return (
+        f"which answers what: Ollama sizes its KV cache for num_ctx x parallel whatever the prompts, so it "
+        f"serves {plan.parallel} user(s) at once, {fits} up to num_ctx {plan.num_ctx:,} tokens (more wait "
+        f"in its queue); {max_users_meaning(max_users, tokens_per_user)}"
+    )
 
 
 def render(plan: OllamaPlan) -> list[str]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from planner.engines.sglang.defaults import DEFAULT_VERSION, Defaults, defaults_for, era_of
 from planner.engines.sglang.pool import SOURCE_POOL, PoolInputs, SGLangPool, sglang_pool
-from planner.engines.worksheet import Term
+from planner.engines.worksheet import Term, max_users_meaning
 from planner.errors import PlannerError
 from planner.spec import ModelSpec
 from planner.units import GiB, size_text
@@ -176,6 +176,23 @@ def render(plan: SGLangPlan) -> list[str]:
     ]
     lines.extend(f"    note: {note}" for note in plan.notes)
     return lines
+
+
+def answers(plan: SGLangPlan, tokens_per_user: int, max_users: int) -> str:
+    """How SGLang's own figure of users relates to the four-bucket plan's "max users" above it."""
+    pool = plan.pool
+    ours = max_users_meaning(max_users, tokens_per_user)
+    if pool.refused:
+        return f"which answers what: SGLang would refuse to start and serve no one; {ours}"
+    by_tokens = pool.tokens // tokens_per_user
+    served = f"{min(by_tokens, pool.max_running_requests):,}"
+    if by_tokens > pool.max_running_requests:
+        served += f" (capped by max_running_requests {pool.max_running_requests:,})"
+    return (
+        f"which answers what: SGLang's pool holds max_total_num_tokens {pool.tokens:,} tokens, so it serves "
+        f"{served} users at {tokens_per_user:,} tokens at once (after its own weights, within "
+        f"mem_fraction_static of the free memory); {ours}"
+    )
 
 
 def _pool_lines(pool: SGLangPool) -> list[str]:

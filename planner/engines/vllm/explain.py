@@ -37,7 +37,7 @@ from planner.engines.vllm.overheads import (
     predicted_cudagraphs,
     predicted_non_torch,
 )
-from planner.engines.vllm.pool import VLLMPool, vllm_pool
+from planner.engines.vllm.pool import VLLMPool, blocks_for_logged_tokens, vllm_pool
 from planner.engines.vllm.runner_v2 import runs_model_runner_v2, with_consumed
 from planner.engines.vllm.version import (
     Version,
@@ -226,6 +226,9 @@ def explain(
             for r in rows
         )
     notes.extend(_not_modelled(run, log, pool))
+    implied = _pool_the_tokens_imply(log, pool)
+    if implied is not None:
+        notes.append(implied)
     worksheet = _worksheet(log, pool)
     return Explanation(
         model=run.model_id,
@@ -814,7 +817,8 @@ def _cause(key: str, fig: Figure, value: float, pool: VLLMPool, era: str, tp: in
             )
         return (
             "growth after vLLM's baseline, predicted as parts (local memory by the GPU's resident threads, "
-            "NCCL / all-reduce under TP/PP): EMPIRICAL sizes, see the non-torch term"
+            "NCCL / all-reduce under TP/PP where the baseline precedes them, before V1 0.11): EMPIRICAL "
+            "sizes, see the non-torch term"
         )
     if key == "cudagraphs":
         if pool.cudagraph_bytes == 0:
@@ -865,10 +869,37 @@ _MODEL_RUNNER_V2 = (
     "{vocab:,} int32 = {counts:.2f} GiB, and the sampler's tables) and, from 0.27, the kept fused-MoE "
     "workspace (MXFP4 experts on Marlin; other expert kernels' workspaces are not derived), in non-torch "
     "(consumed memory after the baseline); its greedy dummy sampler run in the activation. Not derived: its "
-    "CUDA-graph estimate, which it measures on the device by capturing every PIECEWISE graph and the two "
-    "largest FULL graphs (v0.29.0:vllm/v1/worker/gpu/cudagraph_utils.py:717-831); the bytes per graph are "
-    "the driver's and are EMPIRICAL here (H100 logs of the V1 runner, 0.19)"
+    "CUDA-graph estimate, deducted from the pool (v0.29.0:vllm/v1/worker/gpu_worker.py:570-609), which it "
+    "measures on the device: every PIECEWISE graph captured, the FULL graphs extrapolated from the two "
+    "largest as first + (n - 1) x max(second, 1 MiB) (v0.29.0:vllm/v1/worker/gpu/cudagraph_utils.py:712-714, "
+    "718-801, 823-831), so whatever the second FULL capture happens to allocate (a new segment of the graph "
+    "pool, the driver's graph memory) counts once per FULL graph; the bytes per graph are the driver's and "
+    "the caching allocator's, EMPIRICAL here (H100 logs of the V1 runner, 0.19)"
 )
+
+
+def _pool_the_tokens_imply(log: VLLMLog, pool: VLLMPool) -> str | None:
+    """Where the log gives its token count but neither the pool nor the block count: the pool those tokens
+    imply by the version's own capacity rule (pool.blocks_for_logged_tokens), against the prediction, so a
+    miss on tokens reads as the memory it is."""
+    tokens = log.smallest("kv_tokens")
+    if tokens is None or log.smallest("kv_pool") is not None or log.smallest("num_blocks") is not None:
+        return None
+    blocks = blocks_for_logged_tokens(pool, int(tokens.value))
+    if blocks is None:
+        return None
+    lowest, highest = blocks
+    implied = lowest * pool.bytes_per_block
+    off = implied - pool.pool_bytes
+    count = f"{lowest:,}" if lowest == highest else f"{lowest:,}-{highest:,}"
+    side = "less" if off < 0 else "more"
+    who = "vLLM deducted more" if off < 0 else "the predicted terms deduct more"
+    return (
+        f"the logged {int(tokens.value):,} tokens imply {count} KV blocks x {pool.bytes_per_block:,} B = a "
+        f"pool of {implied / GiB:.2f} GiB ({pool.num_groups} group(s), {pool.blocks_per_request:,} blocks "
+        f"per request of {pool.max_model_len:,} tokens), {abs(off) / GiB:.2f} GiB {side} than predicted: the "
+        f"token count follows the pool, so the difference is in the memory deducted before it ({who})"
+    )
 
 
 def _not_modelled(run: _Run, log: VLLMLog, pool: VLLMPool) -> list[str]:
@@ -883,10 +914,18 @@ def _not_modelled(run: _Run, log: VLLMLog, pool: VLLMPool) -> list[str]:
             f"{pool.max_num_seqs}; v0.13.0:vllm/engine/arg_utils.py:1786-1791)"
         )
     if device is not None and device.key == "gb10":
+        compiled = log.facts.get("compile_seconds")
         notes.append(
-            "unified memory (GB10): mem_get_info's free memory is the machine's, so host memory the process "
-            "allocates inside the profiling window (torch.compile, tokenizer, buffers) counts as non-torch "
-            "growth; not modelled"
+            "unified memory (GB10): vLLM's free memory there is the host's MemAvailable "
+            "(v0.13.0:vllm/utils/mem_utils.py:85-111; cudaMemGetInfo before 0.11.1), a machine-wide figure, "
+            "so host memory taken anywhere on the machine between the baseline and the end of the profile "
+            "run counts as non-torch growth"
+            + (
+                f" (torch.compile and its workers ran inside it: {compiled[0]} s, line {compiled[1]})"
+                if compiled
+                else ""
+            )
+            + "; not modelled"
         )
     if run.engine == "V1" and runs_model_runner_v2(run.spec, ver):
         notes.append(_MODEL_RUNNER_V2.format(
@@ -896,6 +935,12 @@ def _not_modelled(run: _Run, log: VLLMLog, pool: VLLMPool) -> list[str]:
         ))  # fmt: skip
     if "dev" in run.version or "rc" in run.version:
         notes.append(f"{run.version} is a development build: what it counts may differ from the release's")
+    elif log.fact("profile_table"):
+        notes.append(
+            f"a development build wrote this log: its \"Memory profiling results:\" table (line "
+            f"{log.facts['profile_table'][1]}) is no release's wording (a 0.6.5 development build's, vllm PR "
+            "#10511), so what it counts may differ from the release's"
+        )
     if log.setting("kv_transfer_config") or log.setting("kv_connector"):
         notes.append("a KV connector is configured (kv_transfer_config): its device buffers are not modelled")
     if run.weight_format == "nvfp4" or (run.spec.default_format or "") == "nvfp4":
@@ -968,6 +1013,8 @@ def stage_problem(log: VLLMLog) -> str | None:
     the KV cache was sized; None when complete."""
     if log.is_vllm and (platform := platform_problem(log)) is not None:
         return platform
+    if log.is_vllm and log.refused:
+        return log.refused[0]
     if not log.is_vllm:
         if log.error:
             return (

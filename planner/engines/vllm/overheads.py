@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planner.engines.vllm.version import parse_version
+from planner.engines.vllm.version import Version, parse_version
 from planner.engines.worksheet import Term
 from planner.errors import PlannerError
 from planner.units import GiB
@@ -348,6 +348,24 @@ def distributed_init_in_window(version: str, engine: str, tp: int, device: Devic
     )
 
 
+# 5. From V1 0.11.0 the distributed init runs BEFORE the baseline snapshot (v0.11.0:vllm/v1/worker/
+#    gpu_worker.py:169 init, :182 snapshot; v0.29.0:gpu_worker.py:416-439, "Initialize the distributed
+#    environment BEFORE taking memory snapshot ... This ensures NCCL buffers are allocated before we measure
+#    available memory"), and what is counted is the free memory lost after that snapshot (v0.29.0:vllm/utils/
+#    mem_utils.py:317-318; the growth of (cuda used - torch reserved) after it before 0.27). PyNccl's
+#    communicator, its warm-up all-reduce and the custom all-reduce's IPC buffers are all set up inside
+#    init_worker_distributed_environment, so part 3 is outside the count there: not added.
+COMM_BEFORE_BASELINE_FROM: Version = (0, 11, 0)
+
+
+def comm_counted(version: str, engine: str, world_size: int) -> bool:
+    """Whether NCCL's and the custom all-reduce's buffers (part 3) fall inside what vLLM counts as non-torch:
+    several GPUs, and not V1 >= 0.11, whose baseline is taken after the distributed init (part 5)."""
+    if world_size <= 1:
+        return False
+    return not (engine == "V1" and parse_version(version) >= COMM_BEFORE_BASELINE_FROM)
+
+
 def local_memory_bytes(device: Device | None) -> tuple[int, str]:
     threads = device.resident_threads if device is not None else None
     if threads is None:
@@ -400,12 +418,17 @@ def predicted_non_torch(
         return Term("non-torch", size, "PREDICTED", NON_TORCH_SOURCE_GRAPHS)
     local, local_why = local_memory_bytes(device)
     parts = [(local, local_why)]
-    if world_size > 1:
+    if comm_counted(version, engine, world_size):
         comm_why = (
             f"NCCL + custom all-reduce {COMM_BYTES / GiB:.3f} GiB (EMPIRICAL: TP=4 RTX 3090 0.20 GiB, "
             "PR #14447, and PP=2 RTX 5090 0.33, #14452, less their local memory)"
         )
         parts.append((COMM_BYTES, comm_why))
+    elif world_size > 1:
+        parts.append((0, (
+            "no NCCL / custom all-reduce: V1 >= 0.11 sets them up before its baseline (v0.11.0:vllm/v1/"
+            "worker/gpu_worker.py:169 init, :182 snapshot; v0.29.0:gpu_worker.py:416-439)"
+        )))  # fmt: skip
     if distributed_init_in_window(version, engine, tp, device):
         init_why = (
             f"distributed init after the baseline, Hopper {DISTRIBUTED_INIT_HOPPER_BYTES / GiB:.3f} GiB "

@@ -648,6 +648,37 @@ def _concurrency_and_tokens(
     return concurrency, tokens
 
 
+def blocks_for_logged_tokens(pool: VLLMPool, tokens: int) -> tuple[int, int] | None:
+    """The KV block counts (lowest, highest) that make this version log `tokens` on its "GPU KV cache size"
+    line for `pool`'s groups (the inverse of _concurrency_and_tokens), or None where that rule needs what the
+    pool does not keep (a state group's block size before 0.21) or no block count gives `tokens`."""
+    ver = parse_version(pool.version)
+    state_groups = any(g.kind in STATE_KINDS for g in pool.groups)
+    if pool.engine == "V1" and (0, 9, 1) <= ver < (0, 21, 0) and state_groups:
+        return None
+
+    def logged(num_blocks: int) -> int:
+        return _concurrency_and_tokens(
+            ver, pool.engine, num_blocks, pool.blocks_per_request, pool.block_size, pool.max_model_len,
+            pool.num_groups, None,
+        )[1]  # fmt: skip
+
+    def first_at_least(target: int) -> int:
+        lo, hi = 0, max(1, target) * max(1, pool.blocks_per_request) + pool.num_groups
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if logged(mid) >= target:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    lowest, beyond = first_at_least(tokens), first_at_least(tokens + 1)
+    if logged(lowest) != tokens:
+        return None
+    return lowest, beyond - 1
+
+
 def _log_lines(
     ver: Version,
     engine: str,

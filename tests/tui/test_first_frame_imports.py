@@ -1,0 +1,71 @@
+"""`memsight watch` draws the Live screen's first frame before it imports the planner, the collectors'
+monitor, pynvml, psutil and plotext (issue 20: the first frame pays only for what it shows); the monitor,
+the plan inputs and the gap chart come right after it, and the screen then shows its figures. A behaviour
+test (which modules a fresh interpreter had loaded when the first frame was drawn), not a timing one:
+bench/monitor_cpu.py measures the time. The command runs through tui.cli.main as a user runs it, headless
+(no terminal in a test)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+
+from tests.conftest import REPO_ROOT
+
+# What the first frame may load of memsight: the dispatcher and watch's options, the config file's reader, the
+# app's shell and the Live screen with the widgets it composes, and the leaves those read.
+ALLOWED_OWN = {
+    "tui", "tui.cli", "tui.options", "tui.cmd_watch", "tui.cmd_run", "tui.config", "tui.app", "tui.screens",
+    "tui.screens.live", "tui.widgets", "tui.widgets.agents_table", "tui.widgets.alert_log",
+    "tui.widgets.bucket_bars", "tui.widgets.data", "tui.widgets.fmt", "tui.widgets.footer",
+    "tui.widgets.headroom", "tui.widgets.log_tail", "tui.widgets.pool_parts", "tui.widgets.process_summary",
+    "tui.widgets.process_table", "planner", "planner.errors", "planner.limits", "planner.units", "collectors",
+    "collectors.errors", "collectors.alert_options",
+}  # fmt: skip
+HEAVY = {"plotext", "textual_plotext", "pynvml", "psutil"}
+
+# setup() (tui/cmd_watch.py: monitor_and_options) is what the app calls once its first frame is drawn: the
+# modules loaded then are the first frame's
+CODE = """
+import asyncio, sys
+before = set(sys.modules)
+import tui.app, tui.cli
+from tui import cmd_watch
+tui.cli.require_terminal = lambda: None  # headless: the test has no terminal
+seen = {}
+make = cmd_watch.monitor_and_options
+def first_frame_drawn(*args):
+    seen["loaded"] = sorted(set(sys.modules) - before)
+    return make(*args)
+cmd_watch.monitor_and_options = first_frame_drawn
+async def pilot(pilot):
+    while pilot.app.live_view is None:
+        await pilot.pause(0.05)
+    await pilot.pause(0.1)
+    seen["headroom"] = str(pilot.app.screen.query_one("#headroom").render())
+    seen["chart"] = len(pilot.app.screen.query("#gap-chart"))
+    pilot.app.exit()
+def run(app):
+    asyncio.run(app.run_async(headless=True, size=(160, 48), auto_pilot=pilot))
+tui.app.MemsightApp.run = run
+seen["code"] = tui.cli.main(["watch", "--hz", "4"])
+print(repr(seen), file=sys.stderr)
+"""
+
+
+def test_the_first_frame_imports_neither_the_planner_nor_the_collectors():
+    done = subprocess.run(
+        [sys.executable, "-c", CODE], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    report = ast.literal_eval(done.stderr.splitlines()[-1])
+    assert report["code"] == 0
+    loaded = set(report["loaded"])
+    own = {m for m in loaded if m.split(".")[0] in ("tui", "planner", "collectors")}
+    assert own <= ALLOWED_OWN, f"the first frame imported {sorted(own - ALLOWED_OWN)}"
+    heavy = {m for m in loaded if m.split(".")[0] in HEAVY}
+    assert not heavy, f"the first frame imported {sorted(heavy)}"
+    # then the monitor and the plan came: the gauge shows a measured figure, the chart is mounted
+    assert report["headroom"].startswith("headroom ") and report["headroom"][9].isdigit(), report["headroom"]
+    assert report["chart"] == 1
