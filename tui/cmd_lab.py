@@ -73,6 +73,17 @@ def _lengths_arg(text: str) -> list[int]:
     return sorted(set(values))
 
 
+def _vllm_utilization() -> float:
+    """The share of the device a vLLM started today claims by default (the newest version read)."""
+    from planner.engines.vllm.version import (  # noqa: PLC0415
+        DEFAULT_VLLM_VERSION,
+        default_gpu_memory_utilization,
+        parse_version,
+    )
+
+    return default_gpu_memory_utilization(parse_version(DEFAULT_VLLM_VERSION))
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model",
@@ -164,8 +175,8 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         dest="claim_bytes",
         type=_size("--claim-gib"),
         metavar="X",
-        help="what each process claims on top of its weights (GPU default: 0.9 of the device, vLLM's "
-        "gpu_memory_utilization, minus the weights; required on the CPU)",
+        help="what each process claims on top of its weights (GPU default: the newest vLLM's default "
+        "gpu_memory_utilization of the device, 0.92, minus the weights; required on the CPU)",
     )
     p.add_argument("--hold", type=float, default=4.0, help="seconds each process holds its claim (4)")
     p.add_argument(
@@ -924,7 +935,7 @@ def predict_two(lab_model: LabModel, args, cap: int, out: Out) -> dict | int:
         dev = nvml_first_device()
         if dev is None or dev.total is None:
             raise CollectorError("lab two on a GPU needs NVML's device total (nvidia-ml-py); none here")
-        claim = args.claim_bytes if args.claim_bytes else max(0, int(0.9 * dev.total) - weights)
+        claim = args.claim_bytes or max(0, int(_vllm_utilization() * dev.total) - weights)
         available = dev.free if not dev.unified else None
         where = "GPU 0 free (NVML)"
     else:
