@@ -508,6 +508,10 @@ class MemsightApp(App[int]):
             vllm_line,
         )
 
+        if not self.is_running:
+            # shutting down (Textual's _shutdown stops the app before it prunes the screens): a tick that
+            # fires now would query widgets already removed (NoMatches), so there is nothing to draw on
+            return
         child_changed = self._check_child()
         state = self.monitor.state()
         replay_changed = (
