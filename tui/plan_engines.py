@@ -129,15 +129,10 @@ def engine_plan(args: argparse.Namespace, spec: Any, plan: Any) -> Any:
 def _device_total(plan: Any, args: argparse.Namespace) -> int:
     """The GPU's total as torch's mem_get_info reads it where memsight holds it (planner's GPU table), else
     the machine's capacity."""
-    from planner.engines.vllm.overheads import device_total  # noqa: PLC0415  (the table vLLM's plan reads)
+    from planner.engines.vllm.overheads import known_device  # noqa: PLC0415  (the table vLLM's plan reads)
 
-    name = plan.machine.device_name
-    if name and args.capacity_gib is None:
-        try:
-            return device_total(name).total_bytes
-        except PlannerError:
-            pass  # not in the table: the capacity stands in
-    return plan.capacity_bytes
+    recorded = known_device(plan.machine.device_name) if args.capacity_gib is None else None
+    return recorded.total_bytes if recorded is not None else plan.capacity_bytes  # not in the table: capacity
 
 
 def render(engine: str, engine_plan_: Any, plan: Any) -> list[str]:

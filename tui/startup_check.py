@@ -78,12 +78,10 @@ def measured_device(args: argparse.Namespace, plan: Any, pool: Any) -> tuple[Dev
 
 def _device_total(name: str | None, pool: Any, gpu: dict[str, Any]) -> tuple[int, str]:
     """cudaMemGetInfo's total: the recorded one for this GPU where memsight holds it, else the pool's."""
-    from planner.engines.vllm.overheads import device_total  # noqa: PLC0415
-    from planner.errors import PlannerError  # noqa: PLC0415
+    from planner.engines.vllm.overheads import known_device  # noqa: PLC0415
 
-    try:
-        recorded = device_total(name or "")
-    except PlannerError:
+    recorded = known_device(name)
+    if recorded is None:
         total = pool.total_bytes if pool.total_bytes is not None else gpu["total"]
         return total, "as the pool above takes it (no recorded mem_get_info total for this GPU)"
     return recorded.total_bytes, f"as vLLM reads it (mem_get_info): {recorded.source}"

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 from collectors.snapshots import MonitorState
 from planner.engines.vllm.log import STAGES
-from planner.engines.vllm.overheads import Device, device_total, predicted_non_torch
+from planner.engines.vllm.overheads import Device, known_device, predicted_non_torch
 from planner.engines.vllm.startup import (
     DeviceMemory,
     admission,
@@ -153,12 +153,7 @@ class StartupWatch:
 def _measured_device(state: MonitorState) -> Device | None:
     """The GPU NVML names, as the planner's table knows it (its resident threads size the non-torch part
     vLLM counts); None where NVML names none or the table lacks it, and the prediction says so."""
-    if not state.nvml.devices:
-        return None
-    try:
-        return device_total(state.nvml.devices[0].name)
-    except PlannerError:
-        return None
+    return known_device(state.nvml.devices[0].name) if state.nvml.devices else None
 
 
 def _logged_non_torch(log) -> int | None:

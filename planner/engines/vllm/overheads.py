@@ -263,6 +263,17 @@ def device_total(gpu: str) -> Device:
     )
 
 
+def known_device(gpu: str | None) -> Device | None:
+    """device_total's entry for a GPU name (as NVML or a log names it), or None where the table lacks it and
+    the caller falls back to what it measured."""
+    if not gpu:
+        return None
+    try:
+        return device_total(gpu)
+    except PlannerError:
+        return None
+
+
 def non_torch_era(version: str, engine: str, enforce_eager: bool = False) -> str:
     """How a vLLM version counts non-torch memory (the era table above): "context" (the CUDA context
     included, no baseline), "allocated" (growth after the baseline plus fragmentation), "graphs" (growth with
