@@ -56,12 +56,16 @@ def test_monitor_recording_to_a_full_device_keeps_sampling_and_shows_it(tmp_path
 
 # A writer that may not grow a file past LIMIT bytes (RLIMIT_FSIZE, SIGXFSZ ignored: a write past it takes
 # what fits, then fails with EFBIG), as a disk that fills does; no root needed.
+# The limit counts from the end of the header, whose length varies with the host's name and the clock's
+# digits: the records after it are the same bytes on every machine, so the cut lands at the same place.
 LIMITED_RECORDER = """
-import resource, signal, sys
+import os, resource, signal, sys
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[2]), int(sys.argv[2])))
 from collectors.recorder import Recorder
 recorder = Recorder(sys.argv[1])
+recorder.flush()  # the header reaches the file before the limit is set
+limit = os.path.getsize(sys.argv[1]) + int(sys.argv[2])
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 for k in range(200):
     recorder.scope(1000.0 + k, frozenset(range(k % 7)))
 recorder.close()
@@ -84,13 +88,15 @@ def test_a_failed_write_says_how_many_whole_records_reached_the_file(tmp_path):
     disk: "kept the first 22 record(s)" of a 0-byte file)."""
     out = tmp_path / "rec.jsonl"
     done = subprocess.run(
-        [sys.executable, "-c", LIMITED_RECORDER, str(out), "3000"],
+        [sys.executable, "-c", LIMITED_RECORDER, str(out), "2900"],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     data = out.read_bytes()
     whole = data.count(b"\n")
-    assert 0 < whole < 201 and len(data) == 3000  # the limit cut the stream, mid-line
+    header_length = data.index(b"\n") + 1
+    assert 0 < whole < 201 and len(data) == header_length + 2900
+    assert not data.endswith((b"\n", b"}"))  # the limit cut the stream mid-line, not at a record's end
     assert done.stdout.strip() == (
         f"recording stopped: cannot write {out}: File too large (kept the first {whole} record(s), whole)"
     )

@@ -244,3 +244,22 @@ async def test_the_plan_screen_opened_after_the_log_was_read_shows_its_fields(tm
     assert fields["model"] == "openai/gpt-oss-20b" and fields["format"] == "mxfp4"
     assert labels == {"format": "mxfp4", "kv_dtype": "auto"}  # what the Selects show, not their prompt
     assert follows.startswith(f"following vLLM's log (pid {proc.pid}): ")
+
+
+async def test_a_view_pushed_before_the_plan_screen_mounted_does_not_overwrite_a_newer_one():
+    """The race behind CI's empty "#plan-follows": a tick pushed a view while the screen was still mounting,
+    a newer view (the log read whole) was shown as it mounted, then the deferred older one was drawn over it.
+    The app pushes only what changes, so the older view stayed."""
+    app = MemsightApp(FixedMonitor(two_rank_state()), source_label="t")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        older = app.plan_view
+        assert older is not None and not older.follows
+        app.switch_mode("plan")  # not awaited: the Plan screen is current, its fields not mounted yet
+        app.screen.show(older)  # deferred until the fields are mounted
+        app.plan_view = replace(older, follows="following a newer view")
+        await pilot.pause()
+        await pilot.pause()
+        follows = _text(app, "#plan-follows")
+        await pilot.press("q")
+    assert follows == "following a newer view"

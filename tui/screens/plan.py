@@ -205,12 +205,19 @@ class PlanScreen(Screen):
     def _submitted(self) -> None:
         self.set_focus(None)
 
+    def _show_latest(self) -> None:
+        view = getattr(self.app, "plan_view", None)
+        if view is not None:
+            self.show(view)
+
     def show(self, view: PlanView) -> None:
         if view == self._view:
             return
         if not self.query("#plan-model"):
-            # the app switched to this screen and its fields are not mounted yet: shown once they are
-            self.call_after_refresh(self.show, view)
+            # the app switched to this screen and its fields are not mounted yet: shown once they are, and
+            # then the app's latest view (a view held until then could be older than the one on_mount shows,
+            # and would stay: the app pushes only what changes)
+            self.call_after_refresh(self._show_latest)
             return
         self._view = view
         # the fields show what is planned (vLLM's log, a loaded model...), not the one being edited
