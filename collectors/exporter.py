@@ -256,52 +256,54 @@ def _gpu_families(w: _Writer, state: MonitorState) -> None:
     )
 
 
+# The families read from each agent's latest record per device: (name, type, help, the record's value).
+_AGENT_RECORD_FAMILIES = (
+    (
+        "allocated_bytes",
+        "gauge",
+        "PyTorch allocated bytes (memory_stats allocated_bytes.all.current).",
+        lambda r: r.allocated,
+    ),
+    (
+        "reserved_bytes",
+        "gauge",
+        "PyTorch reserved bytes (the caching allocator's segments).",
+        lambda r: r.reserved,
+    ),
+    (
+        "gap_bytes",
+        "gauge",
+        "Reserved - allocated: cached by PyTorch, in no tensor.",
+        lambda r: r.reserved - r.allocated if r.reserved is not None and r.allocated is not None else None,
+    ),
+    ("peak_allocated_bytes", "gauge", "Peak allocated since the last reset.", lambda r: r.peak_allocated),
+    (
+        "weights_bytes",
+        "gauge",
+        "Bytes of the tracked model's parameters and buffers.",
+        lambda r: r.weights_bytes,
+    ),
+    ("kv_bytes", "gauge", "Bytes of the tracked KV cache.", lambda r: r.kv_bytes),
+    (
+        "alloc_retries_total",
+        "counter",
+        "cudaMalloc failures the allocator recovered from by freeing its cache.",
+        lambda r: r.alloc_retries,
+    ),
+    ("num_ooms_total", "counter", "Out-of-memory errors the allocator raised.", lambda r: r.num_ooms),
+    (
+        "cuda_free_bytes",
+        "gauge",
+        "torch.cuda.mem_get_info free, as the process sees it.",
+        lambda r: r.cuda_free,
+    ),
+)
+
+
 def _agent_families(w: _Writer, state: MonitorState) -> None:
     records = [(v, r) for v in state.agents for r in v.latest if r.device >= 0]
     agent_labels = [({"pid": str(v.pid), "device": str(r.device)}, r) for v, r in records]
-    for name, kind, help_text, getter in (
-        (
-            "allocated_bytes",
-            "gauge",
-            "PyTorch allocated bytes (memory_stats allocated_bytes.all.current).",
-            lambda r: r.allocated,
-        ),
-        (
-            "reserved_bytes",
-            "gauge",
-            "PyTorch reserved bytes (the caching allocator's segments).",
-            lambda r: r.reserved,
-        ),
-        (
-            "gap_bytes",
-            "gauge",
-            "Reserved - allocated: cached by PyTorch, in no tensor.",
-            lambda r: (
-                r.reserved - r.allocated if r.reserved is not None and r.allocated is not None else None
-            ),
-        ),
-        ("peak_allocated_bytes", "gauge", "Peak allocated since the last reset.", lambda r: r.peak_allocated),
-        (
-            "weights_bytes",
-            "gauge",
-            "Bytes of the tracked model's parameters and buffers.",
-            lambda r: r.weights_bytes,
-        ),
-        ("kv_bytes", "gauge", "Bytes of the tracked KV cache.", lambda r: r.kv_bytes),
-        (
-            "alloc_retries_total",
-            "counter",
-            "cudaMalloc failures the allocator recovered from by freeing its cache.",
-            lambda r: r.alloc_retries,
-        ),
-        ("num_ooms_total", "counter", "Out-of-memory errors the allocator raised.", lambda r: r.num_ooms),
-        (
-            "cuda_free_bytes",
-            "gauge",
-            "torch.cuda.mem_get_info free, as the process sees it.",
-            lambda r: r.cuda_free,
-        ),
-    ):
+    for name, kind, help_text, getter in _AGENT_RECORD_FAMILIES:
         w.family(
             f"memsight_agent_{name}", kind, help_text, [(labels, getter(r)) for labels, r in agent_labels]
         )
