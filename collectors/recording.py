@@ -14,7 +14,6 @@ import dataclasses
 import functools
 import math
 import os
-from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -93,7 +92,7 @@ class RecordingReader:
     def close(self) -> None:
         self._file.close()
 
-    def _lines(self) -> Iterator[tuple[int, str]]:
+    def lines(self) -> Iterator[tuple[int, str]]:
         """(line number, text) of each non-empty line; an over-long line is counted and skipped unread."""
         limit = limits.MAX_RECORDING_LINE
         readline = self._file.readline
@@ -122,7 +121,7 @@ class RecordingReader:
         self.truncated_tail = True  # until a good line follows: only a bad last line is a truncated tail
 
     def _read_header(self) -> dict:
-        for _, line in self._lines():
+        for _, line in self.lines():
             try:
                 obj = _parse(line)
             except ValueError as exc:
@@ -144,21 +143,26 @@ class RecordingReader:
         raise CollectorError(f"{self.path}: empty or not a memsight recording")
 
     def _events(self) -> Iterator[dict]:
-        decode = self.decoder.decode
-        for _, line in self._lines():
-            try:
-                obj = _parse(line)
-            except ValueError as exc:
-                self._bad(str(exc))
-                self.decoder.line_lost()
-                continue
-            try:
-                event = decode(obj)
-            except ValueError as exc:
-                self._bad(str(exc))
-                continue
-            self.truncated_tail = False
-            yield event
+        for _, line in self.lines():
+            event = self.event_of(line)
+            if event is not None:
+                yield event
+
+    def event_of(self, line: str) -> dict | None:
+        """The complete, checked event of one line (None: skipped and counted)."""
+        try:
+            obj = _parse(line)
+        except ValueError as exc:
+            self._bad(str(exc))
+            self.decoder.line_lost()
+            return None
+        try:
+            event = self.decoder.decode(obj)
+        except ValueError as exc:
+            self._bad(str(exc))
+            return None
+        self.truncated_tail = False
+        return event
 
     def decoded(self) -> Iterator[tuple[dict, tuple | None, list]]:
         """`events` with what each changed (Decoder.changed) and, for an os event, its process table as
@@ -814,32 +818,90 @@ AGENT_SUMMARY_FIELDS = (
 
 class _Processes:
     """The per-process sources of the OS events' tables. A row seen again unchanged (format 2 keeps the
-    same row object until it changes) adds a sample, not a new value. The tables are numbered (an epoch:
-    the OS events from one table change to the next, with their first and last time); a process's run,
-    the epochs it stayed in the table with as many rows, is settled into its source when it leaves the
-    table or at the end. An unchanged table costs nothing per event, a change a few dictionary operations
-    per row, and a new row its values."""
+    same row object until it changes) adds a sample, not a new value. A process's run, the OS events it
+    stayed in the table with as many rows, is settled into its source when it leaves the table or at the
+    end: each of those events a sample per row, from the earliest of their times to the latest. An
+    unchanged table costs a count per event, a change a few dictionary operations per row, and a new row
+    its values. What it keeps is one entry per process in the current table (and the sources, one per
+    process the document lists): nothing grows with the number of events or table changes."""
 
     def __init__(self, source) -> None:
         self._source = source
         self._table: list | None = None
         self._rows: dict[int, list] = {}  # id -> row of the current table (held: their ids are not reused)
-        self._runs: dict[tuple, tuple[_Source, int, int]] = {}  # (pid, start) -> source, first epoch, rows
+        # (pid, start) -> [source, rows, events before its first, earliest time, latest time]
+        self._runs: dict[tuple, list] = {}
         self._sources: dict[tuple, _Source] = {}
-        # per epoch (one a table change: tens of thousands a day), as machine numbers, not Python objects:
-        self._first = array("d")  # the time of its first OS event,
-        self._last = array("d")  # of its last one,
-        self._events = array("q")  # and how many there were
+        self._folds: dict[tuple, tuple[_Source, _Stats, _Stats]] = {}  # (pid, start) -> its rss and growth
+        self._events = 0  # OS events so far
+        self._last_t = -math.inf  # the time of the latest one
+        # While every OS time is at or after the one before (a clock that never stepped back), a run's
+        # earliest time is its first event's and its latest the last one's; once one steps back, each run
+        # keeps its own earliest and latest at every event instead.
+        self._ordered = True
 
     def add(self, t: float, table: list, cmdlines: dict) -> None:
-        if table is self._table:
-            self._events[-1] += 1
-            self._last[-1] = t
+        self._stepped_back(t)
+        if table is not self._table:
+            self._change(t, table, cmdlines)
+        self._counted(t)
+
+    def same(self, t: float) -> None:
+        """An OS event whose table is the previous one (collectors/recording_fast.py)."""
+        if t >= self._last_t and self._ordered:
+            self._events += 1
+            self._last_t = t
             return
-        epoch = len(self._events)
-        self._first.append(t)
-        self._last.append(t)
-        self._events.append(1)
+        self._stepped_back(t)
+        self._counted(t)
+
+    def delta(
+        self, t: float, changed: dict[tuple, list], gone: list[tuple], as_written: bool, cmdlines: dict
+    ) -> None:
+        """An OS event whose table is the previous one (one row per process) with the `changed` rows (by
+        (pid, start), in the order format 2 wrote them) set and the `gone` processes removed: as add() of
+        the whole table would fold it (collectors/recording_fast.py). `as_written`: `changed` is the whole
+        table, in its order (else its rows are a change, and the table is sorted by RSS)."""
+        self._stepped_back(t)
+        sources, runs = self._sources, self._runs
+        folds, events = self._folds, self._events
+        for key in gone:
+            self._settle(runs.pop(key))
+        items = changed.items()
+        if not as_written and any(key not in sources for key in changed):
+            # sources are made in the table's order: largest RSS first, ties in the order written
+            items = sorted(items, key=_row_rss, reverse=True)
+        for key, row in items:
+            fold = folds.get(key)
+            if fold is None:
+                self._new_row(row, cmdlines)
+            else:  # _new_row of a process seen before, its source and statistics kept (a dozen rows a second)
+                src, rss, growth = fold
+                rss.add(row[3])
+                growth.add(row[4])
+                src.name, src.cmdline = row[2], cmdlines.get(key, "")
+            if key not in runs:
+                runs[key] = [sources[key], 1, events, t, t]
+        self._table, self._rows = None, {}  # a table given to add() next is new in every row
+        self._counted(t)
+
+    def _stepped_back(self, t: float) -> None:
+        if t < self._last_t and self._ordered:
+            self._ordered = False
+            for run in self._runs.values():  # their latest so far: the last time (ordered until now)
+                run[4] = self._last_t
+
+    def _counted(self, t: float) -> None:
+        if not self._ordered:
+            for run in self._runs.values():
+                if t < run[3]:
+                    run[3] = t
+                if t > run[4]:
+                    run[4] = t
+        self._events += 1
+        self._last_t = t
+
+    def _change(self, t: float, table: list, cmdlines: dict) -> None:
         previous = self._rows
         for row in table:
             if id(row) not in previous:  # a new row: its values are samples
@@ -851,11 +913,11 @@ class _Processes:
             for key in keys:
                 counts[key] = counts.get(key, 0) + 1
         runs = self._runs
-        for key in [key for key, run in runs.items() if counts.get(key) != run[2]]:
-            self._settle(runs.pop(key), epoch)  # gone, or its rows are not as many as before
+        for key in [key for key, run in runs.items() if counts.get(key) != run[1]]:
+            self._settle(runs.pop(key))  # gone, or its rows are not as many as before
         for key, count in counts.items():
             if key not in runs:
-                runs[key] = (self._sources[key], epoch, count)
+                runs[key] = [self._sources[key], count, self._events, t, t]
         self._table, self._rows = table, {id(row): row for row in table}
 
     def _new_row(self, row: list, cmdlines: dict) -> None:
@@ -866,87 +928,109 @@ class _Processes:
         fields = src.fields
         if not fields:  # a process's source holds these two, made together at its first row
             fields["rss"], fields["growth"] = _Stats(), _Stats()
+            self._folds[key] = (src, fields["rss"], fields["growth"])
         fields["rss"].add(row[3])
         fields["growth"].add(row[4])
         src.name, src.cmdline = row[2], cmdlines.get(key, "")
 
-    def _settle(self, run: tuple[_Source, int, int], ended: int) -> None:
-        """The epochs [began, ended) of a run, into its source: each of its events a sample per row."""
-        src, began, count = run
-        first = min(self._first[began:ended])
-        last = max(self._last[began:ended])
-        src.seen(first, last, sum(self._events[began:ended]) * count)
+    def _settle(self, run: list) -> None:
+        """A run that ended before this event, into its source."""
+        src, count, began, earliest, latest = run
+        src.seen(earliest, latest if not self._ordered else self._last_t, (self._events - began) * count)
 
     def settle(self) -> None:
         """The runs of the processes still in the table (at the end of the recording)."""
         for run in self._runs.values():
-            self._settle(run, len(self._events))
+            self._settle(run)
         self._runs, self._rows, self._table = {}, {}, None
+
+
+def _row_rss(item: tuple) -> Any:
+    """A (key, row) of a process table by the row's RSS."""
+    return item[1][3]
 
 
 def summarize(recording) -> dict:
     """The `memsight replay FILE --json` document: one entry per source, min/max/last of every field.
-    `recording`: a Recording or a RecordingReader (one pass over its events)."""
-    sources: dict[str, _Source] = {}
+    `recording`: a Recording or a RecordingReader (one pass over its events; format 2's common lines read
+    by collectors/recording_fast.py, which checks and folds only what each line holds)."""
+    summary = Summary()
+    if isinstance(recording, RecordingReader) and recording.version >= 2:
+        from collectors.recording_fast import fold_lines  # noqa: PLC0415
 
-    def source(sid: str, kind: str, pid: int | None) -> _Source:
-        src = sources.get(sid)
+        fold_lines(recording, summary)
+    elif isinstance(recording, RecordingReader):
+        for e, changed, rows in recording.decoded():
+            summary.event(e, changed, rows)
+    else:
+        for e in recording.events:
+            summary.event(e, None, e.get("procs", []))
+    return summary.document(recording)
+
+
+class Summary:
+    """What summarize folds the events into (event() one at a time, then document())."""
+
+    def __init__(self) -> None:
+        self.sources: dict[str, _Source] = {}
+        self.processes = _Processes(self.source)
+        self.os_source: _Source | None = None  # made at the first os event (the sources' order)
+        self.cmdlines: dict[tuple, str] = {}  # processes' (declared once each: as many as the document's)
+        self.agent_cmdlines: dict[tuple, str] = {}
+        self.alerts: list[dict] = []  # the document lists them all
+        self.skipped: list[dict] = []
+        self.recorded_summary: dict | None = None
+
+    def source(self, sid: str, kind: str, pid: int | None) -> _Source:
+        src = self.sources.get(sid)
         if src is None:
-            src = sources[sid] = _Source(sid, kind, pid)
+            src = self.sources[sid] = _Source(sid, kind, pid)
         return src
 
-    processes = _Processes(source)
-    os_source = None  # made at the first os event, where the original made it (the sources' order)
-    cmdlines: dict[tuple, str] = {}
-    agent_cmdlines: dict[tuple, str] = {}
-    alerts: list[dict] = []
-    skipped: list[dict] = []
-    recorded_summary = None
-    # format 2 says what each event changed: only that is folded in (the rest holds the values already seen)
-    if isinstance(recording, RecordingReader):
-        events = recording.decoded()
-    else:
-        events = ((e, None, e.get("procs", [])) for e in recording.events)
-    for e, changed, rows in events:
+    def event(self, e: dict, changed: tuple | None, rows: list) -> None:
+        """Fold one complete event in; `changed` (format 2): what it changed (only that is folded, the rest
+        holds the values already seen), `rows`: an os event's process table as written."""
         k, t = e["k"], e.get("t")
         if k == "os":
             fields = OS_FIELDS if changed is None else [f for f in changed if f in _OS_STATS]
             values = {f: e.get(f) for f in fields}
             if changed is None or "mem_total" in changed or "mem_available" in changed:
                 values["system_used"] = e["mem_total"] - e["mem_available"]
-            if os_source is None:
-                os_source = source("os", "os", None)
-            os_source.add(t, values)
-            processes.add(t, rows, cmdlines)
+            if self.os_source is None:
+                self.os_source = self.source("os", "os", None)
+            self.os_source.add(t, values)
+            self.processes.add(t, rows, self.cmdlines)
         elif k == "agent":
-            _summarize_agent(e, changed, source, agent_cmdlines)
+            _summarize_agent(e, changed, self.source, self.agent_cmdlines)
         elif k in ("engine", "engine_log"):
-            _summarize_engine(e, t, source)
+            _summarize_engine(e, t, self.source)
         elif k == "proc":
-            cmdlines[(e.get("pid"), e.get("start"))] = e.get("cmdline", "")
+            self.cmdlines[(e.get("pid"), e.get("start"))] = e.get("cmdline", "")
         elif k == "agent_meta":
-            agent_cmdlines[(e.get("pid"), e.get("start"))] = e.get("cmdline", "")
+            self.agent_cmdlines[(e.get("pid"), e.get("start"))] = e.get("cmdline", "")
         elif k == "alert":
-            alerts.append({key: e.get(key) for key in ALERT_KEYS})
+            self.alerts.append({key: e.get(key) for key in ALERT_KEYS})
         elif k == "skip":
-            skipped.append({key: e[key] for key in ("t", "source", "path", "reason")})
+            self.skipped.append({key: e[key] for key in ("t", "source", "path", "reason")})
         elif k == "summary":
-            recorded_summary = {key: value for key, value in e.items() if key not in ("k", "t")}
+            self.recorded_summary = {key: value for key, value in e.items() if key not in ("k", "t")}
         elif k == "nvml":
-            _summarize_nvml(e, t, source)
+            _summarize_nvml(e, t, self.source)
         elif k == "vllm":
-            _summarize_vllm(e, t, source)
-    processes.settle()
-    return {
-        "version": recording.header["version"],  # the file's format
-        "created": recording.header.get("created"),
-        "host": recording.header.get("host"),
-        "bad_lines": recording.bad_lines,
-        "sources": [s.to_json() for s in sources.values()],
-        "alerts": alerts,  # as raised during the run (recordings made before alerts were recorded: [])
-        "skipped": skipped,  # input the monitor did not read (unsafe or corrupt agent files), with why
-        "summary": recorded_summary,  # collectors.summary.summary_to_json; None in older recordings
-    }
+            _summarize_vllm(e, t, self.source)
+
+    def document(self, recording) -> dict:
+        self.processes.settle()
+        return {
+            "version": recording.header["version"],  # the file's format
+            "created": recording.header.get("created"),
+            "host": recording.header.get("host"),
+            "bad_lines": recording.bad_lines,
+            "sources": [s.to_json() for s in self.sources.values()],
+            "alerts": self.alerts,  # as raised during the run (recorded before alerts were recorded: [])
+            "skipped": self.skipped,  # input the monitor did not read (unsafe or corrupt agent files), why
+            "summary": self.recorded_summary,  # collectors.summary.summary_to_json; None in older recordings
+        }
 
 
 _OS_STATS = frozenset(OS_FIELDS)

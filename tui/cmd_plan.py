@@ -28,7 +28,6 @@ from tui.options import (
 )
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: `--help` does not pay for it
-VLLM_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's own default (EngineArgs.gpu_memory_utilization)
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
@@ -163,8 +162,8 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     vllm.add_argument(
         "--gpu-memory-utilization",
         type=argparse_type(parse_number, "--gpu-memory-utilization", strict=True),
-        default=None,  # vLLM's 0.9 is filled in by _check_vllm_flags, so that a given value can be told apart
-        help=f"vLLM's share of the GPU (default {VLLM_GPU_MEMORY_UTILIZATION})",
+        default=None,  # the version's default is set by _check_vllm_flags, so a given value can be told apart
+        help="vLLM's share of the GPU (default: the version's, 0.92 from vLLM 0.20, 0.9 before)",
     )
     vllm.add_argument(
         "--max-model-len",
@@ -371,7 +370,10 @@ def build_inputs(args: argparse.Namespace, defaults: PlanDefaults | None = None)
 def _check_vllm_flags(args: argparse.Namespace) -> None:
     if args.engine == "vllm":
         if args.gpu_memory_utilization is None:
-            args.gpu_memory_utilization = VLLM_GPU_MEMORY_UTILIZATION
+            from planner.engines.vllm import version  # noqa: PLC0415
+
+            ver = version.parse_version(args.vllm_version or version.DEFAULT_VLLM_VERSION)
+            args.gpu_memory_utilization = version.default_gpu_memory_utilization(ver)
         measured = (args.weights_gib, args.activation_gib, args.non_torch_gib)
         if args.kv_pool_gib is not None and any(v is not None for v in measured):
             raise PlannerError(

@@ -76,7 +76,8 @@ def main(args: argparse.Namespace, name: str) -> int:
             scanned = ReplayMonitor(path).scan()
             doc["summary"] = None if scanned is None else summary_to_json(scanned)
             doc["summary_from"] = "replayed with the default thresholds"
-        print(json.dumps(doc, indent=1))
+        json.dump(doc, sys.stdout, indent=1)  # written as it is made: a day's document is a string of 2 MB
+        print()
         return 0
     from tui.config import ConfigError  # noqa: PLC0415  (the config file is read by the screen's path only)
 

@@ -256,3 +256,34 @@ def test_the_sampler_line_says_whether_flashinfer_samples():
     assert read("dennislee_v0.10.1.1_qwen2-7b_a100-80gb_gmu0.25.log").flashinfer_sampler_line == 26
     assert read("dennislee_v0.10.1.1_qwen2-7b_a100-40gb_tp2_ray.log").flashinfer_sampler_line is None
     assert read("llmdplanner_v0.19.0_h100_llama31-8b_tp1.log").flashinfer_sampler_line is None
+
+
+def test_a_negative_figure_is_read_only_where_vllm_can_log_one():
+    """The pool and V0's non-torch growth can be below zero in a real log (vllm #23278: "Available KV cache
+    memory: -2.14 GiB"; "non_torch_memory takes -0.51GiB"); a negative size or count anywhere else is no
+    figure vLLM prints: it is left out and named in `refused`, so explain refuses the log at that line."""
+    pool = read("issue23278_gpt-oss-120b_h100_marlin.log")
+    assert pool.first("kv_pool").value == -2.14 and pool.refused == ()
+    v0 = parse_log(
+        "INFO 03-13 08:56:40 [worker.py:267] model weights take 5.43GiB; non_torch_memory takes -0.51GiB; "
+        "PyTorch activation peak memory takes 1.42GiB; the rest of the memory reserved for KV Cache is "
+        "-0.94GiB.\n"
+    )
+    assert (v0.first("non_torch").value, v0.first("kv_pool").value, v0.refused) == (-0.51, -0.94, ())
+    graphs = parse_log(
+        "INFO 01-16 14:20:28 [gpu_model_runner.py:4587] Graph capturing finished in 3 secs, took -0.22 GiB\n"
+    )
+    assert (graphs.first("cudagraph_actual").value, graphs.refused) == (-0.22, ())
+    text = (LOGS / "mlops_v0.22.1_qwen3-30b-a3b-fp8_h100.log").read_bytes().decode()  # keeps its \r
+    bad = parse_log(
+        text.replace("Model loading took 29.08 GiB", "Model loading took -29.08 GiB").replace(
+            "Estimated CUDA graph memory: 0.14 GiB", "Estimated CUDA graph memory: -0.14 GiB"
+        )
+    )
+    assert bad.first("weights") is None and bad.first("cudagraph_estimate") is None
+    assert bad.refused == (
+        "line 55: -29.08 GiB is a weights figure out of range (vLLM logs sizes and counts of 0 or more, "
+        "finite)",
+        "line 65: -0.14 GiB is a cudagraph-estimate figure out of range (vLLM logs sizes and counts of 0 or "
+        "more, finite)",
+    )

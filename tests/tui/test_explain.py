@@ -89,7 +89,7 @@ CASES = (
          "0.6.5", "kv_pool", "Meta-Llama-3-8B, H100, vllm PR #10511", "0.6.5 dev",
          "non-torch: this development build logged 1.79 GiB (3.58 at TP=2); released 0.6.5 counts only the "
          "growth after its baseline (0.14 GiB predicted: an H100's local memory) and the build's commit is "
-         "not readable here", explain_says="non-torch -1.65 GiB"),
+         "not readable here", explain_says="a development build wrote this log"),
     Case("issue10360_v0.6.4.post1_qwen25-32b-awq_a6000.log",
          ("--model", "qwen2.5-32b", "-q", "awq", "--vllm-version", "0.6.4", "--max-model-len", "4096"),
          "0.6.4", "kv_pool", "Qwen2.5-32B-Instruct-AWQ, A6000, vllm #10360", "0.6.4.post1",
@@ -203,8 +203,10 @@ CASES = (
          "0.13.0+faa43dbf.nv26.01", "kv_pool", "gpt-oss-20b (abliterated), DGX Spark GB10, NGC 26.01",
          "0.13.0 (NGC)",
          "was -32.4%: NVML has no memory total on GB10, so vLLM takes the small scheduler defaults (256 "
-         "sequences, now derived); left: ~1.4 GiB more used than predicted, host memory counted on unified "
-         "memory (not modelled); the total is the table's, not the log's",
+         "sequences, now derived); left: ~1.4 GiB more used than predicted, not derived: on GB10 vLLM reads "
+         "free memory as the host's MemAvailable (v0.13.0 utils/mem_utils.py:85-111), a machine-wide figure, "
+         "so host memory taken inside the profile window (torch.compile ran 50 s there) counts as "
+         "non-torch; the total is the table's, not the log's",
          explain_says="unified memory (GB10)"),
     Case("localai_v0.19.1_phi3-mini_rtx3090_wsl.log", ("--model", "phi-3-mini", "--gpu", "rtx3090"), "0.19.1",
          "kv_pool", "Phi-3-mini-4k-instruct, RTX 3090 under WSL2", "0.19.1",
@@ -575,6 +577,18 @@ def test_bad_input_is_one_line_and_exit_2(args, stdin, message):
     assert done.stdout == ""
     assert done.stderr.startswith(message), done.stderr
     assert done.stderr.count("\n") == 1
+
+
+def test_a_negative_size_is_refused_at_its_line(tmp_path: pathlib.Path):
+    text = (LOGS / "mlops_v0.22.1_qwen3-30b-a3b-fp8_h100.log").read_bytes()
+    damaged = tmp_path / "damaged.log"
+    damaged.write_bytes(text.replace(b"Model loading took 29.08 GiB", b"Model loading took -29.08 GiB"))
+    done = explain(str(damaged), "--model", "qwen3-30b-a3b", "--gpu", "h100")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "memsight: line 55: -29.08 GiB is a weights figure out of range (vLLM logs sizes and counts of 0 or "
+        "more, finite)\n"
+    )
 
 
 def test_binary_input_is_refused(tmp_path: pathlib.Path):

@@ -26,11 +26,10 @@ from planner.engines.vllm.startup import (
     reads_mem_available,
     verdict_line,
 )
-from planner.engines.vllm.version import default_engine, parse_version
+from planner.engines.vllm.version import default_engine, default_gpu_memory_utilization, parse_version
 from planner.errors import PlannerError
 
 GIB = 2**30
-DEFAULT_UTILIZATION = 0.9  # vLLM's CacheConfig default in every version read (v0.10.2-0.33.0 config/cache.py)
 FAR_ABOVE_BYTES = GIB  # logged non-torch this much over the prediction (and over twice it) is "far above"
 KEEP_SAMPLES = 3600  # about 30 minutes of samples at 2 Hz: a start-up fits
 
@@ -116,7 +115,7 @@ class StartupWatch:
             device = device_memory(state, pids)
             if device is None:
                 return f"vLLM {version} start-up check: nothing measured to check it against yet"
-            utilization = float(log.setting("gpu_memory_utilization") or DEFAULT_UTILIZATION)
+            utilization = float(log.setting("gpu_memory_utilization") or default_gpu_memory_utilization(ver))
             verdict = admission(version, engine, utilization, device)
             fixes = f" · fix: {verdict.fixes[0]}" if verdict.fixes and not verdict.passes else ""
             return "will it start? " + verdict_line(verdict) + fixes
@@ -181,7 +180,8 @@ def refusal_line(version: str, engine: str, printed, measured: DeviceMemory | No
         device = replace(device, total=printed.total, mem_available=printed.free)
     else:
         device = replace(device, total=printed.total, cuda_free=printed.free)
-    verdict = admission(version, engine, printed.utilization or DEFAULT_UTILIZATION, device)
+    utilization = printed.utilization or default_gpu_memory_utilization(parse_version(version))
+    verdict = admission(version, engine, utilization, device)
     fixes = " · ".join(verdict.fixes[:2])
     return (
         f"vLLM {version} refused to start: it read {_gib(printed.free)} free of {_gib(printed.total)} "

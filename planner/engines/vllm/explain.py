@@ -914,10 +914,18 @@ def _not_modelled(run: _Run, log: VLLMLog, pool: VLLMPool) -> list[str]:
             f"{pool.max_num_seqs}; v0.13.0:vllm/engine/arg_utils.py:1786-1791)"
         )
     if device is not None and device.key == "gb10":
+        compiled = log.facts.get("compile_seconds")
         notes.append(
-            "unified memory (GB10): mem_get_info's free memory is the machine's, so host memory the process "
-            "allocates inside the profiling window (torch.compile, tokenizer, buffers) counts as non-torch "
-            "growth; not modelled"
+            "unified memory (GB10): vLLM's free memory there is the host's MemAvailable "
+            "(v0.13.0:vllm/utils/mem_utils.py:85-111; cudaMemGetInfo before 0.11.1), a machine-wide figure, "
+            "so host memory taken anywhere on the machine between the baseline and the end of the profile "
+            "run counts as non-torch growth"
+            + (
+                f" (torch.compile and its workers ran inside it: {compiled[0]} s, line {compiled[1]})"
+                if compiled
+                else ""
+            )
+            + "; not modelled"
         )
     if run.engine == "V1" and runs_model_runner_v2(run.spec, ver):
         notes.append(_MODEL_RUNNER_V2.format(
@@ -927,6 +935,12 @@ def _not_modelled(run: _Run, log: VLLMLog, pool: VLLMPool) -> list[str]:
         ))  # fmt: skip
     if "dev" in run.version or "rc" in run.version:
         notes.append(f"{run.version} is a development build: what it counts may differ from the release's")
+    elif log.fact("profile_table"):
+        notes.append(
+            f"a development build wrote this log: its \"Memory profiling results:\" table (line "
+            f"{log.facts['profile_table'][1]}) is no release's wording (a 0.6.5 development build's, vllm PR "
+            "#10511), so what it counts may differ from the release's"
+        )
     if log.setting("kv_transfer_config") or log.setting("kv_connector"):
         notes.append("a KV connector is configured (kv_transfer_config): its device buffers are not modelled")
     if run.weight_format == "nvfp4" or (run.spec.default_format or "") == "nvfp4":
@@ -999,6 +1013,8 @@ def stage_problem(log: VLLMLog) -> str | None:
     the KV cache was sized; None when complete."""
     if log.is_vllm and (platform := platform_problem(log)) is not None:
         return platform
+    if log.is_vllm and log.refused:
+        return log.refused[0]
     if not log.is_vllm:
         if log.error:
             return (

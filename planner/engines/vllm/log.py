@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from planner import limits
-from planner.engines.base import ANSI, Figure, FigureLookups, LineReader, read_all
+from planner.engines.base import ANSI, Figure, FigureLookups, LineReader, plausible, read_all
 
 GB = 10**9
 
@@ -62,6 +62,11 @@ _WORKER = re.compile(
     r"\((?P<who>[A-Za-z_]+?)(?:_DP(?P<dp>\d+))?(?:_PP(?P<pp>\d+))?(?:_TP(?P<tp>\d+))?\s+pid=(?P<pid>\d+)\)"
 )
 _NUM = r"(-?[\d.]+)"
+# The figures vLLM can log below zero: the pool ("Available KV cache memory: -2.14 GiB", vllm #23278; V0's
+# "reserved for KV Cache is -0.94GiB"), V0's non-torch growth after its baseline ("non_torch_memory takes
+# -0.51GiB") and the graph capture's change of free memory ("Graph capturing finished in 3 secs, took -0.22
+# GiB", in public logs). Every other one is a size or a count, 0 or more (planner.engines.base.plausible).
+SIGNED_FIGURES = frozenset({"kv_pool", "non_torch", "cudagraph_actual"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +85,9 @@ class VLLMLog(FigureLookups):
     error_line: int | None
     lines: int
     notes: tuple[str, ...] = ()
+    # figures no vLLM prints (a negative size or count, one past the int64 range): "line N: TEXT UNIT is ...";
+    # not in `figures`; explain refuses the log naming the first (the live follower just leaves them out)
+    refused: tuple[str, ...] = ()
     # the line saying the sampler runs FlashInfer's top-k/top-p ("Using FlashInfer for top-p & top-k
     # sampling.": TopKTopPSampler.__init__, v0.10.0 topk_topp_sampler.py:49, v0.11.0 :56, v0.24.0 :55)
     flashinfer_sampler_line: int | None = None
@@ -123,6 +131,7 @@ class _State:
     )
     table_pending: bool = False  # inside the 0.6.5-dev "Memory profiling results:" table
     notes: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
     flashinfer_sampler_line: int | None = None
     facts: dict[str, tuple[str, int]] = field(default_factory=dict)
 
@@ -353,6 +362,13 @@ FACTS: tuple[tuple[str, re.Pattern[str], str | None], ...] = (
         re.compile(r"CUDA graph memory profiling will be enabled by default"),
         "not deducted",
     ),
+    # the breakdown as a table under a bare "Memory profiling results:" line: no release read prints it
+    # (0.6.4's line goes on with the figures, 0.6.5's worker.py:225 is one "Memory profiling takes" message);
+    # a 0.6.5 development build did (vllm PR #10511, comment of 2024-12-14)
+    ("profile_table", re.compile(r"^Memory profiling results:\s*$"), "yes"),
+    # torch.compile's time, inside V1's profiling window (v0.13.0:vllm/compilation/monitor.py:35
+    # "torch.compile takes %.2f s in total"; "took" in 0.22)
+    ("compile_seconds", re.compile(r"torch\.compile (?:takes|took) ([\d.]+) s in total"), None),
     # how many graphs the estimate captures (v0.27.1:vllm/v1/worker/gpu_model_runner.py:6668-6681)
     ("cudagraph_graphs", re.compile(r"Profiling CUDA graph memory: (.+)$"), None),
     # the compilation config of the engine-config line: cudagraph mode and capture sizes (v0.11+ repr and
@@ -503,7 +519,13 @@ class LogReader(LineReader):  # feed_text(chunk) / flush(): whole lines to feed(
 
     def _add(self, name: str, unit: str, text: str, line: int, rank: str) -> None:
         value = limits.logged_number(text)
-        if value is None:  # inf, nan, 1e999: no figure vLLM prints
+        if value is None or not plausible(abs(value) if name in SIGNED_FIGURES else value, unit):
+            shown = f"{text.strip()[:40]} {unit}".rstrip()
+            self._s.refused.append(
+                f"line {line}: {shown} is a {name.replace('_', '-')} figure out of range (vLLM logs "
+                + ("it finite" if name in SIGNED_FIGURES else "sizes and counts of 0 or more, finite")
+                + ")"
+            )
             return
         self._s.figures.setdefault(name, []).append(Figure(name, value, unit, text, line, rank))
 
@@ -531,6 +553,7 @@ class LogReader(LineReader):  # feed_text(chunk) / flush(): whole lines to feed(
             error_line=s.error_line,
             lines=s.lines,
             notes=tuple(s.notes),
+            refused=tuple(s.refused),
             flashinfer_sampler_line=s.flashinfer_sampler_line,
             facts=dict(s.facts),
         )
