@@ -187,7 +187,8 @@ def main() -> int:
     print(
         f"ring storage for a day at 10 Hz (fixed, preallocated): agent ring file "
         f"{fmt.file_size():,} B (fine {fmt.FINE_CAPACITY} records + coarse {fmt.COARSE_CAPACITY} x "
-        f"{fmt.COARSE_STEP_S:.0f} s; {day_records:,} records/day pass through it); monitor rings: OS "
+        f"{fmt.COARSE_STEP_S:.0f} s; {day_records:,} records/day pass through it); monitor rings (at most: "
+        f"they grow with their samples up to this): OS "
         f"{Ring.bytes_for(len(OS_FIELDS)):,} B, per agent device {Ring.bytes_for(len(AGENT_FIELDS)):,} B"
     )
     print(f"  (unbounded it would be {day_records * fmt.SLOT_SIZE:,} B/day of agent records per device)")

@@ -103,3 +103,4 @@ def test_a_ring_holds_what_it_was_given_and_never_more_than_its_bound():
     for i in range(120, 40_000):  # past a day (100,000 s): both tiers full, then overwritten
         ring.append(i * 2.5, [1.0] * 9)
     assert ring.held_bytes == ring.nbytes == Ring.bytes_for(9)
+

@@ -3,8 +3,8 @@ table's own unit (KiB, MiB or GiB: fmt.unit_for)."""
 
 from __future__ import annotations
 
-from rich.console import Group, RenderableType
 from rich.text import Text
+from textual.geometry import Region
 from textual.widget import Widget
 
 from tui.widgets.data import (
@@ -16,6 +16,7 @@ from tui.widgets.data import (
     Segment,
 )
 from tui.widgets.fmt import Unit, figure, places, shown, signed_figure, size, split_cells, unit_for
+from tui.widgets.lines import LineCache, LinePicture, line_key
 
 LABEL_WIDTH = 10  # "measured  " / "plan      "
 
@@ -120,6 +121,9 @@ class BucketBars(Widget):
         super().__init__(**kwargs)
         self._data = data
         self._shown = _signature(data)  # of what is drawn: computed once per value, not again at each tick
+        self._lines = LineCache()  # the strips of the lines drawn: only changed lines are drawn again
+        self._made: tuple[BucketComparison, int, list[Text]] | None = None  # (data, width, its lines)
+        self._drawn: tuple[int, list[tuple]] | None = None  # (width, line_key of each line) last rendered
 
     @property
     def data(self) -> BucketComparison | None:
@@ -137,11 +141,26 @@ class BucketBars(Widget):
             return False
         self._shown = signature
         # a new layout only when the widget's height can change (a line appears or goes)
-        self.refresh(layout=previous is None or _shape(previous) != _shape(data))
+        if previous is None or _shape(previous) != _shape(data):
+            self.refresh(layout=True)
+        else:
+            self.refresh(*self._changed_rows(data))  # none known: the whole widget
         return True
 
-    def scale_bytes(self) -> int:
-        data = self._data
+    def _changed_rows(self, data: BucketComparison) -> list[Region]:
+        """The rows whose line differs from the one drawn there last, when every line is one row high (a tick
+        that moved one figure redraws its row and the bar, not 13 lines); [] when that is not known."""
+        if self._drawn is None or self._drawn[0] != self.size.width:
+            return []
+        width = self.size.width
+        lines = self._lines_for(data, width)
+        drawn = self._drawn[1]
+        if len(lines) != len(drawn) or any(not line.no_wrap and line.cell_len > width for line in lines):
+            return []
+        return [Region(0, y, width, 1) for y, line in enumerate(lines) if line_key(line) != drawn[y]]
+
+    def scale_bytes(self, data: BucketComparison | None = None) -> int:
+        data = data or self._data
         if data is None:
             return 0
         totals = [data.capacity_bytes or 0, sum(s.bytes or 0 for s in data.measured)]
@@ -149,17 +168,25 @@ class BucketBars(Widget):
             totals.append(sum(s.bytes or 0 for s in data.planned))
         return max(totals)
 
-    def render(self) -> RenderableType:
+    def render(self) -> Text | LinePicture:
         data = self._data
         if data is None:
             return Text("waiting for the first sample…", style="italic")
-        width = max(self.size.width, 20)
+        lines = self._lines_for(data, self.size.width)
+        self._drawn = (self.size.width, [line_key(line) for line in lines])
+        return LinePicture(self, lines, self._lines)
+
+    def _lines_for(self, data: BucketComparison, width: int) -> list[Text]:
+        """The picture's lines for `data` at `width` (made once for both _changed_rows and render)."""
+        if self._made is not None and self._made[0] is data and self._made[1] == width:
+            return self._made[2]
+        width = max(width, 20)
         cells = max(width - LABEL_WIDTH, 10)
-        scale = self.scale_bytes()
+        scale = self.scale_bytes(data)
         head = Text()
         head.append(data.title, style="bold")
         head.append(f"   scale {size(scale)}", style="grey62")
-        lines: list[RenderableType] = [head]
+        lines: list[Text] = [head]
         measured_line = Text("measured  ", style="bold")
         measured_line.append_text(stacked_bar(data.measured, cells, scale))
         lines.append(measured_line)
@@ -177,8 +204,9 @@ class BucketBars(Widget):
             lines.append(Text(note, style="grey62", overflow="ellipsis", no_wrap=True))
         if data.missing:
             lines.append(Text(data.missing, style="yellow", overflow="ellipsis", no_wrap=True))
-        lines.append(self._table(data))
-        return Group(*lines)
+        lines.extend(self._table(data).split("\n"))  # a row at a time: the rows whose figures changed
+        self._made = (data, self.size.width, lines)
+        return lines
 
     def _table(self, data: BucketComparison) -> Text:
         """Fixed-width columns as one Text (a Rich Table costs several times more to lay out each tick)."""

@@ -1,4 +1,5 @@
-"""Allocated, reserved and the reserved − allocated gap over time (plotext through textual-plotext)."""
+"""Allocated, reserved and the reserved − allocated gap over time (plotext through textual-plotext, imported
+when the chart is first drawn: tui/widgets/plot.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import math
 import time
 from collections.abc import Callable, Sequence
 
-import plotext._utility as plotext_utility
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -14,10 +14,10 @@ from textual.strip import Strip
 from textual.style import Style as VisualStyle
 from textual.timer import Timer
 from textual.visual import Visual
-from textual_plotext import PlotextPlot
 
 from tui.widgets.data import ChartSeries
 from tui.widgets.fmt import unit_for
+from tui.widgets.plot import PlotWidget
 
 GIB = 2**30
 # The y axis spans at least this much: plotext fits the axis to the data, so a flat headroom drifting by 9 MB
@@ -44,7 +44,7 @@ def y_limits(values: Sequence[float], min_span: float) -> tuple[float, float]:
     return low, low + min_span
 
 
-class GapChart(PlotextPlot):
+class GapChart(PlotWidget):
     DEFAULT_CSS = """
     GapChart { height: 12; min-height: 8; }
     GapChart.-empty { height: 2; min-height: 2; }
@@ -58,7 +58,7 @@ class GapChart(PlotextPlot):
         self._drawn_at = -math.inf
         self._pending: Timer | None = None
         self._data: ChartSeries | None = None
-        self.draw_count = 0  # how many times the figure was rebuilt (tests / bench: nothing when unchanged)
+        self.draw_count = 0  # how many times the figure changed (tests / bench: nothing when unchanged)
         # plotext's build() is the costliest thing the monitor does: reuse its output until the figure
         # (draw_count), the size or the theme changes
         self._built: tuple[tuple, ChartPicture] | None = None
@@ -113,19 +113,22 @@ class GapChart(PlotextPlot):
         strips again (together three quarters of a redraw's time). The styles come from Rich's own parse of
         plotext's own escape codes, once per colour triple, so the strips are the ones Textual makes of
         Text.from_ansi(plt.build()) (tests/tui/test_widgets.py and the snapshot tests hold them to that)."""
-        figure = self._plot
-        figure.plotsize(self.size.width, self.size.height)
-        figure._set_size(self.size.width, self.size.height)  # as PlotextPlot.render (textual-plotext #5)
-        figure.theme(self._get_plotext_theme_name(self.app.theme))
+        self._plot_data()
+        figure = self.sized_plot()
         figure._set_sizes()  # what figure.build() does, without writing the ANSI text
         figure._build_matrix()
         return ChartPicture(matrix_runs(figure.monitor.matrix, self._styles), self.app.ansi_theme)
 
     def _draw(self) -> None:
+        """The figure changed (data or size): it is built again when next rendered, which a hidden chart
+        never is (nor is plotext imported for it)."""
+        self.draw_count += 1
+
+    def _plot_data(self) -> None:
+        """The data into plotext, as many points as the width shows."""
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()
-        self.draw_count += 1
         data = self._data
         if data is not None and not data.t and data.fallback_t:
             t, (headroom,) = decimate(data.fallback_t, (data.fallback,), self._max_points(), min)
@@ -175,8 +178,9 @@ def matrix_runs(matrix, styles: dict[tuple, Style | None]) -> list[list[tuple[st
             key = tuple(tuple(c) if isinstance(c, list) else c for c in colors)  # an rgb colour may be a list
             style = styles.get(key, _UNPARSED)
             if style is _UNPARSED:
-                codes = plotext_utility.colors_to_ansi(*colors)
-                parsed = Text.from_ansi(codes + "x" + plotext_utility.ansi_end)
+                from plotext._utility import ansi_end, colors_to_ansi  # noqa: PLC0415  (drawn: imported)
+
+                parsed = Text.from_ansi(colors_to_ansi(*colors) + "x" + ansi_end)
                 style = styles[key] = parsed.spans[0].style if parsed.spans else None
             runs.append(("".join(markers[row][col:end]), style))
             col = end

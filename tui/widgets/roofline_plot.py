@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from textual_plotext import PlotextPlot
+from tui.widgets.plot import PlotWidget
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,7 +21,7 @@ class RooflineFigure:
     second_label: str = ""
 
 
-class RooflinePlot(PlotextPlot):
+class RooflinePlot(PlotWidget):
     DEFAULT_CSS = """
     RooflinePlot { height: 1fr; min-height: 10; }
     """

@@ -1,0 +1,86 @@
+"""What a Live-screen tick costs the widgets (issue 20): the bucket bars redraw only the rows that changed,
+the lines that did not change reused, with the strips Textual's own path (a Rich Group through RichVisual)
+makes; plotext is imported only when a chart is drawn."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from rich.console import Group
+from textual.geometry import Region
+
+from tests.tui.fixed_states import gb10_state
+from tests.tui.test_snapshots import app_on
+from tui.widgets.bucket_bars import BucketBars
+from tui.widgets.data import Segment
+from tui.widgets.lines import LinePicture
+
+
+def _lines(widget) -> list[tuple]:
+    widget._styles_cache.clear()
+    widget.refresh()
+    rendered = widget.render_lines(Region(0, 0, widget.size.width, widget.size.height))
+    return [tuple((s.text, s.style) for s in strip) for strip in rendered]
+
+
+async def test_bucket_bars_draw_as_a_group_would_and_redraw_only_the_changed_lines(monkeypatch):
+    app = app_on(gb10_state())
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        bars = app.screen.query_one(BucketBars)
+        picture = bars.render()
+        assert isinstance(picture, LinePicture) and len(picture.lines) >= 10
+        drawn = _lines(bars)
+        new_render = BucketBars.render
+        monkeypatch.setattr(BucketBars, "render", lambda self: Group(*new_render(self).lines))
+        assert _lines(bars) == drawn  # the same strips as the Group of the same lines through RichVisual
+        monkeypatch.setattr(BucketBars, "render", new_render)
+        _lines(bars)
+        before = dict(bars._lines.strips)
+        data = bars.data
+        first = data.measured[0]
+        grown = Segment(first.key, (first.bytes or 0) + 3 * 2**30)
+        changed = replace(data, measured=(grown, *data.measured[1:]))
+        assert bars.update_data(changed)
+        # only the rows whose line changed are marked for redrawing (Textual composites those alone)
+        dirty = bars._styles_cache._dirty_lines
+        assert 0 < len(dirty) < len(picture.lines) // 2  # the scale, the two bars and a table row
+        _lines(bars)
+        after = bars._lines.strips
+        kept = [key for key in after if key in before]
+        assert kept and all(after[key] is before[key] for key in kept)  # not drawn again: the same strips
+        assert 0 < len(after) - len(kept) < len(after) // 2  # the changed lines only
+
+
+PLOTEXT_ON_DEMAND = """
+import asyncio, sys
+from tests.tui.fixed_states import gb10_state
+from tests.tui.test_snapshots import app_on
+from tui.widgets.gap_chart import GapChart
+
+async def main():
+    async with app_on(gb10_state()).run_test(size=(80, 24)) as pilot:  # under 40 rows: the chart is hidden
+        await pilot.pause()
+        hidden = "plotext" in sys.modules
+    app = app_on(gb10_state())
+    async with app.run_test(size=(160, 48)) as pilot:  # shown: drawn, with its data
+        await pilot.pause()
+        drawn = "plotext" in sys.modules
+        assert "PyTorch allocated" in app.screen.query_one(GapChart).render().plain
+    print(hidden, drawn)
+
+asyncio.run(main())
+"""
+
+
+def test_plotext_is_imported_only_when_a_chart_is_drawn():
+    import pathlib  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    repo = pathlib.Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-c", PLOTEXT_ON_DEMAND], cwd=repo, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["False", "True"]
