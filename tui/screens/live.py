@@ -150,8 +150,7 @@ class LiveScreen(Screen):
                 _shown(LogPanel(id="child-log"), False),
             ]
         )
-        self.mount(MemsightFooter())
-        self.call_after_refresh(self.refresh_bindings)  # the footer, subscribed once mounted, lists the keys
+        self.mount(MemsightFooter(keys_at_mount=True))
         self._apply_size(*self.app.size)
         return True
 
