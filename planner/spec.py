@@ -485,29 +485,15 @@ def spec_from_config(config: Mapping[str, Any], *, name: str) -> ModelSpec:
         f.note(note)
 
     hidden, heads, num_layers, vocab, inner, max_pos = _sizes(f, model_type)
-    kv_heads = f.opt_int("num_key_value_heads", minimum=1)
-    if kv_heads is None:
-        kv_heads = heads
-    if heads % kv_heads:
-        raise PlannerError(
-            f"{name}: num_attention_heads ({heads}) is not a multiple of num_key_value_heads ({kv_heads})"
-        )
+    kv_heads = _kv_heads(f, heads, name)
     head_dim = _head_dim(f, model_type, hidden, heads)
     dtype = _weight_dtype(config, decoder, name, f)
     quant = _quantization(config, decoder, name)
     tie = _tied_embeddings(config, decoder, f, model_type)
 
     if model_type == "gpt2":
-        shapes = ArchShapes(
-            head_dim=head_dim, attention_bias=True, attention_out_bias=True, fused_qkv=True, qk_norm=False,
-            attn_output_gate=False, attention_sinks=False, mlp_gated=False, mlp_bias=True,
-            fused_gate_up=False, norm_with_bias=True, norms_per_layer=2, position_embeddings=max_pos,
-            naming="gpt2", dense_intermediate_size=inner,
-        )  # fmt: skip
-        attention = AttentionSpec("full", heads, heads, head_dim, head_dim)
-        layers = tuple(LayerSpec(i, attention, "dense") for i in range(num_layers))
-        return _finish(f, config, decoder, name, model_type, hidden, inner, vocab, num_layers, heads, layers,
-                       tie, dtype, quant, max_pos, shapes)  # fmt: skip
+        return _gpt2(f, config, decoder, name, hidden, heads, num_layers, vocab, inner, max_pos, head_dim,
+                     tie, dtype, quant)  # fmt: skip
 
     if model_type == "nemotron_h":
         return _nemotron_h(f, config, decoder, name, hidden, heads, kv_heads, head_dim, vocab, tie, dtype,
@@ -557,6 +543,33 @@ def spec_from_config(config: Mapping[str, Any], *, name: str) -> ModelSpec:
     return _finish(f, config, decoder, name, model_type, hidden, inner, vocab, num_layers, heads,
                    tuple(layers), tie, dtype, quant, max_pos, shapes, num_experts=num_experts,
                    top_k=top_k)  # fmt: skip
+
+
+def _kv_heads(f: _Fields, heads: int, name: str) -> int:
+    """num_key_value_heads (multi-head attention where absent), a divisor of the attention heads."""
+    kv_heads = f.opt_int("num_key_value_heads", minimum=1)
+    if kv_heads is None:
+        kv_heads = heads
+    if heads % kv_heads:
+        raise PlannerError(
+            f"{name}: num_attention_heads ({heads}) is not a multiple of num_key_value_heads ({kv_heads})"
+        )
+    return kv_heads
+
+
+def _gpt2(f, config, decoder, name, hidden, heads, num_layers, vocab, inner, max_pos, head_dim, tie, dtype,
+          quant) -> ModelSpec:  # fmt: skip
+    """GPT-2: fused QKV with biases, a plain (ungated) MLP, learned position embeddings, multi-head."""
+    shapes = ArchShapes(
+        head_dim=head_dim, attention_bias=True, attention_out_bias=True, fused_qkv=True, qk_norm=False,
+        attn_output_gate=False, attention_sinks=False, mlp_gated=False, mlp_bias=True,
+        fused_gate_up=False, norm_with_bias=True, norms_per_layer=2, position_embeddings=max_pos,
+        naming="gpt2", dense_intermediate_size=inner,
+    )  # fmt: skip
+    attention = AttentionSpec("full", heads, heads, head_dim, head_dim)
+    layers = tuple(LayerSpec(i, attention, "dense") for i in range(num_layers))
+    return _finish(f, config, decoder, name, "gpt2", hidden, inner, vocab, num_layers, heads, layers, tie,
+                   dtype, quant, max_pos, shapes)  # fmt: skip
 
 
 def _sizes(f: _Fields, model_type: str) -> tuple[int, int, int, int, int, int | None]:
