@@ -107,6 +107,7 @@ class ReplayMonitor:
         self._checkpoint_every = CHECKPOINT_S
         self._recent: deque[_Checkpoint] = deque(maxlen=RECENT_CHECKPOINTS)
         self._cmdlines: dict[tuple[int, int], str] = {}  # only grows: shared by every checkpoint
+        self._processes: dict = {}  # the last OS event's processes, shared by the next (os_snapshot_from)
         self._restart()
         self.start_t = self._first_time()
         self.end_t = max(self.end_t, self.start_t)
@@ -280,7 +281,7 @@ class ReplayMonitor:
                 b.scope = lambda pids: pids & own  # the chart's sums and the summary, as recorded
             return False
         if k == "os":
-            b.update_os(os_snapshot_from(e, self._cmdlines))
+            b.update_os(os_snapshot_from(e, self._cmdlines, self._processes))
         elif k == "nvml":
             b.update_nvml(nvml_snapshot_from(e))
         elif k == "vllm":
