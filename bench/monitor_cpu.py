@@ -1,7 +1,7 @@
 """The live monitor's cost beside its anchors, measured in the same run: CPU share of one core, resident
-memory and time to the first frame of `memsight watch`, next to bench/minimal_monitor.py (the smallest
-Textual + psutil memory monitor) at the same rate, and bpytop / glances where installed (`--others`). Run by
-hand, not a test:
+memory and time to the first frame of `memsight watch` (and the CPU it had used by then, which a shared
+machine's load disturbs less than the time), next to bench/minimal_monitor.py (the smallest Textual + psutil
+memory monitor) at the same rate, and bpytop / glances where installed (`--others`). Run by hand, not a test:
 
     .venv/bin/python bench/monitor_cpu.py                                   # 2 Hz, 3 rounds of 60 s
     .venv/bin/python bench/monitor_cpu.py --hz 2 --seconds 30 --rounds 5 --others /tmp/tools/bin
@@ -57,10 +57,13 @@ class Drain(threading.Thread):
     """Reads the pty so the program never blocks on a full terminal; notes when the first frame appears, and
     when the first figures do (`figures`: a pattern of the screen's text once it shows measured values)."""
 
-    def __init__(self, fd: int, started: float, mark: bytes, figures: re.Pattern[bytes]) -> None:
+    def __init__(
+        self, fd: int, started: float, mark: bytes, figures: re.Pattern[bytes], proc: psutil.Process
+    ) -> None:
         super().__init__(daemon=True)
-        self.fd, self.started, self.mark, self.figures = fd, started, mark, figures
+        self.fd, self.started, self.mark, self.figures, self.proc = fd, started, mark, figures, proc
         self.first_frame_s: float | None = None
+        self.first_frame_cpu_s: float | None = None  # the program's CPU (user + system) by its first frame
         self.first_figures_s: float | None = None
         self.bytes_read = 0
         self._tail = b""
@@ -79,6 +82,8 @@ class Drain(threading.Thread):
                 now = time.perf_counter() - self.started
                 if self.first_frame_s is None and self.mark in text:
                     self.first_frame_s = now
+                    cpu = self.proc.cpu_times()
+                    self.first_frame_cpu_s = cpu.user + cpu.system
                 if self.first_frame_s is not None and self.figures.search(text):
                     self.first_figures_s = now
                 self._tail = text[-64:]
@@ -89,9 +94,9 @@ def measure(
 ) -> dict:
     started = time.perf_counter()
     pid, fd = spawn(argv, cols, rows, env)
-    drain = Drain(fd, started, mark, re.compile(figures))
-    drain.start()
     proc = psutil.Process(pid)
+    drain = Drain(fd, started, mark, re.compile(figures), proc)
+    drain.start()
     try:
         deadline = time.perf_counter() + 30
         while drain.first_figures_s is None and time.perf_counter() < deadline:
@@ -110,6 +115,7 @@ def measure(
             "cpu": 100.0 * busy / elapsed,
             "rss": rss / 2**20,
             "first": drain.first_frame_s,
+            "first_cpu": drain.first_frame_cpu_s,
             "figures": drain.first_figures_s,
         }
     finally:
@@ -173,17 +179,20 @@ def side_by_side(hz: float, seconds: float, rounds: int, cols: int, rows: int, o
             cells = [f"{n} {x['cpu']:.2f}% {x['rss']:.0f} MiB" for n, x in last.items()]
             print(f"round {r + 1}: " + ", ".join(cells))
         print(f"load average after: {load()}")
-    heads = ("CPU % of one core", "RSS MiB", "first frame s", "first figures s")
-    print(f"{'program':<10} {heads[0]:>24} {heads[1]:>22} {heads[2]:>22} {heads[3]:>22}")
+    heads = ("CPU % of one core", "RSS MiB", "first frame s", "its CPU s", "first figures s")
+    print(f"{'program':<10} {heads[0]:>24} {heads[1]:>22} {heads[2]:>22} {heads[3]:>22} {heads[4]:>22}")
     for name in names:
         rs = results[name]
         timed = name in ("memsight", "minimal")
         first = spread([x["first"] for x in rs], ".3f") if timed else "-"
+        first_cpu = spread([x["first_cpu"] for x in rs], ".2f") if timed else "-"
         figures = spread([x["figures"] for x in rs], ".3f") if timed else "-"
         print(f"{name:<10} {spread([x['cpu'] for x in rs]):>24} {spread([x['rss'] for x in rs], '.1f'):>22} "
-              f"{first:>22} {figures:>22}")  # fmt: skip
+              f"{first:>22} {first_cpu:>22} {figures:>22}")  # fmt: skip
     mine, base = results["memsight"], results["minimal"]
-    for key, what in (("cpu", "CPU"), ("rss", "RSS"), ("first", "first frame"), ("figures", "first figures")):
+    ratios = (("cpu", "CPU"), ("rss", "RSS"), ("first", "first frame"),
+              ("first_cpu", "CPU by the first frame"), ("figures", "first figures"))  # fmt: skip
+    for key, what in ratios:
         ratios = [m[key] / b[key] for m, b in zip(mine, base, strict=True)]
         print(f"memsight / minimal app, {what}: {spread(ratios)} (per round)")
     return 0

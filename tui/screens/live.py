@@ -10,26 +10,22 @@ from textual.containers import Container, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Header, Static
 
-from tui.widgets.agents_table import AgentsTable
-from tui.widgets.alert_log import AlertLog
-from tui.widgets.bucket_bars import BucketBars
-from tui.widgets.data import (
-    AgentRow,
-    AlertRow,
-    BucketComparison,
-    ChartSeries,
-    HeadroomData,
-    PoolData,
-    ProcessRow,
-)
-from tui.widgets.footer import MemsightFooter
 from tui.widgets.headroom import HeadroomGauge
-from tui.widgets.log_tail import LogPanel
-from tui.widgets.pool_parts import PoolParts
-from tui.widgets.process_summary import ProcessSummary
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING; the chart's module (plotext) is imported with its first data
+# typing.TYPE_CHECKING: the modules of the widgets mounted with the first view (_mount_sections) are imported
+# then, not for the first frame (the chart's: plotext)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from tui.widgets.agents_table import AgentsTable
+    from tui.widgets.data import (
+        AgentRow,
+        AlertRow,
+        BucketComparison,
+        ChartSeries,
+        HeadroomData,
+        PoolData,
+        ProcessRow,
+    )
     from tui.widgets.gap_chart import GapChart
 
 WIDE_COLUMNS = 140  # at least this many columns: two columns side by side; fewer: one scrolling column
@@ -87,11 +83,15 @@ class LiveScreen(Screen):
         super().__init__(id="live")
         self._view: LiveView | None = None
         self._chart_choice: bool | None = None  # the user's `g`, which wins over the size rule
-        self._chart: GapChart | None = None  # mounted with the first view (see gap_chart)
+        self._chart: GapChart | None = None  # mounted with the first view (_mount_sections)
 
     def compose(self) -> ComposeResult:
-        # Composed as the first frame shows it (the terminal's size classes, hidden lines hidden): each class
-        # or display changed after mounting would restyle the screen again before that frame.
+        # The first frame: the header, the status line and the headroom gauge in the left column, composed
+        # as that frame shows them (the terminal's size classes, hidden lines hidden): each class or display
+        # changed after mounting would restyle the screen again before it. The sections below the gauge, the
+        # right column and the footer come with the first figures (_mount_sections): the first frame is
+        # drawn before the collectors and the planner are imported (issue 20), and Textual's layout, styles
+        # and rendering of those widgets, the footer's above all, were most of its work.
         width, height = self.app.size
         wide, tall = width >= WIDE_COLUMNS, height >= TALL_ROWS
         yield Header()
@@ -109,22 +109,50 @@ class LiveScreen(Screen):
             with Vertical(id="live-left", classes="column"):
                 yield Container(id="pools")
                 yield HeadroomGauge(id="headroom")
-                yield PoolParts(id="pool-parts")
-                yield Static(AGENTS_TITLE.format(unit="GiB"), id="agents-title", classes="section-title")
-                yield Static("", id="agents-missing", classes="missing")
-                yield AgentsTable(id="agents")
-                # the gap chart (plotext, the largest import of the screen) is mounted here with the first
-                # figures (gap_chart), not drawn empty in the first frame
-            with Vertical(id="live-right", classes="column"):
-                yield Static("processes by memory (● this run's; Δ over 30 s)", id="processes-title",
-                             classes="section-title")
-                yield ProcessSummary(id="top-processes", max_rows=LIVE_TOP_PROCESSES)
-                alerts = AlertLog(id="alerts")
-                alerts.styles.height = "1fr" if wide and tall else 8
-                yield alerts
-                yield _shown(LogPanel(id="child-log"), False)
+            yield Vertical(id="live-right", classes="column")
         yield _shown(Static("", id="live-more", classes="more-below"), False)
-        yield MemsightFooter()
+
+    def _mount_sections(self) -> bool:
+        """The sections below the headroom gauge, the right column's and the footer, mounted with the first
+        view; False while they cannot be (the screen not mounted yet, or no longer: the app is leaving)."""
+        if self._chart is not None:
+            return True
+        left, right = self.query_one("#live-left"), self.query_one("#live-right")
+        if not (left.is_mounted and left.is_attached):
+            return False
+        from tui.widgets.agents_table import AgentsTable  # noqa: PLC0415
+        from tui.widgets.alert_log import AlertLog  # noqa: PLC0415
+        from tui.widgets.footer import MemsightFooter  # noqa: PLC0415
+        from tui.widgets.gap_chart import GapChart  # noqa: PLC0415  (plotext: the screen's largest import)
+        from tui.widgets.log_tail import LogPanel  # noqa: PLC0415
+        from tui.widgets.pool_parts import PoolParts  # noqa: PLC0415
+        from tui.widgets.process_summary import ProcessSummary  # noqa: PLC0415
+
+        self._chart = _shown(GapChart(id="gap-chart"), self._chart_shown(self.app.size.height))
+        left.mount_all(
+            [
+                PoolParts(id="pool-parts"),
+                Static(AGENTS_TITLE.format(unit="GiB"), id="agents-title", classes="section-title"),
+                Static("", id="agents-missing", classes="missing"),
+                AgentsTable(id="agents"),
+                self._chart,
+            ]
+        )
+        right.mount_all(
+            [
+                Static(
+                    "processes by memory (● this run's; Δ over 30 s)",
+                    id="processes-title",
+                    classes="section-title",
+                ),
+                ProcessSummary(id="top-processes", max_rows=LIVE_TOP_PROCESSES),
+                AlertLog(id="alerts"),
+                _shown(LogPanel(id="child-log"), False),
+            ]
+        )
+        self.mount(MemsightFooter(keys_at_mount=True))
+        self._apply_size(*self.app.size)
+        return True
 
     def on_mount(self) -> None:
         self._apply_size(self.app.size.width, self.app.size.height)  # as composed (a no-op), unless resized
@@ -132,8 +160,6 @@ class LiveScreen(Screen):
         view = getattr(self.app, "live_view", None)
         if view is not None:
             self.show(view)
-        if self._view is not None:  # shown before the screen was mounted: its chart now
-            self._show_chart(self._view.chart)
 
     def show_source(self, detail: str) -> None:
         """Where the data comes from (a replayed recording's origin), named after the first frame."""
@@ -201,11 +227,12 @@ class LiveScreen(Screen):
         body = self.query_one("#live-body")
         body.set_class(wide, "wide")
         body.set_class(wide and tall, "fill")
+        if self._chart is None:  # the sections are not mounted yet (_mount_sections applies the size then)
+            return
         spare = max(0, height - 48) if wide else 0
-        self.query_one(ProcessSummary).set_max_rows(LIVE_TOP_PROCESSES + spare // 2)
-        self.query_one(AlertLog).styles.height = "1fr" if wide and tall else 8
-        if self._chart is not None:
-            self._chart.display = self._chart_shown(height)
+        self.query_one("#top-processes").set_max_rows(LIVE_TOP_PROCESSES + spare // 2)
+        self.query_one("#alerts").styles.height = "1fr" if wide and tall else 8
+        self._chart.display = self._chart_shown(height)
 
     def _chart_shown(self, height: int) -> bool:
         return height >= TALL_ROWS if self._chart_choice is None else self._chart_choice
@@ -215,22 +242,9 @@ class LiveScreen(Screen):
         if self._chart is not None:
             self._chart.display = self._chart_choice
 
-    def _show_chart(self, data: ChartSeries) -> None:
-        """The allocated / reserved / gap chart, mounted below the agents with the first view (a view given
-        before the screen was mounted: from on_mount)."""
-        if self._chart is None:
-            left = self.query_one("#live-left")
-            if not (left.is_mounted and left.is_attached):  # not yet (or no longer: the app is leaving)
-                return
-            from tui.widgets.gap_chart import GapChart  # noqa: PLC0415
-
-            self._chart = _shown(GapChart(id="gap-chart"), self._chart_shown(self.app.size.height))
-            left.mount(self._chart, after="#agents")
-        self._chart.update_data(data)
-
     def show(self, view: LiveView) -> None:
         """Hand each widget its part; each redraws only if its part changed."""
-        if view == self._view:
+        if view == self._view or not self._mount_sections():  # not mounted yet: on_mount shows it
             return
         previous = self._view
         self._view = view
@@ -257,15 +271,15 @@ class LiveScreen(Screen):
         if previous is None or previous.ended != view.ended:
             for selector in ("#pools", "#agents"):
                 self.query_one(selector).set_class(bool(view.ended), "ended")
-        log = self.query_one(LogPanel)
+        log = self.query_one("#child-log")
         log.display = bool(view.log_title)
         if view.log_title:
             log.update_lines(view.log_title, view.log_lines)
         self._show_pools(view.comparisons)
         self.query_one(HeadroomGauge).update_data(view.headroom)
-        self.query_one(PoolParts).update_data(view.pool)
-        self._show_chart(view.chart)
-        agents = self.query_one(AgentsTable)
+        self.query_one("#pool-parts").update_data(view.pool)
+        self._chart.update_data(view.chart)
+        agents: AgentsTable = self.query_one("#agents")
         if agents.update_rows(view.agents):
             self.query_one("#agents-title", Static).update(AGENTS_TITLE.format(unit=agents.unit.name))
         agents_missing = self.query_one("#agents-missing", Static)
@@ -274,12 +288,14 @@ class LiveScreen(Screen):
             note = agents_note(view)
             agents_missing.update(note)
             agents_missing.display = bool(note)
-            self.query_one(AgentsTable).display = bool(view.agents)
-        self.query_one("#top-processes", ProcessSummary).update_rows(view.processes)
-        self.query_one(AlertLog).update_rows(view.alerts)
+            agents.display = bool(view.agents)
+        self.query_one("#top-processes").update_rows(view.processes)
+        self.query_one("#alerts").update_rows(view.alerts)
         self.call_after_refresh(self.update_more_below)
 
     def _show_pools(self, comparisons: tuple[BucketComparison, ...]) -> None:
+        from tui.widgets.bucket_bars import BucketBars  # noqa: PLC0415
+
         container = self.query_one("#pools", Container)
         bars = list(container.query(BucketBars))
         if len(bars) != len(comparisons):

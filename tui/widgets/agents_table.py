@@ -24,7 +24,8 @@ class AgentsTable(DataTable):
         self.unit: Unit = GIB_UNIT
 
     def on_mount(self) -> None:
-        self._add_columns()
+        if not self.columns:  # rows given before it was mounted (the Live screen's first view) brought theirs
+            self._add_columns()
 
     def _add_columns(self) -> None:
         # as Text: a str label is parsed as Rich markup, whose first use imports Rich's table of emoji names

@@ -7,8 +7,11 @@ from itertools import groupby
 from rich.text import Text
 from textual.widget import Widget
 
-from tui.widgets.data import HeadroomData
 from tui.widgets.fmt import shown, size
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING: the Live screen's first frame does not load the data classes
+if TYPE_CHECKING:
+    from tui.widgets.data import HeadroomData
 
 
 def headroom_level(data: HeadroomData) -> str:
