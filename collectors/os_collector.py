@@ -509,7 +509,14 @@ def grown_most(snapshot: OSSnapshot, n: int = 5) -> list[ProcessInfo]:
 def with_gpu_bytes(
     processes: tuple[ProcessInfo, ...], gpu_by_pid: Mapping[int, int]
 ) -> tuple[ProcessInfo, ...]:
-    """Fill ProcessInfo.gpu_bytes from a pid -> bytes map (sum of per-process NVML usage)."""
+    """Fill ProcessInfo.gpu_bytes from a pid -> bytes map (sum of per-process NVML usage). A process whose
+    figure is already that one is kept as it is, not copied: the states the alert rules keep (a minute of
+    them, in the monitor and in each replay checkpoint) then share their unchanged processes."""
     from dataclasses import replace
 
-    return tuple(replace(p, gpu_bytes=gpu_by_pid.get(p.pid)) for p in processes)
+    out = []
+    for p in processes:
+        held = gpu_by_pid.get(p.pid)
+        same = p.gpu_bytes == held and type(p.gpu_bytes) is type(held)
+        out.append(p if same else replace(p, gpu_bytes=held))
+    return tuple(out)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import operator
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -651,24 +652,37 @@ def check_event(e: dict) -> None:
 
 
 # ------------------------------------------------------------------------------------------ to snapshots
-def os_snapshot_from(event: dict, cmdlines: dict[tuple[int, int], str]) -> OSSnapshot:
+def os_snapshot_from(
+    event: dict, cmdlines: dict[tuple[int, int], str], known: dict[tuple[int, int], ProcessInfo] | None = None
+) -> OSSnapshot:
+    """`known`: the processes of the previous snapshot (pid, start -> ProcessInfo), replaced by this one's: a
+    process identical to its previous self (every field, of the same type) is that object, so the snapshots
+    a replay keeps (a minute of them per checkpoint) share their unchanged processes."""
     procs = []
+    now = {}
     for row in event.get("procs", []):
         pid, start, name, rss, growth, is_new, user = row[:7]
         window = row[7] if len(row) > 7 else 0.0
-        procs.append(
-            ProcessInfo(
-                pid=pid,
-                name=name,
-                cmdline=cmdlines.get((pid, start), ""),
-                user=user,
-                rss=rss,
-                growth_bytes=growth,
-                is_new=bool(is_new),
-                start_ticks=start,
-                growth_window_s=window,
-            )
+        info = ProcessInfo(
+            pid=pid,
+            name=name,
+            cmdline=cmdlines.get((pid, start), ""),
+            user=user,
+            rss=rss,
+            growth_bytes=growth,
+            is_new=bool(is_new),
+            start_ticks=start,
+            growth_window_s=window,
         )
+        if known is not None:
+            before = known.get((pid, start))
+            if before is not None and _identical(_PROCESS_FIELDS(before), _PROCESS_FIELDS(info)):
+                info = before
+            now[(pid, start)] = info
+        procs.append(info)
+    if known is not None:
+        known.clear()
+        known.update(now)
     # a "?" field of _OS_FIELDS may be missing: check_event reads that as null, and so does this
     return OSSnapshot(
         t=event["t"],
@@ -690,6 +704,14 @@ def os_snapshot_from(event: dict, cmdlines: dict[tuple[int, int], str]) -> OSSna
         sreclaimable=event.get("sreclaimable"),
         kernel=event.get("kernel"),
     )
+
+
+_PROCESS_FIELDS = operator.attrgetter(*(f.name for f in dataclasses.fields(ProcessInfo)))
+
+
+def _identical(a: tuple, b: tuple) -> bool:
+    """Equal values of the same types (1 and 1.0, False and 0 differ: a replay's output tells them apart)."""
+    return all(x == y and type(x) is type(y) for x, y in zip(a, b, strict=True))
 
 
 def vllm_snapshot_from(event: dict) -> VLLMSnapshot:

@@ -94,7 +94,9 @@ class ReplayMonitor:
         self._data_at = self._reader.position()  # the first line after the header
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
-        self._lock = threading.Lock()  # the player thread and the UI's controls move the same cursor
+        # the player thread and the UI's controls and questions (at_end) move the same cursor; reentrant: the
+        # player asks at_end while it holds it
+        self._lock = threading.RLock()
         self.paused = False
         self._base = 0.0  # offset (s) at _began; the play clock is _base + (now - _began) * speed
         self._began = time.monotonic()
@@ -107,6 +109,7 @@ class ReplayMonitor:
         self._checkpoint_every = CHECKPOINT_S
         self._recent: deque[_Checkpoint] = deque(maxlen=RECENT_CHECKPOINTS)
         self._cmdlines: dict[tuple[int, int], str] = {}  # only grows: shared by every checkpoint
+        self._processes: dict = {}  # the last OS event's processes, shared by the next (os_snapshot_from)
         self._restart()
         self.start_t = self._first_time()
         self.end_t = max(self.end_t, self.start_t)
@@ -249,7 +252,10 @@ class ReplayMonitor:
 
     @property
     def at_end(self) -> bool:
-        return self._first() is None
+        """True when every event has been applied (it may read on to be sure: under the player's lock, as the
+        app asks it from its own thread while the player reads)."""
+        with self._lock:
+            return self._first() is None
 
     def state(self) -> MonitorState:
         return self.builder.state
@@ -280,7 +286,7 @@ class ReplayMonitor:
                 b.scope = lambda pids: pids & own  # the chart's sums and the summary, as recorded
             return False
         if k == "os":
-            b.update_os(os_snapshot_from(e, self._cmdlines))
+            b.update_os(os_snapshot_from(e, self._cmdlines, self._processes))
         elif k == "nvml":
             b.update_nvml(nvml_snapshot_from(e))
         elif k == "vllm":

@@ -40,6 +40,9 @@ from collectors.snapshots import (
 from collectors.summary import SummaryAccumulator
 
 AGENT_FIELDS = ("allocated", "reserved", "peak_allocated", "rss", "weights_bytes", "kv_bytes")
+# the conditions remembered for "one alert per condition" (_raise_alerts): those quiet for twice the alert
+# window are forgotten once there are more than ALERT_KEYS_KEPT (one key per process that ever grew)
+ALERT_KEYS_KEPT = 64
 NO_NVML = NVMLSnapshot(status="not sampled yet", available=False, devices=())
 
 
@@ -518,18 +521,7 @@ class StateBuilder:
                 pool=pool_parts(os_snap, nvml, self.pool, views, unified),
                 peers=self.peers() if self.peers is not None else (),
             )
-            self.recent.append(state)
-            while self.recent and t - self.recent[0].t > self.alert_window_s:
-                self.recent.popleft()
-            raised = []
-            for alert in evaluate(tuple(self.recent), self.alert_options):
-                key = (alert.kind, alert.severity, alert.pid, alert.device)
-                # one alert per condition until it has been quiet for the alert window; the severity is part
-                # of the condition, so a headroom warning followed by a critical shows both
-                if t - self._alert_keys.get(key, -1e18) > self.alert_window_s:
-                    self.alerts.append(alert)
-                    raised.append(alert)
-                self._alert_keys[key] = t
+            raised = self._raise_alerts(state)
             for alert in raised:
                 if self.on_alert is not None:
                     self.on_alert(alert)  # the Monitor records it
@@ -539,16 +531,55 @@ class StateBuilder:
             self.state = state
             return state
 
+    def _raise_alerts(self, state: MonitorState) -> list[Alert]:
+        """The alerts the rules raise with `state` as the newest of the recent ones (kept in self.alerts).
+        One alert per condition until it has been quiet for the alert window; the severity is part of the
+        condition, so a headroom warning followed by a critical shows both."""
+        t, window = state.t, self.alert_window_s
+        self.recent.append(state)
+        while self.recent and t - self.recent[0].t > window:
+            self.recent.popleft()
+        raised = []
+        for alert in evaluate(tuple(self.recent), self.alert_options):
+            key = (alert.kind, alert.severity, alert.pid, alert.device)
+            if t - self._alert_keys.get(key, -1e18) > window:
+                self.alerts.append(alert)
+                raised.append(alert)
+            self._alert_keys[key] = t
+        if len(self._alert_keys) > ALERT_KEYS_KEPT:
+            # a condition quiet this long is one never seen (it raises again either way; unless the clock
+            # steps back a window or more, the replay's never does); kept, every process that grew stayed
+            for key, last in list(self._alert_keys.items()):
+                if t - last > 2 * window:
+                    del self._alert_keys[key]
+        return raised
+
 
 _NO_HISTORY: Mapping[str, tuple[tuple[float, ...], ...]] = MappingProxyType({})
 
 
 def _for_alerts(state: MonitorState) -> MonitorState:
-    """What `recent` keeps of a state for the alert rules: everything but the chart history and the agents'
-    record history, which the rules never read. Kept whole, a minute of states at 2 Hz held 120 copies of
-    every 600-point chart series (tens of MiB with one agent: in the monitor, in each replay checkpoint)."""
+    """What `recent` keeps of a state for the alert rules (collectors/alerts.py, runway.py): its time, OS and
+    NVML snapshots, headroom, the agents' latest records and the kernel log of its pool; the rules read
+    nothing else of a state but the newest, which they get whole. Kept whole, a minute of states at 2 Hz held
+    120 copies of every 600-point chart series, and 120 summaries of up to 200 alerts each (in the monitor,
+    and in each of a replay's checkpoints: its memory grew with the alerts a long recording raised)."""
     agents = tuple(replace(view, history=()) for view in state.agents)
-    return replace(state, history=_NO_HISTORY, agents=agents)
+    pool = state.pool if state.pool is not None and state.pool.kernel_log is not None else None
+    return MonitorState(
+        t=state.t,
+        os=state.os,
+        nvml=state.nvml,
+        agents=agents,
+        buckets=(),
+        alerts=(),
+        unified=state.unified,
+        headroom_bytes=state.headroom_bytes,
+        headroom_source=state.headroom_source,
+        history=_NO_HISTORY,
+        pool=pool,
+        replay=state.replay,
+    )
 
 
 def _columns(rows: deque, width: int) -> tuple[tuple[float, ...], ...]:
