@@ -195,10 +195,14 @@ class LiveScreen(Screen):
             ("#alerts", f"alerts ({alerts})" if alerts else "alerts"),
             ("#child-log", "output"),
         )
-        below = []
+        below: list[str] = []
+        if self._chart is None:  # the sections are mounted with the first figures: none yet
+            return below
         for selector, name in sections:
-            widget = next(iter(self.query(selector)), None)  # the chart: none before the first figures
-            if widget is None or not widget.display or widget.parent is None:
+            # query_one: an id looked up in Textual's cache (query() walked the DOM, matching each selector
+            # against every node: a fifth of the main thread's time, since this runs after every tick)
+            widget = self.query_one(selector)
+            if not widget.display or widget.parent is None:
                 continue
             top = widget.parent.virtual_region.y + widget.virtual_region.y
             if top >= bottom:
@@ -276,7 +280,7 @@ class LiveScreen(Screen):
         if view.log_title:
             log.update_lines(view.log_title, view.log_lines)
         self._show_pools(view.comparisons)
-        self.query_one(HeadroomGauge).update_data(view.headroom)
+        self.query_one("#headroom", HeadroomGauge).update_data(view.headroom)
         self.query_one("#pool-parts").update_data(view.pool)
         self._chart.update_data(view.chart)
         agents: AgentsTable = self.query_one("#agents")
@@ -297,7 +301,7 @@ class LiveScreen(Screen):
         from tui.widgets.bucket_bars import BucketBars  # noqa: PLC0415
 
         container = self.query_one("#pools", Container)
-        bars = list(container.query(BucketBars))
+        bars = [bar for bar in container.children if isinstance(bar, BucketBars)]  # no DOM query at each tick
         if len(bars) != len(comparisons):
             for bar in bars:
                 bar.remove()
