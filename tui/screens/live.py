@@ -33,6 +33,11 @@ WIDE_COLUMNS = 140  # at least this many columns: two columns side by side; fewe
 # shorter terminal it would push everything else off screen, so `g` shows it.
 TALL_ROWS = 40
 LIVE_TOP_PROCESSES = 12
+# The gap chart is redrawn at most this often: at one redraw a second, plotext's build of it was 30% of the
+# main thread's time by cProfile (Textual's compositing of its rows on top). Its figures lag the gauge and the
+# bars above it by up to this much; its axis spans the history (600 samples: 5 minutes at 2 Hz), where two
+# seconds are less than one character column at 160x48.
+CHART_REDRAW_S = 2.0
 AGENTS_TITLE = "agents: PyTorch allocator per process and device, {unit} (★ busiest)"
 
 
@@ -128,7 +133,8 @@ class LiveScreen(Screen):
         from tui.widgets.pool_parts import PoolParts  # noqa: PLC0415
         from tui.widgets.process_summary import ProcessSummary  # noqa: PLC0415
 
-        self._chart = _shown(GapChart(id="gap-chart"), self._chart_shown(self.app.size.height))
+        chart = GapChart(id="gap-chart", min_redraw_s=CHART_REDRAW_S)
+        self._chart = _shown(chart, self._chart_shown(self.app.size.height))
         left.mount_all(
             [
                 PoolParts(id="pool-parts"),
