@@ -100,7 +100,7 @@ class LiveScreen(Screen):
         width, height = self.app.size
         wide, tall = width >= WIDE_COLUMNS, height >= TALL_ROWS
         yield Header()
-        yield Static("", id="live-status", classes="status-line")
+        yield Static(getattr(self.app, "first_status", ""), id="live-status", classes="status-line")
         detail = getattr(self.app, "source_detail", "")
         yield _shown(Static(detail, id="live-source", classes="note"), bool(detail))
         yield _shown(Static("", id="live-banner", classes="banner"), False)
