@@ -472,6 +472,25 @@ def _run_buffers(
     return inputs, workspace, buffers
 
 
+def _check_profile_inputs(engine: str, max_num_batched_tokens: int, max_num_seqs: int, sampler_path) -> None:
+    """Refuse what vLLM refuses to start with, and what the prediction cannot run."""
+    if engine not in ("V0", "V1"):
+        raise PlannerError(f"vLLM engine must be V0 or V1, got {engine!r}")
+    if max_num_batched_tokens < 1 or max_num_seqs < 1:
+        raise PlannerError(
+            f"max_num_batched_tokens and max_num_seqs must be at least 1 "
+            f"(got {max_num_batched_tokens}, {max_num_seqs})"
+        )
+    if max_num_batched_tokens < max_num_seqs:
+        # vllm/config.py SchedulerConfig._verify_args (every version read) refuses this combination.
+        raise PlannerError(
+            f"max_num_batched_tokens ({max_num_batched_tokens}) must be at least max_num_seqs "
+            f"({max_num_seqs}); vLLM refuses to start otherwise"
+        )
+    if sampler_path is not None and sampler_path not in SAMPLER_PATHS:
+        raise PlannerError(f"sampler path must be one of {', '.join(SAMPLER_PATHS)}, got {sampler_path!r}")
+
+
 def profile_activation(
     spec: ModelSpec,
     *,
@@ -498,21 +517,7 @@ def profile_activation(
     Peak = max(forward phase, sampler phase) + input buffers + what the run allocates and keeps."""
     ver = parse_version(version)
     engine = (engine or default_engine(ver)).upper()
-    if engine not in ("V0", "V1"):
-        raise PlannerError(f"vLLM engine must be V0 or V1, got {engine!r}")
-    if max_num_batched_tokens < 1 or max_num_seqs < 1:
-        raise PlannerError(
-            f"max_num_batched_tokens and max_num_seqs must be at least 1 "
-            f"(got {max_num_batched_tokens}, {max_num_seqs})"
-        )
-    if max_num_batched_tokens < max_num_seqs:
-        # vllm/config.py SchedulerConfig._verify_args (every version read) refuses this combination.
-        raise PlannerError(
-            f"max_num_batched_tokens ({max_num_batched_tokens}) must be at least max_num_seqs "
-            f"({max_num_seqs}); vLLM refuses to start otherwise"
-        )
-    if sampler_path is not None and sampler_path not in SAMPLER_PATHS:
-        raise PlannerError(f"sampler path must be one of {', '.join(SAMPLER_PATHS)}, got {sampler_path!r}")
+    _check_profile_inputs(engine, max_num_batched_tokens, max_num_seqs, sampler_path)
     rule = _rule_version(ver)
     n = max_num_batched_tokens
     r = max_num_seqs  # V0: one prompt per sequence; V1: min(max_num_seqs, tokens) == max_num_seqs here

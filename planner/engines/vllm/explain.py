@@ -564,41 +564,10 @@ def _predict_pool(
         tp=run.tp, dp=run.dp, expert_parallel=run.expert_parallel,
     )  # fmt: skip
     non_torch_bytes = non_torch.bytes
-    # What vLLM holds beyond the checkpoint's tensors (padded MoE experts, ...), per pipeline stage.
-    layout = (
-        spec,
-        run.weight_format or spec.default_format,
-        parse_version(run.version),
-        device.capability if device else None,
-        run.tp,
-        run.pp,
+    extra_weights, weight_notes = _weights_beyond_checkpoint(run)
+    encoder, tower = _multimodal_parts(
+        run, setting, pool, extra_weights, weight_notes, activation_notes, notes
     )
-    extra_weights, weight_notes = vllm_weight_extras(*layout)
-    split, split_note = expert_split_extras(*layout, run.dp, run.expert_parallel)
-    extra_weights = [a + b for a, b in zip(extra_weights, split, strict=True)]
-    if split_note:
-        weight_notes.append(split_note)
-    # A vision-language checkpoint: the vision tower's weights (first stage) and its profile run.
-    encoder = None
-    raw_config = full_config(run.model_id)
-    if raw_config is None:
-        from planner.catalog import catalog_multimodal_config  # noqa: PLC0415
-
-        raw_config = catalog_multimodal_config(run.model_id)
-    tower = vision_tower(raw_config or {})
-    plain = plain_vision_tower(raw_config or {})
-    if tower is not None:
-        encoder = _vision_tower(tower, run, setting, pool, extra_weights, weight_notes, activation_notes)
-    elif plain is not None:
-        plain_bytes, plain_how = plain_vision_weight_bytes(plain)
-        extra_weights[0] += plain_bytes
-        weight_notes.append(plain_how)
-        tower = plain
-    elif raw_config is None and setting("limit_mm_per_prompt")[0]:
-        notes.append(
-            "a multimodal run (limit_mm_per_prompt) of a catalog model: the catalog keeps the text decoder "
-            "only, so the vision tower and its profile run are left out; give --model CONFIG.json"
-        )
     if any(extra_weights):
         stage_weights = {r.pp_stage: r.weights_bytes for r in pool.ranks}
         weights_per_stage = [stage_weights[s] + extra_weights[s] for s in range(run.pp)]
@@ -627,6 +596,60 @@ def _predict_pool(
     if graphs.bytes:
         pool = pool_with(pool.max_num_seqs, pool.max_num_batched_tokens, graphs.bytes)
     return pool, graphs, weight_notes, activation_notes, tower, non_torch
+
+
+def _weights_beyond_checkpoint(run: _Run) -> tuple[list[int], list[str]]:
+    """What vLLM holds beyond the checkpoint's tensors (padded MoE experts, experts split over ranks), per
+    pipeline stage, with how each was derived."""
+    spec, device = run.spec, run.device
+    layout = (
+        spec,
+        run.weight_format or spec.default_format,
+        parse_version(run.version),
+        device.capability if device else None,
+        run.tp,
+        run.pp,
+    )
+    extra_weights, weight_notes = vllm_weight_extras(*layout)
+    split, split_note = expert_split_extras(*layout, run.dp, run.expert_parallel)
+    extra_weights = [a + b for a, b in zip(extra_weights, split, strict=True)]
+    if split_note:
+        weight_notes.append(split_note)
+    return extra_weights, weight_notes
+
+
+def _multimodal_parts(
+    run: _Run,
+    setting: _Settings,
+    pool: VLLMPool,
+    extra_weights: list[int],
+    weight_notes: list[str],
+    activation_notes: list[str],
+    notes: list[str],
+) -> tuple[Any, Any]:
+    """(the encoder's profile run or None, the vision tower or None) of a vision-language checkpoint: its
+    tower's weights go into the first stage's `extra_weights`."""
+    encoder = None
+    raw_config = full_config(run.model_id)
+    if raw_config is None:
+        from planner.catalog import catalog_multimodal_config  # noqa: PLC0415
+
+        raw_config = catalog_multimodal_config(run.model_id)
+    tower = vision_tower(raw_config or {})
+    plain = plain_vision_tower(raw_config or {})
+    if tower is not None:
+        encoder = _vision_tower(tower, run, setting, pool, extra_weights, weight_notes, activation_notes)
+    elif plain is not None:
+        plain_bytes, plain_how = plain_vision_weight_bytes(plain)
+        extra_weights[0] += plain_bytes
+        weight_notes.append(plain_how)
+        tower = plain
+    elif raw_config is None and setting("limit_mm_per_prompt")[0]:
+        notes.append(
+            "a multimodal run (limit_mm_per_prompt) of a catalog model: the catalog keeps the text decoder "
+            "only, so the vision tower and its profile run are left out; give --model CONFIG.json"
+        )
+    return encoder, tower
 
 
 def _vision_tower(

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from planner.engines.vllm.version import Version, parse_version
 from planner.errors import PlannerError
 from planner.kv import STATE_KINDS, layer_kv_bytes
-from planner.spec import ModelSpec
+from planner.spec import LayerSpec, ModelSpec
 from planner.units import canonical_dtype, ceil_div, dtype_bytes
 
 # ----------------------------------------------------------------------------------------------------
@@ -145,24 +145,8 @@ def vllm_state_page_bytes(
     return page, conv_dtype, temporal_dtype
 
 
-def hybrid_pages(
-    spec: ModelSpec,
-    *,
-    version: Version,
-    kv_dtype: str,
-    tp: int,
-    block_size: int,
-    max_model_len: int,
-    cuda_capability: tuple[int, int] | None = None,
-    mamba_ssm_cache_dtype: str = "auto",
-    mamba_cache_mode: str = "none",
-) -> HybridPages:
-    """The attention block size and the unified page of a hybrid model, as vLLM `version` sets them.
-    mamba_cache_mode: "none" (prefix caching off) or "align" (on, for models without Mamba prefix caching)."""
-    if mamba_cache_mode not in ("none", "align"):
-        raise PlannerError(f"mamba_cache_mode {mamba_cache_mode!r} is not modelled (none, align)")
-    if mamba_cache_mode == "align" and version < (0, 20, 0):
-        raise PlannerError("mamba_cache_mode 'align' exists from vLLM 0.20 (in the versions read)")
+def _attention_and_state_kind(spec: ModelSpec, version: Version) -> tuple[list[LayerSpec], str]:
+    """The hybrid's attention layers and its one kind of state layer, refusing the mixes not modelled."""
     attention_layers = [
         layer
         for layer in spec.layers
@@ -181,15 +165,17 @@ def hybrid_pages(
         raise PlannerError(
             f"{spec.name}: only full attention next to one kind of state layer is modelled for vLLM hybrids"
         )
-    kind = state_kinds[0]
     if spec.model_type.startswith("qwen3_5") and version < (0, 15, 0):
         shown = ".".join(map(str, version))
         raise PlannerError(f"{spec.name}: vLLM {shown} has no Qwen3.5 model (0.14.0 has none)")
-    # FullAttentionSpec(block_size=1, ...).page_size_bytes: K and V of one token of one layer (planner.kv).
-    per_token = layer_kv_bytes(attention_layers[0], 1, kv_dtype, spec, tp)
-    state, conv_dtype, temporal_dtype = vllm_state_page_bytes(spec, kind, tp, version, mamba_ssm_cache_dtype)
-    head_size = attention_layers[0].attention.k_head_dim  # type: ignore[union-attr]
-    # The kernel block alignment: 16 (FlashAttention needs multiples of 16; v0.11.0:models/config.py:363-368).
+    return attention_layers, state_kinds[0]
+
+
+def _kernel_block_alignment(
+    version: Version, head_size: int, cuda_capability: tuple[int, int] | None, block_size: int
+) -> int:
+    """The multiple the attention block size is rounded up to so that its page holds a state page."""
+    # 16 by default (FlashAttention needs multiples of 16; v0.11.0:models/config.py:363-368).
     # 0.12-0.14: 32 on Blackwell (compute capability 10.0 in 0.12, the 10.x family from 0.13) for head size
     # 256 with the default / FlashInfer backend (v0.12.0:models/config.py, flashinfer issue 1993).
     # 0.20: max(the smallest kernel block size the attention backend supports, cache block_size)
@@ -203,6 +189,33 @@ def hybrid_pages(
             alignment = 32
     if version >= (0, 20, 0):
         alignment = max(16, block_size)
+    return alignment
+
+
+def hybrid_pages(
+    spec: ModelSpec,
+    *,
+    version: Version,
+    kv_dtype: str,
+    tp: int,
+    block_size: int,
+    max_model_len: int,
+    cuda_capability: tuple[int, int] | None = None,
+    mamba_ssm_cache_dtype: str = "auto",
+    mamba_cache_mode: str = "none",
+) -> HybridPages:
+    """The attention block size and the unified page of a hybrid model, as vLLM `version` sets them.
+    mamba_cache_mode: "none" (prefix caching off) or "align" (on, for models without Mamba prefix caching)."""
+    if mamba_cache_mode not in ("none", "align"):
+        raise PlannerError(f"mamba_cache_mode {mamba_cache_mode!r} is not modelled (none, align)")
+    if mamba_cache_mode == "align" and version < (0, 20, 0):
+        raise PlannerError("mamba_cache_mode 'align' exists from vLLM 0.20 (in the versions read)")
+    attention_layers, kind = _attention_and_state_kind(spec, version)
+    # FullAttentionSpec(block_size=1, ...).page_size_bytes: K and V of one token of one layer (planner.kv).
+    per_token = layer_kv_bytes(attention_layers[0], 1, kv_dtype, spec, tp)
+    state, conv_dtype, temporal_dtype = vllm_state_page_bytes(spec, kind, tp, version, mamba_ssm_cache_dtype)
+    head_size = attention_layers[0].attention.k_head_dim  # type: ignore[union-attr]
+    alignment = _kernel_block_alignment(version, head_size, cuda_capability, block_size)
     attention_block = alignment * ceil_div(state, alignment * per_token)
     log: list[str] = []
     chosen = block_size
@@ -239,6 +252,41 @@ def hybrid_pages(
     )
 
 
+def _mamba_cache_mode(
+    spec: ModelSpec, version: str, ver: Version, enable_prefix_caching: bool | None
+) -> tuple[str, str]:
+    """(mamba_cache_mode, why): whether prefix caching is on for this hybrid, and what it makes vLLM keep."""
+    low, high = HYBRID_PREFIX_CACHING_UNKNOWN
+    if enable_prefix_caching is None:
+        if low <= ver <= high:
+            raise PlannerError(
+                f"{spec.name}: vLLM {version}: prefix caching for hybrids is off by default in 0.20 and on "
+                "in 0.26; the versions between were not read: say whether it is on (enable_prefix_caching)"
+            )
+        enable_prefix_caching = ver >= (0, 26, 0)
+        why = "the default of this version for hybrids"
+    else:
+        why = "given"
+    # Models with Mamba prefix caching support (SupportsMambaPrefixCaching: Nemotron-H from 0.12; not
+    # Qwen3-Next / Qwen3.5) keep the state of every block ("all" from 0.20); the others are switched off
+    # (0.12-0.14: MambaModelConfig disables prefix caching) or use "align" (0.20, 0.26).
+    mode = "none"
+    if enable_prefix_caching and ver < (0, 12, 0):
+        why += "; vLLM 0.10-0.11 switch it off for hybrids (models/config.py MambaModelConfig)"
+    if enable_prefix_caching and ver >= (0, 12, 0):
+        if spec.model_type == "nemotron_h":
+            raise PlannerError(
+                f"{spec.name}: with prefix caching vLLM keeps Nemotron-H's state per chunk-aligned block "
+                "(mamba_cache_mode 'all'), which is not modelled; plan it with prefix caching off "
+                "(--no-enable-prefix-caching)"
+            )
+        if ver >= (0, 20, 0):
+            mode = "align"
+        else:
+            why += "; vLLM switches it off for hybrids without Mamba prefix caching support"
+    return mode, why
+
+
 def hybrid_for_pool(
     spec: ModelSpec,
     *,
@@ -269,34 +317,7 @@ def hybrid_for_pool(
         # unify_hybrid_kv_cache_specs can only turn sliding-window layers into full attention; with Mamba
         # layers it raises (v0.11.0:kv_cache_utils.py:1096-1147).
         raise PlannerError(f"{spec.name}: vLLM runs Mamba hybrids only with the hybrid KV-cache manager")
-    low, high = HYBRID_PREFIX_CACHING_UNKNOWN
-    if enable_prefix_caching is None:
-        if low <= ver <= high:
-            raise PlannerError(
-                f"{spec.name}: vLLM {version}: prefix caching for hybrids is off by default in 0.20 and on "
-                "in 0.26; the versions between were not read: say whether it is on (enable_prefix_caching)"
-            )
-        enable_prefix_caching = ver >= (0, 26, 0)
-        why = "the default of this version for hybrids"
-    else:
-        why = "given"
-    # Models with Mamba prefix caching support (SupportsMambaPrefixCaching: Nemotron-H from 0.12; not
-    # Qwen3-Next / Qwen3.5) keep the state of every block ("all" from 0.20); the others are switched off
-    # (0.12-0.14: MambaModelConfig disables prefix caching) or use "align" (0.20, 0.26).
-    mode = "none"
-    if enable_prefix_caching and ver < (0, 12, 0):
-        why += "; vLLM 0.10-0.11 switch it off for hybrids (models/config.py MambaModelConfig)"
-    if enable_prefix_caching and ver >= (0, 12, 0):
-        if spec.model_type == "nemotron_h":
-            raise PlannerError(
-                f"{spec.name}: with prefix caching vLLM keeps Nemotron-H's state per chunk-aligned block "
-                "(mamba_cache_mode 'all'), which is not modelled; plan it with prefix caching off "
-                "(--no-enable-prefix-caching)"
-            )
-        if ver >= (0, 20, 0):
-            mode = "align"
-        else:
-            why += "; vLLM switches it off for hybrids without Mamba prefix caching support"
+    mode, why = _mamba_cache_mode(spec, version, ver, enable_prefix_caching)
     hybrid = hybrid_pages(
         spec,
         version=ver,

@@ -289,7 +289,7 @@ def vllm_pool(
         )
 
     hybrid: HybridPages | None = None
-    if any(layer.attention is not None and layer.attention.kind in STATE_KINDS for layer in spec.layers):
+    if _has_state_layers(spec):
         hybrid = hybrid_for_pool(
             spec,
             version=version,
@@ -307,13 +307,6 @@ def vllm_pool(
         )
         block_size = hybrid.block_size
 
-    # Lookahead tokens for sliding-window blocks per request (a.4).
-    if ver >= (0, 26, 0):
-        concurrent_batches = pp + 1 if async_scheduling else pp
-        lookahead = concurrent_batches * max_num_batched_tokens
-    else:
-        lookahead = max_num_batched_tokens
-
     stage_groups, stage_block_bytes = _stage_groups(
         spec,
         topology,
@@ -322,7 +315,7 @@ def vllm_pool(
         kv_dtype=kv_dtype,
         block_size=block_size,
         max_model_len=max_model_len,
-        lookahead_tokens=lookahead,
+        lookahead_tokens=_lookahead_tokens(ver, pp, async_scheduling, max_num_batched_tokens),
         hybrid_manager=hybrid_manager,
         notes=notes,
         hybrid=hybrid,
@@ -336,6 +329,53 @@ def vllm_pool(
         exact_request=engine == "V1" and ver >= (0, 14, 0),
     )
     ranks = _rank_pools(topology, stage_block_bytes, per_stage, stage_activation, budget)
+    asked = _Asked(version, ver, engine, total_bytes, gpu_memory_utilization, kv_pool_bytes, non_torch_bytes,
+                   max_model_len, max_num_batched_tokens, max_num_seqs)  # fmt: skip
+    return _pool_from_ranks(
+        ranks,
+        stage_groups,
+        topology,
+        asked,
+        block_size=block_size,
+        graphs=graphs,
+        profile=profile,
+        hybrid=hybrid,
+        notes=notes,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """What vllm_pool was asked for, resolved (the version parsed, the scheduler's defaults filled in), as
+    the pool it returns reports it."""
+
+    version: str
+    ver: Version
+    engine: str
+    total_bytes: int | None
+    gpu_memory_utilization: float
+    kv_pool_bytes: int | None
+    non_torch_bytes: int
+    max_model_len: int
+    max_num_batched_tokens: int
+    max_num_seqs: int
+
+
+def _pool_from_ranks(
+    ranks: list[VLLMRank],
+    stage_groups: list[list[KVGroup]],
+    topology: Topology,
+    asked: _Asked,
+    *,
+    block_size: int,
+    graphs: int,
+    profile: ProfileActivation | None,
+    hybrid: HybridPages | None,
+    notes: list[str],
+) -> VLLMPool:
+    """Every rank then uses the limiting rank's blocks (a.3): its pool, its "GPU KV cache size" and
+    "Maximum concurrency" lines, and what the notes say of them."""
+    ver, engine, max_model_len = asked.ver, asked.engine, asked.max_model_len
     limiting = min(ranks, key=lambda r: (r.num_blocks, r.rank))
     num_blocks = limiting.num_blocks
     groups = stage_groups[limiting.pp_stage]
@@ -349,6 +389,7 @@ def vllm_pool(
         ver, engine, num_blocks, blocks_per_request, block_size, max_model_len, len(groups), hybrid
     )
     text = f"{concurrency:.2f}x"
+    kv_pool_bytes = asked.kv_pool_bytes
     log = _log_lines(ver, engine, num_blocks, tokens, text, max_model_len, limiting, kv_pool_bytes, hybrid)
     if concurrency < 1 and num_blocks:
         notes.append(
@@ -357,15 +398,15 @@ def vllm_pool(
         )
 
     return VLLMPool(
-        version=version,
+        version=asked.version,
         engine=engine,
-        total_bytes=total_bytes,
-        gpu_memory_utilization=None if kv_pool_bytes is not None else gpu_memory_utilization,
+        total_bytes=asked.total_bytes,
+        gpu_memory_utilization=None if kv_pool_bytes is not None else asked.gpu_memory_utilization,
         requested_bytes=None if kv_pool_bytes is not None else math.floor(limiting.requested_bytes),
         weights_bytes=limiting.weights_bytes,
         activation_bytes=limiting.activation_bytes,
         activation_predicted=profile is not None,
-        non_torch_bytes=non_torch_bytes,
+        non_torch_bytes=asked.non_torch_bytes,
         cudagraph_bytes=graphs,
         pool_bytes=limiting.pool_bytes,
         block_size=block_size,
@@ -377,14 +418,28 @@ def vllm_pool(
         max_concurrency=concurrency,
         max_concurrency_text=text,
         max_model_len=max_model_len,
-        max_num_batched_tokens=max_num_batched_tokens,
+        max_num_batched_tokens=asked.max_num_batched_tokens,
         groups=tuple(groups),
         ranks=tuple(ranks),
         log_lines=tuple(log),
         notes=tuple(notes),
-        max_num_seqs=max_num_seqs,
+        max_num_seqs=asked.max_num_seqs,
         activation_profile=profile,
     )
+
+
+def _has_state_layers(spec: ModelSpec) -> bool:
+    """Mamba / linear-attention layers, whose fixed state shares the pool's pages (hybrid.py)."""
+    return any(layer.attention is not None and layer.attention.kind in STATE_KINDS for layer in spec.layers)
+
+
+def _lookahead_tokens(ver: Version, pp: int, async_scheduling: bool, max_num_batched_tokens: int) -> int:
+    """The tokens a sliding-window group's blocks per request look ahead (a.4): from 0.26 one scheduled
+    batch per pipeline stage in flight (one more under async scheduling), before it one batch."""
+    if ver >= (0, 26, 0):
+        concurrent_batches = pp + 1 if async_scheduling else pp
+        return concurrent_batches * max_num_batched_tokens
+    return max_num_batched_tokens
 
 
 def _engine_for(version: str, ver: Version, engine: str | None, notes: list[str]) -> str:

@@ -27,43 +27,63 @@ def default_scheduler_limits(
     ver = parse_version(version)
     if usage_context not in USAGE_CONTEXTS:
         raise PlannerError(f"usage context must be one of {', '.join(USAGE_CONTEXTS)}, got {usage_context!r}")
-    why: list[str] = []
     if engine == "V0":
-        # v0.6.6:vllm/engine/arg_utils.py create_engine_config / v0.8.5.post1 _set_default_args_v0: chunked
-        # prefill is switched on for max_model_len > 32768 on CUDA unless the model has a sliding window (or
-        # LoRA / spec decode, not modelled); from 0.8.5 also off for MLA models. max_num_seqs defaults to 256.
-        sliding = spec is not None and any(
-            layer.attention is not None and layer.attention.kind == "sliding" for layer in spec.layers
-        )
-        mla = spec is not None and spec.shapes is not None and spec.shapes.mla is not None
-        chunked = max_model_len > 32768 and not sliding and not (mla and ver >= (0, 8, 5))
-        # v0.6.6:vllm/config.py SchedulerConfig.__post_init__: 2048 with chunked prefill, else max(mml, 2048).
-        tokens = 2048 if chunked else max(max_model_len, 2048)
-        why.append(
-            f"max_num_batched_tokens {tokens} (V0 default: "
-            + ("chunked prefill, on for max_model_len > 32768" if chunked else "max(max_model_len, 2048)")
-            + "; v0.6.6:config.py SchedulerConfig)"
-        )
-        why.append("max_num_seqs 256 (V0 default; v0.6.6:engine/arg_utils.py)")
-        return tokens, 256, tuple(why)
+        return _v0_limits(ver, max_model_len, spec)
     if ver < (0, 8, 5):
-        # V1 0.7.0 - 0.8.4: EngineArgs._override_v1_engine_args keys max_num_batched_tokens on the device NAME
-        # ("h100" or "h200" in current_platform.get_device_name().lower(): 16384 LLM / 8192 `vllm serve`,
-        # else 8192 / 2048) and max_num_seqs is 1024 whatever the device (v0.7.1:vllm/engine/arg_utils.py:214
-        # and 1280-1312; v0.7.3:arg_utils.py:224,1368-1378; v0.8.0:arg_utils.py:1693-1717).
-        name = (device_name or "").lower()
-        big = "h100" in name or "h200" in name
-        tokens = ({"llm": 16384, "openai": 8192} if big else {"llm": 8192, "openai": 2048})[usage_context]
-        if device_name is None:
-            why.append("device name not given: not an H100/H200 assumed (V1 < 0.8.5 keys its defaults on it)")
-        where = (
-            f"V1 {'.'.join(map(str, ver))} default for "
-            f"{'`vllm serve`' if usage_context == 'openai' else 'the LLM class'} on "
-            f"{'an H100/H200' if big else 'a GPU not named H100/H200'}; v0.7.1:engine/arg_utils.py:1280-1312"
-        )
-        why.append(f"max_num_batched_tokens {tokens} ({where})")
-        why.append("max_num_seqs 1024 (V1 < 0.8.5 default for every device; v0.7.1:engine/arg_utils.py:214)")
-        return tokens, 1024, tuple(why)
+        return _v1_limits_by_device_name(ver, usage_context, device_name)
+    return _v1_limits_by_device_memory(ver, usage_context, total_bytes, device_name, cuda_capability)
+
+
+def _v0_limits(ver, max_model_len: int, spec: ModelSpec | None) -> tuple[int, int, tuple[str, ...]]:
+    # v0.6.6:vllm/engine/arg_utils.py create_engine_config / v0.8.5.post1 _set_default_args_v0: chunked
+    # prefill is switched on for max_model_len > 32768 on CUDA unless the model has a sliding window (or
+    # LoRA / spec decode, not modelled); from 0.8.5 also off for MLA models. max_num_seqs defaults to 256.
+    sliding = spec is not None and any(
+        layer.attention is not None and layer.attention.kind == "sliding" for layer in spec.layers
+    )
+    mla = spec is not None and spec.shapes is not None and spec.shapes.mla is not None
+    chunked = max_model_len > 32768 and not sliding and not (mla and ver >= (0, 8, 5))
+    # v0.6.6:vllm/config.py SchedulerConfig.__post_init__: 2048 with chunked prefill, else max(mml, 2048).
+    tokens = 2048 if chunked else max(max_model_len, 2048)
+    why = (
+        f"max_num_batched_tokens {tokens} (V0 default: "
+        + ("chunked prefill, on for max_model_len > 32768" if chunked else "max(max_model_len, 2048)")
+        + "; v0.6.6:config.py SchedulerConfig)",
+        "max_num_seqs 256 (V0 default; v0.6.6:engine/arg_utils.py)",
+    )
+    return tokens, 256, why
+
+
+def _v1_limits_by_device_name(
+    ver, usage_context: str, device_name: str | None
+) -> tuple[int, int, tuple[str, ...]]:
+    # V1 0.7.0 - 0.8.4: EngineArgs._override_v1_engine_args keys max_num_batched_tokens on the device NAME
+    # ("h100" or "h200" in current_platform.get_device_name().lower(): 16384 LLM / 8192 `vllm serve`,
+    # else 8192 / 2048) and max_num_seqs is 1024 whatever the device (v0.7.1:vllm/engine/arg_utils.py:214
+    # and 1280-1312; v0.7.3:arg_utils.py:224,1368-1378; v0.8.0:arg_utils.py:1693-1717).
+    why: list[str] = []
+    name = (device_name or "").lower()
+    big = "h100" in name or "h200" in name
+    tokens = ({"llm": 16384, "openai": 8192} if big else {"llm": 8192, "openai": 2048})[usage_context]
+    if device_name is None:
+        why.append("device name not given: not an H100/H200 assumed (V1 < 0.8.5 keys its defaults on it)")
+    where = (
+        f"V1 {'.'.join(map(str, ver))} default for "
+        f"{'`vllm serve`' if usage_context == 'openai' else 'the LLM class'} on "
+        f"{'an H100/H200' if big else 'a GPU not named H100/H200'}; v0.7.1:engine/arg_utils.py:1280-1312"
+    )
+    why.append(f"max_num_batched_tokens {tokens} ({where})")
+    why.append("max_num_seqs 1024 (V1 < 0.8.5 default for every device; v0.7.1:engine/arg_utils.py:214)")
+    return tokens, 1024, tuple(why)
+
+
+def _v1_limits_by_device_memory(
+    ver,
+    usage_context: str,
+    total_bytes: int | None,
+    device_name: str | None,
+    cuda_capability: tuple[int, int] | None,
+) -> tuple[int, int, tuple[str, ...]]:
     # V1: EngineArgs._set_default_args (v0.8.5.post1:engine/arg_utils.py:1591-1621, v0.11.0:1585-1680,
     # v0.33.0:get_batch_defaults): by usage context and the device's total memory.
     # The total is NVML's (current_platform.get_device_total_memory(): nvmlDeviceGetMemoryInfo().total,
@@ -71,6 +91,7 @@ def default_scheduler_limits(
     # the small defaults (v0.13.0:vllm/engine/arg_utils.py:1786-1791 `except Exception: device_memory = 0`,
     # the same in 0.10.0 - 0.29.0): a GB10's NVML answers NVML_ERROR_NOT_SUPPORTED (shared/fixtures
     # nvml_gb10_ctypes_memoryinfo_nvitop-208.txt), so a DGX Spark runs the small defaults in every version.
+    why: list[str] = []
     tier = "small"
     if total_bytes is None:
         why.append("device total not given: vLLM's small-GPU defaults assumed")
