@@ -16,6 +16,8 @@ from tui.widgets.headroom import HeadroomGauge
 # then, not for the first frame (the chart's: plotext)
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from textual.widget import Widget
+
     from tui.widgets.agents_table import AgentsTable
     from tui.widgets.data import (
         AgentRow,
@@ -89,6 +91,7 @@ class LiveScreen(Screen):
         self._view: LiveView | None = None
         self._chart_choice: bool | None = None  # the user's `g`, which wins over the size rule
         self._chart: GapChart | None = None  # mounted with the first view (_mount_sections)
+        self._sections: tuple[tuple[Widget, str], ...] = ()  # (widget, its name in the below-the-fold line)
 
     def compose(self) -> ComposeResult:
         # The first frame: the header, the status line and the headroom gauge in the left column, composed
@@ -135,27 +138,21 @@ class LiveScreen(Screen):
 
         chart = GapChart(id="gap-chart", min_redraw_s=CHART_REDRAW_S)
         self._chart = _shown(chart, self._chart_shown(self.app.size.height))
-        left.mount_all(
-            [
-                PoolParts(id="pool-parts"),
-                Static(AGENTS_TITLE.format(unit="GiB"), id="agents-title", classes="section-title"),
-                Static("", id="agents-missing", classes="missing"),
-                AgentsTable(id="agents"),
-                self._chart,
-            ]
-        )
-        right.mount_all(
-            [
-                Static(
-                    "processes by memory (● this run's; Δ over 30 s)",
-                    id="processes-title",
-                    classes="section-title",
-                ),
-                ProcessSummary(id="top-processes", max_rows=LIVE_TOP_PROCESSES),
-                AlertLog(id="alerts"),
-                _shown(LogPanel(id="child-log"), False),
-            ]
-        )
+        parts, agents = PoolParts(id="pool-parts"), AgentsTable(id="agents")
+        missing = Static("", id="agents-missing", classes="missing")
+        processes = ProcessSummary(id="top-processes", max_rows=LIVE_TOP_PROCESSES)
+        alerts, log = AlertLog(id="alerts"), _shown(LogPanel(id="child-log"), False)
+        agents_title = Static(AGENTS_TITLE.format(unit="GiB"), id="agents-title", classes="section-title")
+        left.mount_all([parts, agents_title, missing, agents, self._chart])
+        title = "processes by memory (● this run's; Δ over 30 s)"
+        processes_title = Static(title, id="processes-title", classes="section-title")
+        right.mount_all([processes_title, processes, alerts, log])
+        # what sections_below names, in screen order: held here, not looked up after every tick
+        self._sections = (
+            (self.query_one("#headroom"), "headroom"), (parts, "pool"), (agents, "agents"),
+            (missing, "agents"), (self._chart, "chart"), (processes, "processes"), (alerts, "alerts"),
+            (log, "output"),
+        )  # fmt: skip
         self.mount(MemsightFooter(keys_at_mount=True))
         self._apply_size(*self.app.size)
         return True
@@ -191,28 +188,13 @@ class LiveScreen(Screen):
         bottom = body.scroll_y + body.scrollable_content_region.height
         view = self._view
         alerts = len(view.alerts) if view is not None else 0
-        sections = (
-            ("#headroom", "headroom"),
-            ("#pool-parts", "pool"),
-            ("#agents", "agents"),
-            ("#agents-missing", "agents"),
-            ("#gap-chart", "chart"),
-            ("#top-processes", "processes"),
-            ("#alerts", f"alerts ({alerts})" if alerts else "alerts"),
-            ("#child-log", "output"),
-        )
         below: list[str] = []
-        if self._chart is None:  # the sections are mounted with the first figures: none yet
-            return below
-        for selector, name in sections:
-            # query_one: an id looked up in Textual's cache (query() walked the DOM, matching each selector
-            # against every node: a fifth of the main thread's time, since this runs after every tick)
-            widget = self.query_one(selector)
-            if not widget.display or widget.parent is None:
+        for widget, name in self._sections:  # none before the first figures mounted them
+            if not widget.display or widget.parent is None:  # hidden, or removed (the app is leaving)
                 continue
             top = widget.parent.virtual_region.y + widget.virtual_region.y
             if top >= bottom:
-                below.append(name)
+                below.append(f"alerts ({alerts})" if name == "alerts" and alerts else name)
         return below
 
     def update_more_below(self) -> None:
