@@ -26,27 +26,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from collectors.errors import CollectorError
+from collectors.meminfo import parse_meminfo
 from collectors.snapshots import OSSnapshot, ProcessInfo
 
 _MEMINFO_KEYS = ("MemTotal", "MemAvailable", "Cached", "Shmem", "SwapTotal", "SwapFree")
-
-
-def parse_meminfo(text: str) -> dict[str, int]:
-    """/proc/meminfo text -> {key: bytes}. Values are in kB (KiB) in the file, except HugePages_* counts."""
-    out: dict[str, int] = {}
-    for line in text.splitlines():
-        key, sep, rest = line.partition(":")
-        if not sep:
-            continue
-        parts = rest.split()
-        if not parts:
-            continue
-        try:
-            number = int(parts[0])
-        except ValueError:
-            continue
-        out[key.strip()] = number * 1024 if len(parts) > 1 and parts[1] == "kB" else number
-    return out
 
 
 # The kernel's own memory, as /proc/meminfo itemizes it (absent keys count 0, Slab must be there)

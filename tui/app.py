@@ -201,6 +201,7 @@ class MemsightApp(App[int]):
         exit_with_child: bool = False,
         plan_explicit: frozenset[str] = frozenset(),
         vllm_hints: dict[str, str | None] | None = None,
+        first_status: str = "",
     ) -> None:
         super().__init__()
         self.monitor = monitor
@@ -210,6 +211,7 @@ class MemsightApp(App[int]):
         self._setup = setup
         self.setup_error: BaseException | None = None
         self._until_set_up: list[Callable[[], Any]] = []  # keys pressed before setup ended, run after it
+        self.first_status = first_status  # the Live screen's status line until the first view replaces it
         self.title = title
         self.source_label = source_label
         self.source_detail = source_detail  # e.g. where and how a replayed recording was made
@@ -1159,6 +1161,7 @@ def run_app(
     app_ready: Any = None,
     plan_explicit: frozenset[str] = frozenset(),
     vllm_hints: dict[str, str | None] | None = None,
+    first_status: str = "",
 ) -> int:
     """Open the app on `monitor` (a live Monitor of this machine when None) until the user quits.
 
@@ -1171,7 +1174,8 @@ def run_app(
     first and then calls setup() for the monitor and the other options (the collectors and the planner are
     imported there): an error of setup's or of the monitor's start ends the app and is raised here, after
     the terminal is restored. With no terminal nothing is drawn: setup runs first, as without it, so the
-    monitor's own error (a port in use) is the one said."""
+    monitor's own error (a port in use) is the one said. `first_status`: the Live screen's status line in
+    that first frame (memsight watch: host memory, tui/cmd_watch.py first_frame_status)."""
     from collectors.errors import CollectorError  # noqa: PLC0415
     from tui.cli import require_terminal  # noqa: PLC0415
 
@@ -1181,7 +1185,9 @@ def run_app(
         except CollectorError:
             monitor, given = setup()
             return run_app(monitor, **given)
-        app = MemsightApp(None, setup=setup, title=title, source_label=source_label)
+        app = MemsightApp(
+            None, setup=setup, title=title, source_label=source_label, first_status=first_status
+        )
         if app_ready is not None:
             app_ready(app)
         app.run()

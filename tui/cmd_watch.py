@@ -267,6 +267,26 @@ def monitor_and_options(args: argparse.Namespace, name: str, config: Config) -> 
     return Monitor(**kwargs), {"title": "memsight", "source_label": "this machine (live)", **options}
 
 
+def first_frame_status(source_label: str, proc_root: str = "/proc") -> str:
+    """memsight watch's status line before the monitor's first sample: host memory from one read of
+    /proc/meminfo, so that the first frame has a figure (issue 20) before the collectors are imported. Without
+    a readable /proc/meminfo (macOS) the line names the source alone: the monitor, started right after the
+    first frame, says what it can read and what it cannot."""
+    from collectors.meminfo import parse_meminfo  # noqa: PLC0415  (standard library only)
+    from tui.widgets.fmt import size  # noqa: PLC0415
+
+    try:
+        with open(f"{proc_root}/meminfo", encoding="ascii", errors="replace") as f:
+            info = parse_meminfo(f.read())
+    except OSError:
+        return source_label
+    total, available = info.get("MemTotal"), info.get("MemAvailable")
+    if not total or available is None:
+        return source_label
+    # the figure first: at 80 columns the line's end is cut ("…")
+    return f"{source_label} · memory available {size(available)} of {size(total)} · starting the monitor…"
+
+
 def main(args: argparse.Namespace, name: str) -> int:
     from tui.config import ConfigError  # noqa: PLC0415
 
@@ -284,6 +304,7 @@ def main(args: argparse.Namespace, name: str) -> int:
             setup=lambda: monitor_and_options(args, name, config),
             title="memsight demo" if demo else "memsight",
             source_label="" if demo else "this machine (live)",
+            first_status="" if demo else first_frame_status("this machine (live)"),
         )
     except ConfigError as exc:
         print(f"memsight: {exc}", file=sys.stderr)

@@ -8,6 +8,7 @@ test has no terminal)."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 
@@ -20,7 +21,7 @@ ALLOWED_OWN = {
     "tui", "tui.cli", "tui.options", "tui.cmd_watch", "tui.cmd_run", "tui.config", "tui.app", "tui.screens",
     "tui.screens.live", "tui.widgets", "tui.widgets.fmt", "tui.widgets.headroom",
     "planner", "planner.errors", "planner.limits", "planner.units", "collectors", "collectors.errors",
-    "collectors.alert_options",
+    "collectors.alert_options", "collectors.meminfo",
 }  # fmt: skip
 HEAVY = {"plotext", "textual_plotext", "pynvml", "psutil"}
 
@@ -36,6 +37,7 @@ seen = {}
 make = cmd_watch.monitor_and_options
 def first_frame_drawn(*args):
     seen["loaded"] = sorted(set(sys.modules) - before)
+    seen["first_status"] = str(APP[0].screen.query_one("#live-status").render())
     return make(*args)
 cmd_watch.monitor_and_options = first_frame_drawn
 async def pilot(pilot):
@@ -45,7 +47,9 @@ async def pilot(pilot):
     seen["headroom"] = str(pilot.app.screen.query_one("#headroom").render())
     seen["chart"] = len(pilot.app.screen.query("#gap-chart"))
     pilot.app.exit()
+APP = []
 def run(app):
+    APP.append(app)
     asyncio.run(app.run_async(headless=True, size=(160, 48), auto_pilot=pilot))
 tui.app.MemsightApp.run = run
 seen["code"] = tui.cli.main(["watch", "--hz", "4"])
@@ -65,6 +69,24 @@ def test_the_first_frame_imports_neither_the_planner_nor_the_collectors():
     assert own <= ALLOWED_OWN, f"the first frame imported {sorted(own - ALLOWED_OWN)}"
     heavy = {m for m in loaded if m.split(".")[0] in HEAVY}
     assert not heavy, f"the first frame imported {sorted(heavy)}"
+    # the first frame has a figure: host memory (MemAvailable, MemTotal), read from /proc/meminfo without the
+    # collectors
+    host = r"memory available [\d.]+ GiB of [\d.]+ GiB"
+    status = report["first_status"]
+    assert re.fullmatch(rf"this machine \(live\) · {host} · starting the monitor…", status), status
     # then the monitor and the plan came: the gauge shows a measured figure, the chart is mounted
     assert report["headroom"].startswith("headroom ") and report["headroom"][9].isdigit(), report["headroom"]
     assert report["chart"] == 1
+
+
+def test_the_first_frame_status_reads_host_memory_from_meminfo(tmp_path):
+    from tui.cmd_watch import first_frame_status  # noqa: PLC0415
+
+    meminfo = "MemTotal:       128450560 kB\nMemFree:  1024 kB\nMemAvailable:   41943040 kB\n"
+    (tmp_path / "meminfo").write_text(meminfo)
+    assert first_frame_status("this machine (live)", proc_root=str(tmp_path)) == (
+        "this machine (live) · memory available 40.0 GiB of 122 GiB · starting the monitor…"
+    )
+    # no /proc/meminfo (macOS): the source alone, the monitor says the rest once started
+    label = "this machine (live)"
+    assert first_frame_status(label, proc_root=str(tmp_path / "none")) == label

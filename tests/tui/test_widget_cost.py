@@ -84,3 +84,19 @@ def test_plotext_is_imported_only_when_a_chart_is_drawn():
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["False", "True"]
+
+
+async def test_the_line_naming_what_is_below_the_fold_matches_no_selector_against_the_screen(monkeypatch):
+    # it runs after every tick: DOM queries matched each section's selector against every node of the screen
+    # (by cProfile a fifth of the main thread); the screen holds its sections since it mounted them
+    import textual.css.query  # noqa: PLC0415
+
+    app = app_on(gb10_state())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.pause(0.2)
+        matched = []
+        match = textual.css.query.match
+        monkeypatch.setattr(textual.css.query, "match", lambda *args: matched.append(args) or match(*args))
+        assert app.screen.sections_below() == ["processes", "alerts (3)"]
+        assert matched == []

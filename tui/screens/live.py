@@ -16,6 +16,8 @@ from tui.widgets.headroom import HeadroomGauge
 # then, not for the first frame (the chart's: plotext)
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from textual.widget import Widget
+
     from tui.widgets.agents_table import AgentsTable
     from tui.widgets.data import (
         AgentRow,
@@ -33,6 +35,11 @@ WIDE_COLUMNS = 140  # at least this many columns: two columns side by side; fewe
 # shorter terminal it would push everything else off screen, so `g` shows it.
 TALL_ROWS = 40
 LIVE_TOP_PROCESSES = 12
+# The gap chart is redrawn at most this often: at one redraw a second, plotext's build of it was 30% of the
+# main thread's time by cProfile (Textual's compositing of its rows on top). Its figures lag the gauge and the
+# bars above it by up to this much; its axis spans the history (600 samples: 5 minutes at 2 Hz), where two
+# seconds are less than one character column at 160x48.
+CHART_REDRAW_S = 2.0
 AGENTS_TITLE = "agents: PyTorch allocator per process and device, {unit} (★ busiest)"
 
 
@@ -84,6 +91,7 @@ class LiveScreen(Screen):
         self._view: LiveView | None = None
         self._chart_choice: bool | None = None  # the user's `g`, which wins over the size rule
         self._chart: GapChart | None = None  # mounted with the first view (_mount_sections)
+        self._sections: tuple[tuple[Widget, str], ...] = ()  # (widget, its name in the below-the-fold line)
 
     def compose(self) -> ComposeResult:
         # The first frame: the header, the status line and the headroom gauge in the left column, composed
@@ -95,7 +103,7 @@ class LiveScreen(Screen):
         width, height = self.app.size
         wide, tall = width >= WIDE_COLUMNS, height >= TALL_ROWS
         yield Header()
-        yield Static("", id="live-status", classes="status-line")
+        yield Static(getattr(self.app, "first_status", ""), id="live-status", classes="status-line")
         detail = getattr(self.app, "source_detail", "")
         yield _shown(Static(detail, id="live-source", classes="note"), bool(detail))
         yield _shown(Static("", id="live-banner", classes="banner"), False)
@@ -128,28 +136,23 @@ class LiveScreen(Screen):
         from tui.widgets.pool_parts import PoolParts  # noqa: PLC0415
         from tui.widgets.process_summary import ProcessSummary  # noqa: PLC0415
 
-        self._chart = _shown(GapChart(id="gap-chart"), self._chart_shown(self.app.size.height))
-        left.mount_all(
-            [
-                PoolParts(id="pool-parts"),
-                Static(AGENTS_TITLE.format(unit="GiB"), id="agents-title", classes="section-title"),
-                Static("", id="agents-missing", classes="missing"),
-                AgentsTable(id="agents"),
-                self._chart,
-            ]
-        )
-        right.mount_all(
-            [
-                Static(
-                    "processes by memory (● this run's; Δ over 30 s)",
-                    id="processes-title",
-                    classes="section-title",
-                ),
-                ProcessSummary(id="top-processes", max_rows=LIVE_TOP_PROCESSES),
-                AlertLog(id="alerts"),
-                _shown(LogPanel(id="child-log"), False),
-            ]
-        )
+        chart = GapChart(id="gap-chart", min_redraw_s=CHART_REDRAW_S)
+        self._chart = _shown(chart, self._chart_shown(self.app.size.height))
+        parts, agents = PoolParts(id="pool-parts"), AgentsTable(id="agents")
+        missing = Static("", id="agents-missing", classes="missing")
+        processes = ProcessSummary(id="top-processes", max_rows=LIVE_TOP_PROCESSES)
+        alerts, log = AlertLog(id="alerts"), _shown(LogPanel(id="child-log"), False)
+        agents_title = Static(AGENTS_TITLE.format(unit="GiB"), id="agents-title", classes="section-title")
+        left.mount_all([parts, agents_title, missing, agents, self._chart])
+        title = "processes by memory (● this run's; Δ over 30 s)"
+        processes_title = Static(title, id="processes-title", classes="section-title")
+        right.mount_all([processes_title, processes, alerts, log])
+        # what sections_below names, in screen order: held here, not looked up after every tick
+        self._sections = (
+            (self.query_one("#headroom"), "headroom"), (parts, "pool"), (agents, "agents"),
+            (missing, "agents"), (self._chart, "chart"), (processes, "processes"), (alerts, "alerts"),
+            (log, "output"),
+        )  # fmt: skip
         self.mount(MemsightFooter(keys_at_mount=True))
         self._apply_size(*self.app.size)
         return True
@@ -185,24 +188,13 @@ class LiveScreen(Screen):
         bottom = body.scroll_y + body.scrollable_content_region.height
         view = self._view
         alerts = len(view.alerts) if view is not None else 0
-        sections = (
-            ("#headroom", "headroom"),
-            ("#pool-parts", "pool"),
-            ("#agents", "agents"),
-            ("#agents-missing", "agents"),
-            ("#gap-chart", "chart"),
-            ("#top-processes", "processes"),
-            ("#alerts", f"alerts ({alerts})" if alerts else "alerts"),
-            ("#child-log", "output"),
-        )
-        below = []
-        for selector, name in sections:
-            widget = next(iter(self.query(selector)), None)  # the chart: none before the first figures
-            if widget is None or not widget.display or widget.parent is None:
+        below: list[str] = []
+        for widget, name in self._sections:  # none before the first figures mounted them
+            if not widget.display or widget.parent is None:  # hidden, or removed (the app is leaving)
                 continue
             top = widget.parent.virtual_region.y + widget.virtual_region.y
             if top >= bottom:
-                below.append(name)
+                below.append(f"alerts ({alerts})" if name == "alerts" and alerts else name)
         return below
 
     def update_more_below(self) -> None:
@@ -276,7 +268,7 @@ class LiveScreen(Screen):
         if view.log_title:
             log.update_lines(view.log_title, view.log_lines)
         self._show_pools(view.comparisons)
-        self.query_one(HeadroomGauge).update_data(view.headroom)
+        self.query_one("#headroom", HeadroomGauge).update_data(view.headroom)
         self.query_one("#pool-parts").update_data(view.pool)
         self._chart.update_data(view.chart)
         agents: AgentsTable = self.query_one("#agents")
@@ -297,7 +289,7 @@ class LiveScreen(Screen):
         from tui.widgets.bucket_bars import BucketBars  # noqa: PLC0415
 
         container = self.query_one("#pools", Container)
-        bars = list(container.query(BucketBars))
+        bars = [bar for bar in container.children if isinstance(bar, BucketBars)]  # no DOM query at each tick
         if len(bars) != len(comparisons):
             for bar in bars:
                 bar.remove()
