@@ -60,9 +60,6 @@ REPLAY_ACTIONS = frozenset(b.action.split("(")[0] for b in REPLAY_BINDINGS)
 PLAN_MEMO_SIZE = 256
 # the logged figures vLLM's plan reads (planner/engines/vllm/explain.py): a new one re-plans
 PLAN_FIGURES = ("total", "max_model_len", "utilization")
-# "this" machine's reserve is what is in use now; re-planning it at every tick would cost a make_plan per
-# tick for figures that move by megabytes.
-THIS_MACHINE_RESAMPLE_S = 5.0
 # None: measure it (MemTotal - MemAvailable - what the experiment holds); the lesson assumes 10 GiB on a Spark
 DEFAULT_UNIFIED_OS_RESERVE: int | None = None
 
@@ -1014,6 +1011,8 @@ class MemsightApp(App[int]):
             self._this = None
             return None
         previous = self._this
+        from tui.screens.view_model import THIS_MACHINE_RESAMPLE_S  # noqa: PLC0415
+
         stale = state.t - self._this_t >= THIS_MACHINE_RESAMPLE_S
         if force or previous is None or previous.capacity_bytes != capacity or stale:
             self._this = sampled_machine(

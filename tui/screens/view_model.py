@@ -241,8 +241,15 @@ def comparison_groups(state: MonitorState, pool: PoolCapacity, sources) -> list[
     return [(f"{pool.key}:{pid}", pid) for pid in pids]
 
 
+# "this" machine's plan re-samples what other processes and the OS use (its reserve) at most this often:
+# re-planning at every tick would cost a make_plan per tick for figures that move by megabytes. Between two
+# samples the measured row moves and the planned one waits, which the note says.
+THIS_MACHINE_RESAMPLE_S = 5.0
 # the "other procs / OS" row's missing difference, explained (a difference of a figure with itself)
-RESERVE_MEASURED_NOTE = "other procs / OS planned as measured: no diff (--os-reserve-gib X compares)"
+RESERVE_MEASURED_NOTE = (
+    f"other procs / OS planned as measured every {THIS_MACHINE_RESAMPLE_S:g} s: no diff "
+    "(--os-reserve-gib X compares)"
+)
 
 
 def bucket_comparisons(
