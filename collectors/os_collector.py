@@ -26,8 +26,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from collectors.errors import CollectorError
-from collectors.meminfo import parse_meminfo
 from collectors.snapshots import OSSnapshot, ProcessInfo
+from planner.meminfo import parse_meminfo
 
 _MEMINFO_KEYS = ("MemTotal", "MemAvailable", "Cached", "Shmem", "SwapTotal", "SwapFree")
 

@@ -10,6 +10,7 @@ from types import MappingProxyType
 
 from planner import limits
 from planner.errors import PlannerError
+from planner.meminfo import parse_meminfo
 from planner.presets import CUSTOM_MACHINE, PRESETS, THIS_MACHINE, machine_names
 from planner.units import GiB
 
@@ -50,17 +51,7 @@ def read_meminfo(
         raise PlannerError(f"{path}: binary data, not a copy of /proc/meminfo") from None
     if "\x00" in text:
         raise PlannerError(f"{path}: binary data, not a copy of /proc/meminfo")
-    values: dict[str, int] = {}
-    for line in text.splitlines():
-        key, _, rest = line.partition(":")
-        fields = rest.split()
-        if not fields:
-            continue
-        try:
-            number = int(fields[0])
-        except ValueError:
-            continue
-        values[key.strip()] = number * 1024 if len(fields) > 1 and fields[1] == "kB" else number
+    values = parse_meminfo(text)
     for key in ("MemTotal", *needs):
         if key not in values:
             raise PlannerError(f"{path} has no {key} line; cannot {purpose}")

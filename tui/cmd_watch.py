@@ -272,7 +272,7 @@ def first_frame_status(source_label: str, proc_root: str = "/proc") -> str:
     /proc/meminfo, so that the first frame has a figure (issue 20) before the collectors are imported. Without
     a readable /proc/meminfo (macOS) the line names the source alone: the monitor, started right after the
     first frame, says what it can read and what it cannot."""
-    from collectors.meminfo import parse_meminfo  # noqa: PLC0415  (standard library only)
+    from planner.meminfo import parse_meminfo  # noqa: PLC0415  (standard library only)
     from tui.widgets.fmt import size  # noqa: PLC0415
 
     try:

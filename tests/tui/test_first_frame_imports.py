@@ -21,7 +21,7 @@ ALLOWED_OWN = {
     "tui", "tui.cli", "tui.options", "tui.cmd_watch", "tui.cmd_run", "tui.config", "tui.app", "tui.screens",
     "tui.screens.live", "tui.widgets", "tui.widgets.fmt", "tui.widgets.headroom",
     "planner", "planner.errors", "planner.limits", "planner.units", "collectors", "collectors.errors",
-    "collectors.alert_options", "collectors.meminfo",
+    "collectors.alert_options", "planner.meminfo",
 }  # fmt: skip
 HEAVY = {"plotext", "textual_plotext", "pynvml", "psutil"}
 

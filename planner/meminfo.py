@@ -1,6 +1,7 @@
-"""/proc/meminfo's text as numbers: the OS collector's every sample, and the Live screen's first frame, which
-reads it once before the collectors are imported (issue 20: a figure in the first frame). Standard library
-only, so that the first frame's import of it costs nothing measurable."""
+"""/proc/meminfo's text as numbers, the one parser of it: the planner's "this machine" (planner/machines.py,
+which checks the figures), the OS collector's every sample, and the Live screen's first frame, which reads it
+once before the collectors and the rest of the planner are imported (issue 20: a figure in the first frame).
+Standard library only, a leaf, so that the first frame's import of it costs nothing measurable."""
 
 from __future__ import annotations
 
