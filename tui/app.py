@@ -1004,6 +1004,8 @@ class MemsightApp(App[int]):
         return self._plan_memo[key]
 
     def _this_machine(self, state: MonitorState, *, force: bool) -> Machine | None:
+        from tui.screens.view_model import THIS_MACHINE_RESAMPLE_S  # noqa: PLC0415  (beside the note on it)
+
         capacity, reserve = this_machine_capacity(state)
         if self.unified_os_reserve_bytes is not None and this_unified(state):
             reserve = self.unified_os_reserve_bytes  # the user's figure (--os-reserve-gib / config)
@@ -1011,8 +1013,6 @@ class MemsightApp(App[int]):
             self._this = None
             return None
         previous = self._this
-        from tui.screens.view_model import THIS_MACHINE_RESAMPLE_S  # noqa: PLC0415
-
         stale = state.t - self._this_t >= THIS_MACHINE_RESAMPLE_S
         if force or previous is None or previous.capacity_bytes != capacity or stale:
             self._this = sampled_machine(
