@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import pathlib
+import sys
 import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -28,9 +29,9 @@ if TYPE_CHECKING:
     from collectors.snapshots import MonitorState
     from planner.budget import PlanInputs
     from planner.machines import Machine
-    from tui.screens.plan import PlanChoices, PlanScreen, PlanView
+    from tui.screens.plan import PlanScreen
     from tui.screens.view_model import PlanSource, VLLMPlan
-    from tui.widgets.data import MachineBar
+    from tui.widgets.data import MachineBar, PlanChoices, PlanView
 
 GIB = 2**30
 # The lesson's capacity figure, in its order; "this" is the machine memsight runs on.
@@ -293,7 +294,7 @@ class MemsightApp(App[int]):
         if self._plan_choices is None:
             from planner.catalog import catalog_names  # noqa: PLC0415
             from planner.formats import weight_formats  # noqa: PLC0415
-            from tui.screens.plan import PlanChoices  # noqa: PLC0415
+            from tui.widgets.data import PlanChoices  # noqa: PLC0415
 
             self._plan_choices = PlanChoices(tuple(catalog_names()), tuple(weight_formats()), KV_DTYPES)
         return self._plan_choices
@@ -788,15 +789,18 @@ class MemsightApp(App[int]):
         return engine_line(followed, device, plan, held, what)
 
     def _push_to_screen(self) -> None:
-        from tui.screens.plan import PlanScreen  # noqa: PLC0415
-        from tui.screens.processes import ProcessesScreen  # noqa: PLC0415
-
         screen = self.screen
-        if isinstance(screen, LiveScreen) and self.live_view is not None:
-            screen.show(self.live_view)
-        elif isinstance(screen, PlanScreen) and self.plan_view is not None:
+        if isinstance(screen, LiveScreen):
+            if self.live_view is not None:
+                screen.show(self.live_view)
+            return
+        # the other screens' modules are imported when the screen is first shown, not by the Live screen's
+        # ticks (issue 20: the Live screen's resident memory); a screen not made yet cannot be on top
+        plan = sys.modules.get("tui.screens.plan")
+        processes = sys.modules.get("tui.screens.processes")
+        if plan is not None and isinstance(screen, plan.PlanScreen) and self.plan_view is not None:
             screen.show(self.plan_view)
-        elif isinstance(screen, ProcessesScreen):
+        elif processes is not None and isinstance(screen, processes.ProcessesScreen):
             screen.show(self.process_rows, self.process_status)
 
     def plan_field_values(self) -> dict[str, str]:
@@ -842,7 +846,6 @@ class MemsightApp(App[int]):
         """Plans for each live pool and each machine of the figure. Each plan is memoized on its exact
         (inputs, machine), so a tick costs nothing unless the inputs or a capacity changed; "this" machine's
         reserve (what is in use now) is re-sampled at most every THIS_MACHINE_RESAMPLE_S seconds."""
-        from tui.screens.plan import FIELDS, PlanView  # noqa: PLC0415
         from tui.screens.view_model import (  # noqa: PLC0415
             comparison_groups,
             plan_follows,
@@ -850,6 +853,7 @@ class MemsightApp(App[int]):
             pools,
             vllm_plan_label,
         )
+        from tui.widgets.data import FIELDS, PlanView  # noqa: PLC0415  (not the Plan screen's module)
 
         live_pools = pools(state)
         this = self._this_machine(state, force=force)
