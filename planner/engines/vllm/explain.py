@@ -789,73 +789,22 @@ def _pool_cause(pool_row: Row, rows: list[Row]) -> Row:
 
 
 def _cause(key: str, fig: Figure, value: float, pool: VLLMPool, era: str, tp: int, fmt) -> str:
-    """`era`: how the version counts non-torch memory (overheads.py non_torch_era)."""
-    diff = value - fig.value
+    """Why the predicted `value` differs from the logged figure `fig`, in words; `era`: how the version
+    counts non-torch memory (overheads.py non_torch_era)."""
     half_step = 0.005 if fig.unit in ("GiB", "GB", "") else 0.0
-    if abs(diff) <= half_step + 1e-9:
+    if abs(value - fig.value) <= half_step + 1e-9:
         return "same (within the log's rounding)"
-    if key == "device_total":
-        return "the total came from a flag/table, not from this device's mem_get_info"
-    if key == "requested":
-        return "follows the device total"
     if key == "weights":
-        if fmt in ("awq", "gptq"):
-            return "quantized weights: vLLM repacks them for its kernels (Marlin), sizes differ"
-        if fmt in ("bnb_nf4", "bnb_fp4") and diff < 0:
-            return (
-                "bitsandbytes: the checkpoint keeps more layers in 16 bit than the config shows "
-                "(Unsloth's dynamic 4-bit llm_int8_skip_modules)"
-            )
-        if fmt == "mxfp4":
-            return (
-                "MXFP4 experts padded as vLLM's kernel for this GPU creates them (see the weights term); the "
-                "rest: buffers vLLM adds (rotary cos/sin cache) and rounding"
-            )
-        if tp > 1:
-            return (
-                "per rank: the planner splits vocab/replicated tensors as vLLM's parallel layers do, rounding"
-            )
-        return "the tensors as vLLM loads them differ from the config's shapes (tied/padded embeddings)"
+        return _weights_cause(value - fig.value, tp, fmt)
+    if key == "non_torch":
+        return _NON_TORCH_CAUSE_BY_ERA.get(era, _NON_TORCH_CAUSE_GROWTH)
     if key == "activation":
         return (
             "the profile run's peak depends on the batch (max_num_batched_tokens x max_num_seqs) and the "
-            "sampler; "
-            f"predicted with {pool.max_num_batched_tokens} tokens, {pool.max_num_seqs} sequences"
-        )
-    if key == "non_torch":
-        if era == "context":
-            return (
-                "this version counts the CUDA context (no baseline): predicted as the context an RTX 3090 "
-                "logged + local memory by the GPU's resident threads (+ NCCL under TP/PP), EMPIRICAL parts"
-            )
-        if era == "allocated":
-            return (
-                "0.6.5-0.6.6 count the growth after the baseline plus the allocator's fragmentation (torch "
-                "allocated, not reserved): the growth predicted by its parts, the fragmentation not"
-            )
-        if era == "graphs":
-            return (
-                "growth after vLLM's baseline with the CUDA-graph estimate's captures inside the window "
-                "(0.18-0.26; NCCL's memory under TP): EMPIRICAL size from vLLM 0.19.0 H100 logs"
-            )
-        return (
-            "growth after vLLM's baseline, predicted as parts (local memory by the GPU's resident threads, "
-            "NCCL / all-reduce under TP/PP where the baseline precedes them, before V1 0.11): EMPIRICAL "
-            "sizes, see the non-torch term"
+            f"sampler; predicted with {pool.max_num_batched_tokens} tokens, {pool.max_num_seqs} sequences"
         )
     if key == "cudagraphs":
-        if pool.cudagraph_bytes == 0:
-            return (
-                "logged as an estimate only: this vLLM does not deduct it before the pool "
-                "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS off by default before 0.20), so it is not in the "
-                "pool"
-            )
-        return (
-            "graph estimate: PREDICTED per captured graph (EMPIRICAL size, see the CUDA graphs term); vLLM "
-            "measures two per mode and extrapolates"
-        )
-    if key == "kv_pool":
-        return "the terms above (pool = requested - weights - activation - non-torch - graphs)"
+        return _CUDAGRAPHS_CAUSE_NOT_DEDUCTED if pool.cudagraph_bytes == 0 else _CUDAGRAPHS_CAUSE_DEDUCTED
     if key in ("num_blocks", "kv_tokens", "max_concurrency"):
         parts = ["follows the pool"]
         if key == "num_blocks" and tp > 1:
@@ -863,7 +812,60 @@ def _cause(key: str, fig: Figure, value: float, pool: VLLMPool, era: str, tp: in
         if pool.num_groups > 1:
             parts.append(f"{pool.num_groups} KV-cache groups (sliding-window/hybrid layers)")
         return "; ".join(parts)
-    return ""
+    return _FIXED_CAUSES.get(key, "")
+
+
+_FIXED_CAUSES = {
+    "device_total": "the total came from a flag/table, not from this device's mem_get_info",
+    "requested": "follows the device total",
+    "kv_pool": "the terms above (pool = requested - weights - activation - non-torch - graphs)",
+}
+_NON_TORCH_CAUSE_BY_ERA = {
+    "context": (
+        "this version counts the CUDA context (no baseline): predicted as the context an RTX 3090 logged + "
+        "local memory by the GPU's resident threads (+ NCCL under TP/PP), EMPIRICAL parts"
+    ),
+    "allocated": (
+        "0.6.5-0.6.6 count the growth after the baseline plus the allocator's fragmentation (torch "
+        "allocated, not reserved): the growth predicted by its parts, the fragmentation not"
+    ),
+    "graphs": (
+        "growth after vLLM's baseline with the CUDA-graph estimate's captures inside the window (0.18-0.26; "
+        "NCCL's memory under TP): EMPIRICAL size from vLLM 0.19.0 H100 logs"
+    ),
+}
+_NON_TORCH_CAUSE_GROWTH = (
+    "growth after vLLM's baseline, predicted as parts (local memory by the GPU's resident threads, NCCL / "
+    "all-reduce under TP/PP where the baseline precedes them, before V1 0.11): EMPIRICAL sizes, see the "
+    "non-torch term"
+)
+_CUDAGRAPHS_CAUSE_NOT_DEDUCTED = (
+    "logged as an estimate only: this vLLM does not deduct it before the pool "
+    "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS off by default before 0.20), so it is not in the pool"
+)
+_CUDAGRAPHS_CAUSE_DEDUCTED = (
+    "graph estimate: PREDICTED per captured graph (EMPIRICAL size, see the CUDA graphs term); vLLM measures "
+    "two per mode and extrapolates"
+)
+
+
+def _weights_cause(diff: float, tp: int, fmt) -> str:
+    """`diff`: predicted minus logged weights, GiB."""
+    if fmt in ("awq", "gptq"):
+        return "quantized weights: vLLM repacks them for its kernels (Marlin), sizes differ"
+    if fmt in ("bnb_nf4", "bnb_fp4") and diff < 0:
+        return (
+            "bitsandbytes: the checkpoint keeps more layers in 16 bit than the config shows "
+            "(Unsloth's dynamic 4-bit llm_int8_skip_modules)"
+        )
+    if fmt == "mxfp4":
+        return (
+            "MXFP4 experts padded as vLLM's kernel for this GPU creates them (see the weights term); the "
+            "rest: buffers vLLM adds (rotary cos/sin cache) and rounding"
+        )
+    if tp > 1:
+        return "per rank: the planner splits vocab/replicated tensors as vLLM's parallel layers do, rounding"
+    return "the tensors as vLLM loads them differ from the config's shapes (tied/padded embeddings)"
 
 
 def _worksheet(log: VLLMLog, pool: VLLMPool) -> str:
@@ -925,10 +927,9 @@ def _pool_the_tokens_imply(log: VLLMLog, pool: VLLMPool) -> str | None:
     )
 
 
-def _not_modelled(run: _Run, log: VLLMLog, pool: VLLMPool) -> list[str]:
-    """What the run has that the prediction does not model, in words (each a known cause of a miss)."""
+def _device_not_modelled(run: _Run, log: VLLMLog, pool: VLLMPool) -> list[str]:
+    """The device's part of _not_modelled: no NVML memory total, unified memory."""
     notes: list[str] = []
-    ver = parse_version(run.version)
     device = run.device
     if device is not None and not device.nvml_memory_info and run.engine == "V1":
         notes.append(
@@ -950,6 +951,13 @@ def _not_modelled(run: _Run, log: VLLMLog, pool: VLLMPool) -> list[str]:
             )
             + "; not modelled"
         )
+    return notes
+
+
+def _not_modelled(run: _Run, log: VLLMLog, pool: VLLMPool) -> list[str]:
+    """What the run has that the prediction does not model, in words (each a known cause of a miss)."""
+    ver = parse_version(run.version)
+    notes = _device_not_modelled(run, log, pool)
     if run.engine == "V1" and runs_model_runner_v2(run.spec, ver):
         notes.append(_MODEL_RUNNER_V2.format(
             version=run.version, model_type=run.spec.model_type,
@@ -971,7 +979,7 @@ def _not_modelled(run: _Run, log: VLLMLog, pool: VLLMPool) -> list[str]:
             "an NVFP4 checkpoint: which layers its recipe keeps in bf16 / fp8 is in the checkpoint, not the "
             "config; the config's shapes are priced as NVFP4"
         )
-    if run.engine == "V1" and ver < (0, 9, 1) and (device is None or device.key != "rtx3090"):
+    if run.engine == "V1" and ver < (0, 9, 1) and (run.device is None or run.device.key != "rtx3090"):
         notes.append(
             "V1 before 0.9.1 counts the CUDA context, whose size is EMPIRICAL (from an RTX 3090) and differs "
             "by GPU and driver"
