@@ -200,31 +200,9 @@ def explain(
         run, setting, non_torch, notes
     )
     fmt = run.weight_format
-    terms = (
-        Term("device total", run.total_bytes, run.total_how, run.total_source),
-        Term("requested", pool.requested_bytes or 0, "PREDICTED",
-             f"device total x {run.utilization:g} (a.1)"),
-        Term("weights", pool.weights_bytes, "PREDICTED",
-             "; ".join((f"planner.formats.weight_bytes: {fmt or spec.default_format}", *weight_notes))),
-        Term("activation peak", pool.activation_bytes, "PREDICTED",
-             "; ".join(("planner/engines/vllm/activation.py (vLLM's profile run)", *activation_notes))),
-        non_torch,
-        graphs,
-        Term("KV pool", pool.pool_bytes, "PREDICTED",
-             "requested - weights - activation - non-torch - graphs"),
-    )  # fmt: skip
-
+    terms = _terms(run, pool, non_torch, graphs, weight_notes, activation_notes)
     rows = _rows(log, pool, terms, run.total_how, era, run.tp, fmt or spec.default_format)
-    clamped = _clamped(terms)
-    if clamped:
-        notes.insert(0, clamped)
-        overran = clamped.split(": ", 1)[1].split(";")[0]
-        rows = tuple(
-            replace(r, cause=f"clamped to 0: {overran}" + (f"; {r.cause}" if r.cause else ""))
-            if r.key == "kv_pool"
-            else r
-            for r in rows
-        )
+    rows = _mark_clamped(rows, terms, notes)
     notes.extend(_not_modelled(run, log, pool))
     implied = _pool_the_tokens_imply(log, pool)
     if implied is not None:
@@ -249,6 +227,46 @@ def explain(
             ),
         ),
         stage=log.stage,
+    )
+
+
+def _terms(
+    run: _Run,
+    pool: VLLMPool,
+    non_torch: Term,
+    graphs: Term,
+    weight_notes: list[str],
+    activation_notes: list[str],
+) -> tuple[Term, ...]:
+    """The worksheet's terms, top to bottom: the pool is what the budget leaves after the others."""
+    fmt = run.weight_format or run.spec.default_format
+    return (
+        Term("device total", run.total_bytes, run.total_how, run.total_source),
+        Term("requested", pool.requested_bytes or 0, "PREDICTED",
+             f"device total x {run.utilization:g} (a.1)"),
+        Term("weights", pool.weights_bytes, "PREDICTED",
+             "; ".join((f"planner.formats.weight_bytes: {fmt}", *weight_notes))),
+        Term("activation peak", pool.activation_bytes, "PREDICTED",
+             "; ".join(("planner/engines/vllm/activation.py (vLLM's profile run)", *activation_notes))),
+        non_torch,
+        graphs,
+        Term("KV pool", pool.pool_bytes, "PREDICTED",
+             "requested - weights - activation - non-torch - graphs"),
+    )  # fmt: skip
+
+
+def _mark_clamped(rows: tuple[Row, ...], terms: tuple[Term, ...], notes: list[str]) -> tuple[Row, ...]:
+    """Where the predicted terms overrun the budget: a note first, and the pool row says which overran."""
+    clamped = _clamped(terms)
+    if not clamped:
+        return rows
+    notes.insert(0, clamped)
+    overran = clamped.split(": ", 1)[1].split(";")[0]
+    return tuple(
+        replace(r, cause=f"clamped to 0: {overran}" + (f"; {r.cause}" if r.cause else ""))
+        if r.key == "kv_pool"
+        else r
+        for r in rows
     )
 
 
