@@ -296,29 +296,11 @@ def _resolve_run(
     device, total_bytes, total_how, total_source = _device_total(log, gpu, total_bytes, inputs)
     utilization = _utilization(log, setting, inputs, ver)
     max_model_len = _max_model_len(log, setting, spec, inputs)
-    tp_text, tp_from = setting("tensor_parallel_size")
-    pp_text, pp_from = setting("pipeline_parallel_size")
-    tp = _whole(tp_text, tp_from, "tensor_parallel_size", limits.MAX_PARALLEL) or 1
-    pp = _whole(pp_text, pp_from, "pipeline_parallel_size", limits.MAX_PARALLEL) or 1
-    inputs.append(("tensor/pipeline parallel", f"{tp}/{pp}", f"{tp_from}/{pp_from}"))
-    kv_text, kv_from = setting("kv_cache_dtype")
-    kv_dtype = (kv_text or "auto").strip()
-    if kv_dtype not in ("auto", "None"):
-        inputs.append(("KV cache dtype", kv_dtype, kv_from))
-    eager_text, eager_from = setting("enforce_eager")
-    enforce_eager = _true(eager_text)
-    if eager_text is not None:
-        inputs.append(("enforce_eager", str(enforce_eager), eager_from))
-    epc_text = setting("enable_prefix_caching")[0]
-    prefix_caching = None if epc_text in (None, "None") else epc_text.strip() in ("True", "true", "1")
+    tp, pp = _parallel_sizes(setting, inputs)
+    kv_dtype, enforce_eager, prefix_caching = _cache_settings(setting, inputs)
     mns = _whole(*setting("max_num_seqs"), "max_num_seqs")
     mnbt = _whole(*setting("max_num_batched_tokens"), "max_num_batched_tokens")
-    quant_text, quant_from = setting("quantization")
-    names = f"{model_id} {log.model or ''}"
-    fmt, fmt_why = _weight_format(log, names, spec.default_format, quant_text or "", quant_from)
-    if spec.quantization is not None:  # the checkpoint's own quantization_config says what it is
-        fmt, fmt_why = None, f"the checkpoint's quantization_config ({spec.default_format})"
-    inputs.append(("weights format", fmt or spec.default_format, fmt_why))
+    fmt = _resolved_weight_format(log, setting, inputs, model_id, spec)
     # Which top-k/top-p implementation the dummy sampler run uses is the installation's (FlashInfer is
     # optional before 0.26), not the config's; where the log states it, that line decides.
     sampler_path = "flashinfer" if log.flashinfer_sampler_line is not None else None
@@ -338,7 +320,7 @@ def _resolve_run(
         max_model_len=max_model_len,
         tp=tp,
         pp=pp,
-        kv_dtype="auto" if kv_dtype in ("auto", "None") else kv_dtype,
+        kv_dtype=kv_dtype,
         enforce_eager=enforce_eager,
         prefix_caching=prefix_caching,
         max_num_seqs=mns,
@@ -347,6 +329,46 @@ def _resolve_run(
         sampler_path=sampler_path,
         **extra,
     )
+
+
+def _parallel_sizes(setting: _Settings, inputs: list[tuple[str, str, str]]) -> tuple[int, int]:
+    tp_text, tp_from = setting("tensor_parallel_size")
+    pp_text, pp_from = setting("pipeline_parallel_size")
+    tp = _whole(tp_text, tp_from, "tensor_parallel_size", limits.MAX_PARALLEL) or 1
+    pp = _whole(pp_text, pp_from, "pipeline_parallel_size", limits.MAX_PARALLEL) or 1
+    inputs.append(("tensor/pipeline parallel", f"{tp}/{pp}", f"{tp_from}/{pp_from}"))
+    return tp, pp
+
+
+def _cache_settings(setting: _Settings, inputs: list[tuple[str, str, str]]) -> tuple[str, bool, bool | None]:
+    """The KV cache dtype ("auto" unless set), enforce_eager, and prefix caching (None: not said)."""
+    kv_text, kv_from = setting("kv_cache_dtype")
+    kv_dtype = (kv_text or "auto").strip()
+    if kv_dtype in ("auto", "None"):
+        kv_dtype = "auto"
+    else:
+        inputs.append(("KV cache dtype", kv_dtype, kv_from))
+    eager_text, eager_from = setting("enforce_eager")
+    enforce_eager = _true(eager_text)
+    if eager_text is not None:
+        inputs.append(("enforce_eager", str(enforce_eager), eager_from))
+    epc_text = setting("enable_prefix_caching")[0]
+    prefix_caching = None if epc_text in (None, "None") else epc_text.strip() in ("True", "true", "1")
+    return kv_dtype, enforce_eager, prefix_caching
+
+
+def _resolved_weight_format(
+    log: VLLMLog, setting: _Settings, inputs: list[tuple[str, str, str]], model_id: str, spec: Any
+) -> str | None:
+    """The weights' format as flags, the log or the model's name say; None where the checkpoint's own
+    quantization_config decides (the spec's default format)."""
+    quant_text, quant_from = setting("quantization")
+    names = f"{model_id} {log.model or ''}"
+    fmt, fmt_why = _weight_format(log, names, spec.default_format, quant_text or "", quant_from)
+    if spec.quantization is not None:  # the checkpoint's own quantization_config says what it is
+        fmt, fmt_why = None, f"the checkpoint's quantization_config ({spec.default_format})"
+    inputs.append(("weights format", fmt or spec.default_format, fmt_why))
+    return fmt
 
 
 def _true(text: str | None) -> bool:
