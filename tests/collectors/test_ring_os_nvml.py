@@ -72,8 +72,8 @@ def test_os_collector_reads_real_proc():
     assert me and me[0].rss > 10 * MiB
 
 
-def test_os_collector_growth_and_vanished_processes(tmp_path):
-    # a copy of real /proc files for two processes, one of which then vanishes or denies access
+def _copied_proc(tmp_path):
+    """(a proc root, this pid): real /proc files copied for two processes, this one and a fake 999999."""
     root = tmp_path / "proc"
     root.mkdir()
     shutil.copy("/proc/meminfo", root / "meminfo")
@@ -83,6 +83,12 @@ def test_os_collector_growth_and_vanished_processes(tmp_path):
         d.mkdir()
         for name in ("stat", "statm", "cmdline"):
             (d / name).write_bytes(open(f"/proc/{pid}/{name}", "rb").read())
+    return root, pid
+
+
+def test_os_collector_growth_and_vanished_processes(tmp_path):
+    # a copy of real /proc files for two processes, one of which then vanishes or denies access
+    root, pid = _copied_proc(tmp_path)
     clock = iter([0.0, 30.0, 60.0]).__next__
     c = OSCollector(root, growth_window_s=30.0, clock=clock)
     first = c.sample()
@@ -103,15 +109,7 @@ def test_os_collector_growth_and_vanished_processes(tmp_path):
 def test_os_collector_tables_share_a_process_unchanged_values(tmp_path):
     # issue 20: the alert rules keep a minute of process tables (one a second); a process whose values did not
     # change holds them once across the tables, not once per table. Real /proc files, copied, then rescanned.
-    root = tmp_path / "proc"
-    root.mkdir()
-    shutil.copy("/proc/meminfo", root / "meminfo")
-    pid = os.getpid()
-    for fake_pid in (pid, 999999):
-        d = root / str(fake_pid)
-        d.mkdir()
-        for name in ("stat", "statm", "cmdline"):
-            (d / name).write_bytes(open(f"/proc/{pid}/{name}", "rb").read())
+    root, pid = _copied_proc(tmp_path)
     clock = iter([0.0, 1.0, 2.0]).__next__
     c = OSCollector(root, growth_window_s=30.0, clock=clock)
     first = {p.pid: p for p in c.sample().processes}
