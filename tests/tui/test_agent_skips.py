@@ -67,8 +67,9 @@ async def _agents_area(monitor, size=(160, 48)) -> tuple[str, int]:
             app.refresh_data()
         await pilot.pause()
         note = app.screen.query_one("#agents-missing")
-        table = app.screen.query_one(AgentsTable)
-        return (str(note.content) if note.display else ""), (table.row_count if table.display else 0)
+        # no table before an agent shows (tui/screens/live.py: _agents_table)
+        rows = sum(table.row_count for table in app.screen.query(AgentsTable) if table.display)
+        return (str(note.content) if note.display else ""), rows
 
 
 @pytest.mark.parametrize("make", [_writable_by_others, _symlink, _fifo, _another_user])

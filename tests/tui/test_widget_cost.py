@@ -102,3 +102,39 @@ async def test_the_line_naming_what_is_below_the_fold_matches_no_selector_agains
         monkeypatch.setattr(textual.css.query, "match", lambda *args: matched.append(args) or match(*args))
         assert app.screen.sections_below() == ["processes", "alerts (3)"]
         assert matched == []
+
+
+AGENTS_TABLE_ON_DEMAND = """
+import asyncio, sys
+from tests.tui.fixed_states import bare_state, gb10_state
+from tests.tui.test_snapshots import app_on
+
+async def main():
+    app = app_on(bare_state())
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        before = "textual.widgets._data_table" in sys.modules
+        app.monitor.current = gb10_state()  # an agent shows: its table mounted under the note, over the chart
+        app.refresh_data()
+        await pilot.pause()
+        left = [child.id for child in app.screen.query_one("#live-left").children]
+        at = left.index("agents")
+        table = app.screen.query_one("#agents")
+        print(before, left[at - 1], left[at + 1], table.display, table.row_count)
+
+asyncio.run(main())
+"""
+
+
+def test_the_live_screen_imports_the_agents_table_only_when_an_agent_shows():
+    # without agents the table is hidden; its module brings Textual's DataTable (0.3 MiB)
+    import pathlib  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    repo = pathlib.Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-c", AGENTS_TABLE_ON_DEMAND], cwd=repo, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["False", "agents-missing", "gap-chart", "True", "1"]

@@ -11,7 +11,8 @@ from tui.widgets.bucket_bars import BucketBars, comparison_rows, stacked_bar
 from tui.widgets.data import AlertRow, BucketComparison, HeadroomData, ProcessRow, Segment
 from tui.widgets.fmt import GIB_UNIT, KIB_UNIT, MIB_UNIT, figure, signed_figure, size, split_cells, unit_for
 from tui.widgets.headroom import HeadroomGauge, headroom_level
-from tui.widgets.process_table import ProcessTable, filter_rows, sort_rows
+from tui.widgets.process_rows import filter_rows, sort_rows
+from tui.widgets.process_table import ProcessTable
 
 GIB = 2**30
 
@@ -258,7 +259,7 @@ def test_words_and_numbers_on_the_screens():
     from tui.screens.view_model import plan_label, summary_lines  # noqa: PLC0415
     from tui.widgets.capacity_bars import _machine_lines  # noqa: PLC0415
     from tui.widgets.data import MachineBar  # noqa: PLC0415
-    from tui.widgets.process_table import row_cells  # noqa: PLC0415
+    from tui.widgets.process_rows import row_cells  # noqa: PLC0415
 
     bar = MachineBar("h200", "H200", 140 * GIB, (Segment("weights", GIB),), True, 399_648, 92)
     assert "max users @ 92 ctx: 399,648" in plain(_machine_lines(bar, 120)[0])

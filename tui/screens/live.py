@@ -91,6 +91,7 @@ class LiveScreen(Screen):
         self._view: LiveView | None = None
         self._chart_choice: bool | None = None  # the user's `g`, which wins over the size rule
         self._chart: GapChart | None = None  # mounted with the first view (_mount_sections)
+        self._agents: AgentsTable | None = None  # mounted with the first agent (_agents_table)
         self._sections: tuple[tuple[Widget, str], ...] = ()  # (widget, its name in the below-the-fold line)
 
     def compose(self) -> ComposeResult:
@@ -128,7 +129,6 @@ class LiveScreen(Screen):
         left, right = self.query_one("#live-left"), self.query_one("#live-right")
         if not (left.is_mounted and left.is_attached):
             return False
-        from tui.widgets.agents_table import AgentsTable  # noqa: PLC0415
         from tui.widgets.alert_log import AlertLog  # noqa: PLC0415
         from tui.widgets.footer import MemsightFooter  # noqa: PLC0415
         from tui.widgets.gap_chart import GapChart  # noqa: PLC0415  (plotext: the screen's largest import)
@@ -138,20 +138,19 @@ class LiveScreen(Screen):
 
         chart = GapChart(id="gap-chart", min_redraw_s=CHART_REDRAW_S)
         self._chart = _shown(chart, self._chart_shown(self.app.size.height))
-        parts, agents = PoolParts(id="pool-parts"), AgentsTable(id="agents")
+        parts = PoolParts(id="pool-parts")
         missing = Static("", id="agents-missing", classes="missing")
         processes = ProcessSummary(id="top-processes", max_rows=LIVE_TOP_PROCESSES)
         alerts, log = AlertLog(id="alerts"), _shown(LogPanel(id="child-log"), False)
         agents_title = Static(AGENTS_TITLE.format(unit="GiB"), id="agents-title", classes="section-title")
-        left.mount_all([parts, agents_title, missing, agents, self._chart])
+        left.mount_all([parts, agents_title, missing, self._chart])
         title = "processes by memory (● this run's; Δ over 30 s)"
         processes_title = Static(title, id="processes-title", classes="section-title")
         right.mount_all([processes_title, processes, alerts, log])
         # what sections_below names, in screen order: held here, not looked up after every tick
         self._sections = (
-            (self.query_one("#headroom"), "headroom"), (parts, "pool"), (agents, "agents"),
-            (missing, "agents"), (self._chart, "chart"), (processes, "processes"), (alerts, "alerts"),
-            (log, "output"),
+            (self.query_one("#headroom"), "headroom"), (parts, "pool"), (missing, "agents"),
+            (self._chart, "chart"), (processes, "processes"), (alerts, "alerts"), (log, "output"),
         )  # fmt: skip
         self.mount(MemsightFooter(keys_at_mount=True))
         self._apply_size(*self.app.size)
@@ -261,8 +260,7 @@ class LiveScreen(Screen):
             summary.update("\n".join(view.summary))
             summary.display = bool(view.summary)
         if previous is None or previous.ended != view.ended:
-            for selector in ("#pools", "#agents"):
-                self.query_one(selector).set_class(bool(view.ended), "ended")
+            self.query("#pools, #agents").set_class(bool(view.ended), "ended")
         log = self.query_one("#child-log")
         log.display = bool(view.log_title)
         if view.log_title:
@@ -271,8 +269,8 @@ class LiveScreen(Screen):
         self.query_one("#headroom", HeadroomGauge).update_data(view.headroom)
         self.query_one("#pool-parts").update_data(view.pool)
         self._chart.update_data(view.chart)
-        agents: AgentsTable = self.query_one("#agents")
-        if agents.update_rows(view.agents):
+        agents = self._agents_table(view)
+        if agents is not None and agents.update_rows(view.agents):
             self.query_one("#agents-title", Static).update(AGENTS_TITLE.format(unit=agents.unit.name))
         agents_missing = self.query_one("#agents-missing", Static)
         shown = (bool(view.agents), view.agents_skipped)
@@ -280,10 +278,25 @@ class LiveScreen(Screen):
             note = agents_note(view)
             agents_missing.update(note)
             agents_missing.display = bool(note)
-            agents.display = bool(view.agents)
+            if agents is not None:
+                agents.display = bool(view.agents)
         self.query_one("#top-processes").update_rows(view.processes)
         self.query_one("#alerts").update_rows(view.alerts)
         self.call_after_refresh(self.update_more_below)
+
+    def _agents_table(self, view: LiveView) -> AgentsTable | None:
+        """The agents' table, mounted when the first agent shows (below the note on missing agents, above the
+        chart); None until then. Without agents it is hidden, and its module brings Textual's DataTable
+        (0.3 MiB resident) to a screen that would not show it."""
+        if self._agents is None and view.agents:
+            from tui.widgets.agents_table import AgentsTable  # noqa: PLC0415
+
+            self._agents = AgentsTable(id="agents", classes="ended" if view.ended else None)
+            missing = self.query_one("#agents-missing")
+            missing.parent.mount(self._agents, after=missing)
+            at = next(i for i, (widget, _) in enumerate(self._sections) if widget is missing)
+            self._sections = (*self._sections[:at], (self._agents, "agents"), *self._sections[at:])
+        return self._agents
 
     def _show_pools(self, comparisons: tuple[BucketComparison, ...]) -> None:
         from tui.widgets.bucket_bars import BucketBars  # noqa: PLC0415

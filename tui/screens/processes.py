@@ -12,7 +12,8 @@ from textual.widgets import DataTable, Header, Input, Label, Static
 
 from tui.widgets.data import ProcessRow
 from tui.widgets.footer import MemsightFooter
-from tui.widgets.process_table import SORT_KEYS, ProcessTable
+from tui.widgets.process_rows import SORT_KEYS
+from tui.widgets.process_table import ProcessTable
 
 # a header's first word (the sizes' headers name their unit after it: "RSS MiB")
 COLUMN_SORT = {"RSS": "rss", "GPU": "gpu", "Δ30s": "growth", "pid": "pid", "command": "name"}

@@ -11,7 +11,7 @@ from textual.widget import Widget
 
 from tui.widgets.data import ProcessRow
 from tui.widgets.fmt import GIB_UNIT
-from tui.widgets.process_table import columns, row_cells, row_style, sort_rows, table_unit
+from tui.widgets.process_rows import columns, row_cells, row_style, sort_rows, table_unit
 
 
 class ProcessSummary(Widget):
