@@ -196,6 +196,8 @@ _CHANGES = [  # (a line, then the next change of its stream): read alike, or ref
     '{"k":"os","t":T,"pset":[[101,6,"python",4096,null,0,"ada"]],"pdel":[[101,6]]}',  # gone and back
     '{"k":"os","t":T,"pset":[[201,1,"a",4096,null,1,"u"],[202,1,"b",4096,null,1,"u"],[203,1,"c",8192,1,1,"u",2]]}',
     '{"k":"os","t":T,"pset":[[100,5,1,2],[100,5,3,4]]}',
+    '{"k":"os","t":T,"pset":[[100,5,1,2],[100,5,"p",3,null,0,"u"]]}',  # a size, then the whole row
+    '{"k":"os","t":T,"pset":[[100,5,"p",3,null,0,"u"],[100,5,1,2],[101,6,7,8]]}',
     '{"k":"os","t":T,"mem_available":1e999}',
     '{"k":"os","t":T,"cached":"x"}',
     '{"k":"os","t":T,"w":null}',
@@ -249,3 +251,22 @@ def test_each_check_of_the_fast_reader_is_the_general_readers(tmp_path, change):
     fast, fast_skipped = _fast(path)
     assert json.dumps(fast) == json.dumps(general)
     assert fast_skipped == skipped
+
+
+def test_the_fast_reader_gives_the_general_readers_document_for_the_benchs_recording(tmp_path):
+    """bench/day_recording.py's recording (the real Recorder: a 24-process table changing at every scan,
+    processes coming and going, an agent, a GPU), 15 minutes of it: the fast reader's document is the general
+    reader's byte for byte, across the many folds of the values it appends (_FOLD_EVERY lines apart) and the
+    complete lines written every minute."""
+    from bench.day_recording import make  # noqa: PLC0415
+
+    path = tmp_path / "day.jsonl"
+    made = make(path, 0.25)
+    assert made["ticks"] == 1800
+    general, skipped = _general(path)
+    fast, fast_skipped = _fast(path)
+    assert json.dumps(fast) == json.dumps(general)
+    assert fast_skipped == skipped == (0, "", False)
+    processes = [s for s in fast["sources"] if s["kind"] == "process"]
+    assert len(processes) == 24 + 1799 // 40  # and one started at every 40th tick after the first
+    assert [s["samples"] for s in fast["sources"] if s["id"] == "os"] == [1800]
