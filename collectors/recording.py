@@ -945,7 +945,9 @@ class _Processes:
         (pid, start), in the order format 2 wrote them) set and the `gone` processes removed: as add() of
         the whole table would fold it (collectors/recording_fast.py). `as_written`: `changed` is the whole
         table, in its order (else its rows are a change, and the table is sorted by RSS)."""
-        self._stepped_back(t)
+        ordered = t >= self._last_t and self._ordered  # (then _stepped_back and _counted are two steps)
+        if not ordered:
+            self._stepped_back(t)
         sources, runs = self._sources, self._runs
         folds, events = self._folds, self._events
         for key in gone:
@@ -965,8 +967,13 @@ class _Processes:
                 src.name, src.cmdline = row[2], cmdlines.get(key, "")
             if key not in runs:
                 runs[key] = [sources[key], 1, events, t, t]
-        self._table, self._rows = None, {}  # a table given to add() next is new in every row
-        self._counted(t)
+        if self._table is not None:  # a table given to add() next is new in every row
+            self._table, self._rows = None, {}
+        if ordered:
+            self._events += 1
+            self._last_t = t
+        else:
+            self._counted(t)
 
     def _stepped_back(self, t: float) -> None:
         if t < self._last_t and self._ordered:

@@ -30,6 +30,7 @@ from collectors.recording import (
     _CHARS,
     _CUDA_STATE,
     _DEVICE_FIELDS,
+    _EXACT,
     _GPU_PROCESS_FIELDS,
     _KINDS,
     _LATEST,
@@ -40,7 +41,6 @@ from collectors.recording import (
     RecordingReader,
     Summary,
     _is_key,
-    _row_fits,
     _Stats,
 )
 from collectors.snapshots import OS_FIELDS
@@ -111,6 +111,7 @@ class _Folder:
         self.reader = reader
         self.decoder = reader.decoder
         self.summary = summary
+        self.agent_cmdlines = summary.agent_cmdlines
         self.processes = summary.processes
         self._taken(None)
         # name -> the append of the os source's _Stats (system_used: used_append), once it has them all
@@ -302,6 +303,8 @@ class _Folder:
                 elif value is not None or not nullable:
                     return False
                 given.append(item)
+            elif name == "k" or name == "t":  # (t checked above)
+                continue
             elif name in _OS_TESTS:
                 if not _OS_TESTS[name](value):
                     return False
@@ -347,11 +350,8 @@ class _Folder:
     def _table_replaced(self, procs: Any) -> tuple[dict, list, bool] | None:
         """(rows, processes gone, True) of a format-2 table written whole, each row checked as _checked_rows
         checks it; None when the general reader is to read it (a process with two rows, before or now)."""
-        if self.twice or type(procs) is not list:
+        if self.twice or type(procs) is not list or not _rows_fit(procs):
             return None
-        for row in procs:
-            if not (type(row) is list and 7 <= len(row) <= 8 and _row_fits(*row)):
-                return None
         table = {(row[0], row[1]): row for row in procs}
         if len(table) < len(procs):
             return None
@@ -411,7 +411,7 @@ class _Folder:
                 growth_append(growth)
                 src.cmdline = cmdlines.get(key, "")
                 folded[key] = fold
-            elif 7 <= len(row) <= 8 and _row_fits(*row) and (row[0], row[1]) not in folded:
+            elif _rows_fit((row,)) and (row[0], row[1]) not in folded:
                 table[(row[0], row[1])] = changed[(row[0], row[1])] = row
             else:
                 return _sizes_taken_back(folded)
@@ -466,7 +466,10 @@ class _Folder:
         values[0] = t
         if _ALLOCATED in indices or _RESERVED in indices:  # (the gap folded again unchanged changes nothing)
             allocated, reserved = values[_ALLOCATED], values[_RESERVED]
-            if allocated is not None and reserved is not None:
+            x = _EXACT
+            if type(allocated) is int is type(reserved) and -x <= allocated <= x and -x <= reserved <= x:
+                gap(reserved - allocated)  # (each its own float: their conversions give them back)
+            elif allocated is not None and reserved is not None:
                 gap(_ALLOCATION(float(reserved)) - _ALLOCATION(float(allocated)))
         if _CUDA_STATE in indices:  # (its status is the state's since its last complete line)
             x = values[_CUDA_STATE]
@@ -477,7 +480,7 @@ class _Folder:
             src.start = t
         if t > src.end:
             src.end = t
-        src.cmdline = self.summary.agent_cmdlines.get((pid, start), "")
+        src.cmdline = self.agent_cmdlines.get((pid, start), "")
         return True
 
 
@@ -492,6 +495,38 @@ def _taken_back(d: list, index: Any, value: Any, appends: list) -> bool:
         if append is not None:
             append.__self__.pop()
     return False
+
+
+def _rows_fit(rows: list) -> bool:
+    """Each row a process row as collectors/recording.py's _row_fits checks it (its 7 values, or 8 with its
+    own window), written out in one loop: a table written whole holds a few dozen."""
+    m, big, chars = _MEASURED, _BIG, _CHARS
+    for row in rows:
+        if type(row) is not list:
+            return False
+        n = len(row)
+        if n == 7:
+            pid, start, name, rss, growth, _, user = row
+        elif n == 8:
+            pid, start, name, rss, growth, _, user, window = row
+            kind = type(window)
+            if not ((kind is int and -big <= window <= big) or (kind is float and -m <= window <= m)):
+                return False
+        else:
+            return False
+        if not (
+            type(pid) is int and -big <= pid <= big and type(start) is int and -big <= start <= big
+            and type(name) is str and len(name) <= chars and type(user) is str and len(user) <= chars
+        ):  # fmt: skip
+            return False
+        kind = type(rss)
+        if not ((kind is int and -big <= rss <= big) or (kind is float and -m <= rss <= m)):
+            return False
+        if growth is not None:
+            kind = type(growth)
+            if not ((kind is int and -big <= growth <= big) or (kind is float and -m <= growth <= m)):
+                return False
+    return True
 
 
 def _sizes_taken_back(folded: dict) -> None:
