@@ -50,6 +50,21 @@ def load_script(name: str):
     return module
 
 
+def _run_logs_in_the_checkout() -> set[str]:
+    return {path.name for path in REPO_ROOT.glob("memsight-run-*.log")}
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_run_log_left_in_the_checkout():
+    """`memsight run` copies CMD's output to ./memsight-run-PID.log (the UI, and headless --record): a test
+    that runs it from the checkout leaves that file in the user's working tree. Such tests run it from a
+    temporary directory; this fails the run, naming the files, when one does not."""
+    before = _run_logs_in_the_checkout()
+    yield
+    left = sorted(_run_logs_in_the_checkout() - before)
+    assert not left, f"tests left memsight run's output logs in the checkout: {left} (run them in tmp_path)"
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _flight_recordings_stay_in_the_test_run(tmp_path_factory):
     """`memsight run` keeps a flight recording under $XDG_STATE_HOME by default: the test run's memsight

@@ -41,7 +41,7 @@ def recording(tmp_path_factory):
          "--agent-dir", str(tmp / "agents"), "--", sys.executable, str(SCRIPT),
          "--batch", str(BATCH), "--prompt", str(PROMPT), "--new", str(NEW), "--hold", "1",
          "--token-delay", "0.01"],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, env=env,
+        cwd=tmp, capture_output=True, text=True, timeout=600, env=env,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "memsight" not in SCRIPT.read_text().split('"""', 2)[2]  # the script's code names no memsight

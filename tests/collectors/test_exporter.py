@@ -279,7 +279,6 @@ def test_memsight_run_serves_prometheus_and_scrapes_vllm_end_to_end(tmp_path):
     from collectors.recording import read_recording, summarize
     from tests.collectors.builders import serve_body
     from tests.collectors.test_vllm_metrics import V1_TWO_ENGINES
-    from tests.conftest import REPO_ROOT
 
     vllm = serve_body(V1_TWO_ENGINES.encode())
     out = tmp_path / "run.jsonl"
@@ -288,7 +287,7 @@ def test_memsight_run_serves_prometheus_and_scrapes_vllm_end_to_end(tmp_path):
         [sys.executable, "-m", "tui.cli", "run", "--headless", "--prometheus", "127.0.0.1:0",
          "--vllm-url", f"127.0.0.1:{vllm.server_address[1]}", "--record", str(out),
          "--agent-dir", str(tmp_path / "agents"), "--", sys.executable, "-c", child],
-        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
         line = proc.stderr.readline()

@@ -149,7 +149,7 @@ def test_memsight_run_on_a_disk_that_fills_exits_with_the_childs_status(tiny_fs,
     done = subprocess.run(
         [sys.executable, "-m", "tui.cli", "run", "--headless", "--record", str(out),
          "--agent-dir", str(tmp_path / "agents"), "--", sys.executable, "-c", child],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 3, done.stderr  # the child's status, not memsight's trouble
     assert "Traceback" not in done.stderr

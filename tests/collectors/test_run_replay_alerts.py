@@ -56,7 +56,7 @@ def recording(tmp_path_factory):
             "-c",
             CHILD + "\nraise SystemExit(3)",
         ],
-        cwd=REPO_ROOT,
+        cwd=agent_dir,  # the copy of CMD's output lands beside it, not in the checkout
         capture_output=True,
         text=True,
         timeout=120,
@@ -263,7 +263,7 @@ def test_a_killed_recorder_loses_at_most_the_last_second(tmp_path):
     argv = ["run", "--headless", "--record", str(out), "--hz", "10", "--agent-dir", str(tmp_path / "agents")]
     proc = subprocess.Popen(
         [sys.executable, "-m", "tui.cli", *argv, "--", sys.executable, "-c", child_code, str(pid_file)],
-        cwd=REPO_ROOT,
+        cwd=tmp_path,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -33,8 +33,11 @@ def server_log(gguf: pathlib.Path, *args: str, timeout: float = 60.0) -> str:
     # -lv 4: this build's llama-server keeps the loader's INFO lines (the buffers) below its default verbosity
     cmd = [str(BIN), "-m", str(gguf), "--host", "127.0.0.1", "--port", "0", "-t", "1", "--no-warmup",
            "-lv", "4", *args]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines: list[str] = []
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    # Read the pipe's bytes as they come (os.read), not with readline(): a buffered readline() takes in more
+    # than one line, select() then sees an empty pipe while the lines that matter sit in Python's buffer,
+    # and the loop waited out its deadline with the compute buffer's line unread (seen under load).
+    received = b""
     deadline = time.monotonic() + timeout
     try:
         assert proc.stdout is not None
@@ -44,11 +47,11 @@ def server_log(gguf: pathlib.Path, *args: str, timeout: float = 60.0) -> str:
                 if proc.poll() is not None:
                     break
                 continue
-            line = proc.stdout.readline()
-            if not line:
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            if not chunk:
                 break
-            lines.append(line)
-            if "model loaded" in line or "listening" in line:
+            received += chunk
+            if b"model loaded" in received or b"listening" in received:
                 break
     finally:
         proc.terminate()
@@ -57,7 +60,7 @@ def server_log(gguf: pathlib.Path, *args: str, timeout: float = 60.0) -> str:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-    return "".join(lines)
+    return received.decode(errors="replace")
 
 
 @pytest.mark.parametrize(

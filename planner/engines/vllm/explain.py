@@ -200,31 +200,9 @@ def explain(
         run, setting, non_torch, notes
     )
     fmt = run.weight_format
-    terms = (
-        Term("device total", run.total_bytes, run.total_how, run.total_source),
-        Term("requested", pool.requested_bytes or 0, "PREDICTED",
-             f"device total x {run.utilization:g} (a.1)"),
-        Term("weights", pool.weights_bytes, "PREDICTED",
-             "; ".join((f"planner.formats.weight_bytes: {fmt or spec.default_format}", *weight_notes))),
-        Term("activation peak", pool.activation_bytes, "PREDICTED",
-             "; ".join(("planner/engines/vllm/activation.py (vLLM's profile run)", *activation_notes))),
-        non_torch,
-        graphs,
-        Term("KV pool", pool.pool_bytes, "PREDICTED",
-             "requested - weights - activation - non-torch - graphs"),
-    )  # fmt: skip
-
+    terms = _terms(run, pool, non_torch, graphs, weight_notes, activation_notes)
     rows = _rows(log, pool, terms, run.total_how, era, run.tp, fmt or spec.default_format)
-    clamped = _clamped(terms)
-    if clamped:
-        notes.insert(0, clamped)
-        overran = clamped.split(": ", 1)[1].split(";")[0]
-        rows = tuple(
-            replace(r, cause=f"clamped to 0: {overran}" + (f"; {r.cause}" if r.cause else ""))
-            if r.key == "kv_pool"
-            else r
-            for r in rows
-        )
+    rows = _mark_clamped(rows, terms, notes)
     notes.extend(_not_modelled(run, log, pool))
     implied = _pool_the_tokens_imply(log, pool)
     if implied is not None:
@@ -249,6 +227,46 @@ def explain(
             ),
         ),
         stage=log.stage,
+    )
+
+
+def _terms(
+    run: _Run,
+    pool: VLLMPool,
+    non_torch: Term,
+    graphs: Term,
+    weight_notes: list[str],
+    activation_notes: list[str],
+) -> tuple[Term, ...]:
+    """The worksheet's terms, top to bottom: the pool is what the budget leaves after the others."""
+    fmt = run.weight_format or run.spec.default_format
+    return (
+        Term("device total", run.total_bytes, run.total_how, run.total_source),
+        Term("requested", pool.requested_bytes or 0, "PREDICTED",
+             f"device total x {run.utilization:g} (a.1)"),
+        Term("weights", pool.weights_bytes, "PREDICTED",
+             "; ".join((f"planner.formats.weight_bytes: {fmt}", *weight_notes))),
+        Term("activation peak", pool.activation_bytes, "PREDICTED",
+             "; ".join(("planner/engines/vllm/activation.py (vLLM's profile run)", *activation_notes))),
+        non_torch,
+        graphs,
+        Term("KV pool", pool.pool_bytes, "PREDICTED",
+             "requested - weights - activation - non-torch - graphs"),
+    )  # fmt: skip
+
+
+def _mark_clamped(rows: tuple[Row, ...], terms: tuple[Term, ...], notes: list[str]) -> tuple[Row, ...]:
+    """Where the predicted terms overrun the budget: a note first, and the pool row says which overran."""
+    clamped = _clamped(terms)
+    if not clamped:
+        return rows
+    notes.insert(0, clamped)
+    overran = clamped.split(": ", 1)[1].split(";")[0]
+    return tuple(
+        replace(r, cause=f"clamped to 0: {overran}" + (f"; {r.cause}" if r.cause else ""))
+        if r.key == "kv_pool"
+        else r
+        for r in rows
     )
 
 
@@ -278,29 +296,11 @@ def _resolve_run(
     device, total_bytes, total_how, total_source = _device_total(log, gpu, total_bytes, inputs)
     utilization = _utilization(log, setting, inputs, ver)
     max_model_len = _max_model_len(log, setting, spec, inputs)
-    tp_text, tp_from = setting("tensor_parallel_size")
-    pp_text, pp_from = setting("pipeline_parallel_size")
-    tp = _whole(tp_text, tp_from, "tensor_parallel_size", limits.MAX_PARALLEL) or 1
-    pp = _whole(pp_text, pp_from, "pipeline_parallel_size", limits.MAX_PARALLEL) or 1
-    inputs.append(("tensor/pipeline parallel", f"{tp}/{pp}", f"{tp_from}/{pp_from}"))
-    kv_text, kv_from = setting("kv_cache_dtype")
-    kv_dtype = (kv_text or "auto").strip()
-    if kv_dtype not in ("auto", "None"):
-        inputs.append(("KV cache dtype", kv_dtype, kv_from))
-    eager_text, eager_from = setting("enforce_eager")
-    enforce_eager = _true(eager_text)
-    if eager_text is not None:
-        inputs.append(("enforce_eager", str(enforce_eager), eager_from))
-    epc_text = setting("enable_prefix_caching")[0]
-    prefix_caching = None if epc_text in (None, "None") else epc_text.strip() in ("True", "true", "1")
+    tp, pp = _parallel_sizes(setting, inputs)
+    kv_dtype, enforce_eager, prefix_caching = _cache_settings(setting, inputs)
     mns = _whole(*setting("max_num_seqs"), "max_num_seqs")
     mnbt = _whole(*setting("max_num_batched_tokens"), "max_num_batched_tokens")
-    quant_text, quant_from = setting("quantization")
-    names = f"{model_id} {log.model or ''}"
-    fmt, fmt_why = _weight_format(log, names, spec.default_format, quant_text or "", quant_from)
-    if spec.quantization is not None:  # the checkpoint's own quantization_config says what it is
-        fmt, fmt_why = None, f"the checkpoint's quantization_config ({spec.default_format})"
-    inputs.append(("weights format", fmt or spec.default_format, fmt_why))
+    fmt = _resolved_weight_format(log, setting, inputs, model_id, spec)
     # Which top-k/top-p implementation the dummy sampler run uses is the installation's (FlashInfer is
     # optional before 0.26), not the config's; where the log states it, that line decides.
     sampler_path = "flashinfer" if log.flashinfer_sampler_line is not None else None
@@ -320,7 +320,7 @@ def _resolve_run(
         max_model_len=max_model_len,
         tp=tp,
         pp=pp,
-        kv_dtype="auto" if kv_dtype in ("auto", "None") else kv_dtype,
+        kv_dtype=kv_dtype,
         enforce_eager=enforce_eager,
         prefix_caching=prefix_caching,
         max_num_seqs=mns,
@@ -329,6 +329,46 @@ def _resolve_run(
         sampler_path=sampler_path,
         **extra,
     )
+
+
+def _parallel_sizes(setting: _Settings, inputs: list[tuple[str, str, str]]) -> tuple[int, int]:
+    tp_text, tp_from = setting("tensor_parallel_size")
+    pp_text, pp_from = setting("pipeline_parallel_size")
+    tp = _whole(tp_text, tp_from, "tensor_parallel_size", limits.MAX_PARALLEL) or 1
+    pp = _whole(pp_text, pp_from, "pipeline_parallel_size", limits.MAX_PARALLEL) or 1
+    inputs.append(("tensor/pipeline parallel", f"{tp}/{pp}", f"{tp_from}/{pp_from}"))
+    return tp, pp
+
+
+def _cache_settings(setting: _Settings, inputs: list[tuple[str, str, str]]) -> tuple[str, bool, bool | None]:
+    """The KV cache dtype ("auto" unless set), enforce_eager, and prefix caching (None: not said)."""
+    kv_text, kv_from = setting("kv_cache_dtype")
+    kv_dtype = (kv_text or "auto").strip()
+    if kv_dtype in ("auto", "None"):
+        kv_dtype = "auto"
+    else:
+        inputs.append(("KV cache dtype", kv_dtype, kv_from))
+    eager_text, eager_from = setting("enforce_eager")
+    enforce_eager = _true(eager_text)
+    if eager_text is not None:
+        inputs.append(("enforce_eager", str(enforce_eager), eager_from))
+    epc_text = setting("enable_prefix_caching")[0]
+    prefix_caching = None if epc_text in (None, "None") else epc_text.strip() in ("True", "true", "1")
+    return kv_dtype, enforce_eager, prefix_caching
+
+
+def _resolved_weight_format(
+    log: VLLMLog, setting: _Settings, inputs: list[tuple[str, str, str]], model_id: str, spec: Any
+) -> str | None:
+    """The weights' format as flags, the log or the model's name say; None where the checkpoint's own
+    quantization_config decides (the spec's default format)."""
+    quant_text, quant_from = setting("quantization")
+    names = f"{model_id} {log.model or ''}"
+    fmt, fmt_why = _weight_format(log, names, spec.default_format, quant_text or "", quant_from)
+    if spec.quantization is not None:  # the checkpoint's own quantization_config says what it is
+        fmt, fmt_why = None, f"the checkpoint's quantization_config ({spec.default_format})"
+    inputs.append(("weights format", fmt or spec.default_format, fmt_why))
+    return fmt
 
 
 def _true(text: str | None) -> bool:
@@ -789,73 +829,22 @@ def _pool_cause(pool_row: Row, rows: list[Row]) -> Row:
 
 
 def _cause(key: str, fig: Figure, value: float, pool: VLLMPool, era: str, tp: int, fmt) -> str:
-    """`era`: how the version counts non-torch memory (overheads.py non_torch_era)."""
-    diff = value - fig.value
+    """Why the predicted `value` differs from the logged figure `fig`, in words; `era`: how the version
+    counts non-torch memory (overheads.py non_torch_era)."""
     half_step = 0.005 if fig.unit in ("GiB", "GB", "") else 0.0
-    if abs(diff) <= half_step + 1e-9:
+    if abs(value - fig.value) <= half_step + 1e-9:
         return "same (within the log's rounding)"
-    if key == "device_total":
-        return "the total came from a flag/table, not from this device's mem_get_info"
-    if key == "requested":
-        return "follows the device total"
     if key == "weights":
-        if fmt in ("awq", "gptq"):
-            return "quantized weights: vLLM repacks them for its kernels (Marlin), sizes differ"
-        if fmt in ("bnb_nf4", "bnb_fp4") and diff < 0:
-            return (
-                "bitsandbytes: the checkpoint keeps more layers in 16 bit than the config shows "
-                "(Unsloth's dynamic 4-bit llm_int8_skip_modules)"
-            )
-        if fmt == "mxfp4":
-            return (
-                "MXFP4 experts padded as vLLM's kernel for this GPU creates them (see the weights term); the "
-                "rest: buffers vLLM adds (rotary cos/sin cache) and rounding"
-            )
-        if tp > 1:
-            return (
-                "per rank: the planner splits vocab/replicated tensors as vLLM's parallel layers do, rounding"
-            )
-        return "the tensors as vLLM loads them differ from the config's shapes (tied/padded embeddings)"
+        return _weights_cause(value - fig.value, tp, fmt)
+    if key == "non_torch":
+        return _NON_TORCH_CAUSE_BY_ERA.get(era, _NON_TORCH_CAUSE_GROWTH)
     if key == "activation":
         return (
             "the profile run's peak depends on the batch (max_num_batched_tokens x max_num_seqs) and the "
-            "sampler; "
-            f"predicted with {pool.max_num_batched_tokens} tokens, {pool.max_num_seqs} sequences"
-        )
-    if key == "non_torch":
-        if era == "context":
-            return (
-                "this version counts the CUDA context (no baseline): predicted as the context an RTX 3090 "
-                "logged + local memory by the GPU's resident threads (+ NCCL under TP/PP), EMPIRICAL parts"
-            )
-        if era == "allocated":
-            return (
-                "0.6.5-0.6.6 count the growth after the baseline plus the allocator's fragmentation (torch "
-                "allocated, not reserved): the growth predicted by its parts, the fragmentation not"
-            )
-        if era == "graphs":
-            return (
-                "growth after vLLM's baseline with the CUDA-graph estimate's captures inside the window "
-                "(0.18-0.26; NCCL's memory under TP): EMPIRICAL size from vLLM 0.19.0 H100 logs"
-            )
-        return (
-            "growth after vLLM's baseline, predicted as parts (local memory by the GPU's resident threads, "
-            "NCCL / all-reduce under TP/PP where the baseline precedes them, before V1 0.11): EMPIRICAL "
-            "sizes, see the non-torch term"
+            f"sampler; predicted with {pool.max_num_batched_tokens} tokens, {pool.max_num_seqs} sequences"
         )
     if key == "cudagraphs":
-        if pool.cudagraph_bytes == 0:
-            return (
-                "logged as an estimate only: this vLLM does not deduct it before the pool "
-                "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS off by default before 0.20), so it is not in the "
-                "pool"
-            )
-        return (
-            "graph estimate: PREDICTED per captured graph (EMPIRICAL size, see the CUDA graphs term); vLLM "
-            "measures two per mode and extrapolates"
-        )
-    if key == "kv_pool":
-        return "the terms above (pool = requested - weights - activation - non-torch - graphs)"
+        return _CUDAGRAPHS_CAUSE_NOT_DEDUCTED if pool.cudagraph_bytes == 0 else _CUDAGRAPHS_CAUSE_DEDUCTED
     if key in ("num_blocks", "kv_tokens", "max_concurrency"):
         parts = ["follows the pool"]
         if key == "num_blocks" and tp > 1:
@@ -863,7 +852,60 @@ def _cause(key: str, fig: Figure, value: float, pool: VLLMPool, era: str, tp: in
         if pool.num_groups > 1:
             parts.append(f"{pool.num_groups} KV-cache groups (sliding-window/hybrid layers)")
         return "; ".join(parts)
-    return ""
+    return _FIXED_CAUSES.get(key, "")
+
+
+_FIXED_CAUSES = {
+    "device_total": "the total came from a flag/table, not from this device's mem_get_info",
+    "requested": "follows the device total",
+    "kv_pool": "the terms above (pool = requested - weights - activation - non-torch - graphs)",
+}
+_NON_TORCH_CAUSE_BY_ERA = {
+    "context": (
+        "this version counts the CUDA context (no baseline): predicted as the context an RTX 3090 logged + "
+        "local memory by the GPU's resident threads (+ NCCL under TP/PP), EMPIRICAL parts"
+    ),
+    "allocated": (
+        "0.6.5-0.6.6 count the growth after the baseline plus the allocator's fragmentation (torch "
+        "allocated, not reserved): the growth predicted by its parts, the fragmentation not"
+    ),
+    "graphs": (
+        "growth after vLLM's baseline with the CUDA-graph estimate's captures inside the window (0.18-0.26; "
+        "NCCL's memory under TP): EMPIRICAL size from vLLM 0.19.0 H100 logs"
+    ),
+}
+_NON_TORCH_CAUSE_GROWTH = (
+    "growth after vLLM's baseline, predicted as parts (local memory by the GPU's resident threads, NCCL / "
+    "all-reduce under TP/PP where the baseline precedes them, before V1 0.11): EMPIRICAL sizes, see the "
+    "non-torch term"
+)
+_CUDAGRAPHS_CAUSE_NOT_DEDUCTED = (
+    "logged as an estimate only: this vLLM does not deduct it before the pool "
+    "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS off by default before 0.20), so it is not in the pool"
+)
+_CUDAGRAPHS_CAUSE_DEDUCTED = (
+    "graph estimate: PREDICTED per captured graph (EMPIRICAL size, see the CUDA graphs term); vLLM measures "
+    "two per mode and extrapolates"
+)
+
+
+def _weights_cause(diff: float, tp: int, fmt) -> str:
+    """`diff`: predicted minus logged weights, GiB."""
+    if fmt in ("awq", "gptq"):
+        return "quantized weights: vLLM repacks them for its kernels (Marlin), sizes differ"
+    if fmt in ("bnb_nf4", "bnb_fp4") and diff < 0:
+        return (
+            "bitsandbytes: the checkpoint keeps more layers in 16 bit than the config shows "
+            "(Unsloth's dynamic 4-bit llm_int8_skip_modules)"
+        )
+    if fmt == "mxfp4":
+        return (
+            "MXFP4 experts padded as vLLM's kernel for this GPU creates them (see the weights term); the "
+            "rest: buffers vLLM adds (rotary cos/sin cache) and rounding"
+        )
+    if tp > 1:
+        return "per rank: the planner splits vocab/replicated tensors as vLLM's parallel layers do, rounding"
+    return "the tensors as vLLM loads them differ from the config's shapes (tied/padded embeddings)"
 
 
 def _worksheet(log: VLLMLog, pool: VLLMPool) -> str:
@@ -925,10 +967,9 @@ def _pool_the_tokens_imply(log: VLLMLog, pool: VLLMPool) -> str | None:
     )
 
 
-def _not_modelled(run: _Run, log: VLLMLog, pool: VLLMPool) -> list[str]:
-    """What the run has that the prediction does not model, in words (each a known cause of a miss)."""
+def _device_not_modelled(run: _Run, log: VLLMLog, pool: VLLMPool) -> list[str]:
+    """The device's part of _not_modelled: no NVML memory total, unified memory."""
     notes: list[str] = []
-    ver = parse_version(run.version)
     device = run.device
     if device is not None and not device.nvml_memory_info and run.engine == "V1":
         notes.append(
@@ -950,6 +991,13 @@ def _not_modelled(run: _Run, log: VLLMLog, pool: VLLMPool) -> list[str]:
             )
             + "; not modelled"
         )
+    return notes
+
+
+def _not_modelled(run: _Run, log: VLLMLog, pool: VLLMPool) -> list[str]:
+    """What the run has that the prediction does not model, in words (each a known cause of a miss)."""
+    ver = parse_version(run.version)
+    notes = _device_not_modelled(run, log, pool)
     if run.engine == "V1" and runs_model_runner_v2(run.spec, ver):
         notes.append(_MODEL_RUNNER_V2.format(
             version=run.version, model_type=run.spec.model_type,
@@ -971,7 +1019,7 @@ def _not_modelled(run: _Run, log: VLLMLog, pool: VLLMPool) -> list[str]:
             "an NVFP4 checkpoint: which layers its recipe keeps in bf16 / fp8 is in the checkpoint, not the "
             "config; the config's shapes are priced as NVFP4"
         )
-    if run.engine == "V1" and ver < (0, 9, 1) and (device is None or device.key != "rtx3090"):
+    if run.engine == "V1" and ver < (0, 9, 1) and (run.device is None or run.device.key != "rtx3090"):
         notes.append(
             "V1 before 0.9.1 counts the CUDA context, whose size is EMPIRICAL (from an RTX 3090) and differs "
             "by GPU and driver"

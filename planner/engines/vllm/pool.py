@@ -92,6 +92,52 @@ class VLLMPool:
     activation_profile: ProfileActivation | None = None  # the term-by-term prediction, when predicted
 
 
+def _attention_layers(spec: ModelSpec, layers: Sequence[int], hybrid: HybridPages | None) -> list[LayerSpec]:
+    """The layers of `layers` that hold KV blocks (attention or, with the hybrid pages, state)."""
+    attn_layers: list[LayerSpec] = []
+    for index in layers:
+        layer = spec.layers[index]
+        attention = layer.attention
+        if attention is None:
+            continue
+        if attention.kind in STATE_KINDS and hybrid is None:
+            raise PlannerError(f"{spec.name}: state layers need the hybrid page unification (internal error)")
+        attn_layers.append(layer)
+    if not attn_layers:
+        raise PlannerError(f"{spec.name}: no attention layers on this rank, so vLLM allocates no KV blocks")
+    return attn_layers
+
+
+_Buckets = dict[tuple[str, int | None], list[LayerSpec]]
+
+
+def _buckets(attn_layers: list[LayerSpec], treat_all_full: bool) -> _Buckets:
+    """The layers by (kind, sliding window): one KV-cache group per bucket, or several of one size."""
+    buckets: _Buckets = {}
+    for layer in attn_layers:
+        attention = layer.attention
+        assert attention is not None
+        kind = "full" if treat_all_full and attention.kind == "sliding" else attention.kind
+        window = attention.window if kind == "sliding" else None
+        buckets.setdefault((kind, window), []).append(layer)
+    return buckets
+
+
+def _uniform_group_size(sizes: list[int], version: Version) -> int:
+    """Layers per KV group where the buckets (kind, window) share one page size.
+
+    _get_kv_cache_groups_uniform_page_size: the smallest bucket sets the group size
+    (v0.11.0:kv_cache_utils.py:977); from 0.12 the largest one does when it is not much larger, "much" being
+    1.25x in 0.12-0.14 (v0.12.0:kv_cache_utils.py:1015-1023, v0.14.0:1034-1042) and 1.5x from 0.20
+    (v0.20.0:1125-1135, v0.33.0:kv_cache_planning.py:520-532). Versions between read ones take the rule of the
+    one before them."""
+    if version >= (0, 12, 0):
+        factor = 1.5 if version >= (0, 20, 0) else 1.25
+        if max(sizes) < factor * min(sizes):
+            return max(sizes)
+    return min(sizes)
+
+
 def _groups_for_stage(
     spec: ModelSpec,
     layers: Sequence[int],
@@ -109,17 +155,7 @@ def _groups_for_stage(
 ) -> tuple[list[KVGroup], int]:
     """The KV groups of one rank and its bytes per block (a.3, a.4). `hybrid`: the unified pages of a model
     with Mamba / linear-attention layers (their state: blocks per group, padded to the attention page)."""
-    attn_layers: list[LayerSpec] = []
-    for index in layers:
-        layer = spec.layers[index]
-        attention = layer.attention
-        if attention is None:
-            continue
-        if attention.kind in STATE_KINDS and hybrid is None:
-            raise PlannerError(f"{spec.name}: state layers need the hybrid page unification (internal error)")
-        attn_layers.append(layer)
-    if not attn_layers:
-        raise PlannerError(f"{spec.name}: no attention layers on this rank, so vLLM allocates no KV blocks")
+    attn_layers = _attention_layers(spec, layers, hybrid)
 
     def page(layer: LayerSpec) -> int:
         if hybrid is not None and layer.attention is not None and layer.attention.kind in STATE_KINDS:
@@ -136,13 +172,7 @@ def _groups_for_stage(
 
     # V0, and V1 before the hybrid manager, size every attention layer's cache as full attention.
     treat_all_full = engine == "V0" or version < (0, 9, 1) or not hybrid_manager
-    buckets: dict[tuple[str, int | None], list[LayerSpec]] = {}
-    for layer in attn_layers:
-        attention = layer.attention
-        assert attention is not None
-        kind = "full" if treat_all_full and attention.kind == "sliding" else attention.kind
-        window = attention.window if kind == "sliding" else None
-        buckets.setdefault((kind, window), []).append(layer)
+    buckets = _buckets(attn_layers, treat_all_full)
     if treat_all_full and any(layer.attention.kind == "sliding" for layer in attn_layers):  # type: ignore[union-attr]
         notes.append("sliding-window layers are allocated as full attention (no hybrid KV-cache manager)")
 
@@ -161,16 +191,7 @@ def _groups_for_stage(
         )
     page_bytes = pages.pop()
     sizes = [len(members) for members in buckets.values()]
-    # _get_kv_cache_groups_uniform_page_size: the smallest bucket sets the group size
-    # (v0.11.0:kv_cache_utils.py:977); from 0.12 the largest one does when it is not much larger, "much"
-    # being 1.25x in 0.12-0.14 (v0.12.0:kv_cache_utils.py:1015-1023, v0.14.0:1034-1042) and 1.5x from 0.20
-    # (v0.20.0:1125-1135, v0.33.0:kv_cache_planning.py:520-532). Versions between read ones take the rule of
-    # the one before them.
-    group_size = min(sizes)
-    if version >= (0, 12, 0):
-        factor = 1.5 if version >= (0, 20, 0) else 1.25
-        if max(sizes) < factor * min(sizes):
-            group_size = max(sizes)
+    group_size = _uniform_group_size(sizes, version)
     groups: list[KVGroup] = []
     for (kind, window), members in buckets.items():
         for _ in range(ceil_div(len(members), group_size)):
