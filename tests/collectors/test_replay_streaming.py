@@ -270,3 +270,29 @@ def test_the_fast_reader_gives_the_general_readers_document_for_the_benchs_recor
     processes = [s for s in fast["sources"] if s["kind"] == "process"]
     assert len(processes) == 24 + 1799 // 40  # and one started at every 40th tick after the first
     assert [s["samples"] for s in fast["sources"] if s["id"] == "os"] == [1800]
+
+
+def test_the_values_waiting_to_be_folded_do_not_grow_with_a_recording_without_complete_lines(tmp_path):
+    """An agent's change lines with no complete line between them (a writer that never writes one again):
+    what the fast reader holds for 2,000 of them is what it holds for 500, every value folded in turn."""
+    lines = _base(tmp_path / "base.jsonl")
+
+    def write(path, count: int) -> None:
+        changes = (
+            f'{{"k":"agent","pid":7001,"start":5,"t":{T + i / 2!r},"dev":0,"d":[3,{2**33 + i * 4096},4,'
+            f'{2**34 + i * 8192}]}}\n'
+            for i in range(count)
+        )
+        path.write_bytes(b"".join(lines) + "".join(changes).encode())
+
+    short, long = tmp_path / "short.jsonl", tmp_path / "long.jsonl"
+    write(short, 500)
+    write(long, 2000)
+    _peak(short)  # what a first read allocates once (the readers' caches) is not the recording's
+    short_peak, short_doc = _peak(short)
+    long_peak, long_doc = _peak(long)
+    agent = next(s for s in long_doc["sources"] if s["kind"] == "agent")
+    assert agent["samples"] == 2001
+    allocated = agent["fields"]["allocated"]
+    assert (allocated["max"], allocated["last"]) == (2**33 + 1999 * 4096, 2**33 + 1999 * 4096)
+    assert long_peak - short_peak < 8_000, (short_peak, long_peak)
