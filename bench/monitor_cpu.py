@@ -9,15 +9,17 @@ memory monitor) at the same rate, and bpytop / glances where installed (`--other
 
 Each program runs in a pseudo-terminal of 160x48, as in a user's terminal, its output drained; CPU is psutil's
 cpu_times() of the process (user + system, all threads) over the window, after the first frame and a few
-seconds to settle; RSS is read at the end. The programs take turns within each round (the order rotating), so
-a shared machine's load falls on all of them alike; the report gives each figure's median and range over the
-rounds, and memsight's ratio to the minimal app per round (median, range). First frame = the first time the
-screen's text holds the program's mark (memsight: its headroom gauge; the minimal app: its first line); first
-figures = the first time that mark carries a measured figure (memsight draws the Live screen's skeleton
-first, and imports the planner and the collectors, starts its monitor and plans after it; the minimal app's
-first frame has its figures). memsight's own modules run with their bytecode caches (__pycache__), as a second
-run leaves them and `pip install` writes them: the bench compiles them first (compileall), as
-bench/cli_cost.py does and says why.
+seconds to settle; RSS is read at the end. Before the rounds each program is started once to its first figures
+and not counted (--no-warmup: not), so that the first program of the first round does not alone read files
+from disk that the others then find in the page cache. The programs take turns within each round (the order
+rotating), so a shared machine's load falls on all of them alike; the report gives each figure's median and
+range over the rounds, and memsight's ratio to the minimal app per round (median, range). First frame = the
+first time the screen's text holds the program's mark (memsight: its headroom gauge; the minimal app: its
+first line); first figures = the first time that mark carries a measured figure (memsight draws the Live
+screen's skeleton first, and imports the planner and the collectors, starts its monitor and plans after it;
+the minimal app's first frame has its figures). memsight's own modules run with their bytecode caches
+(__pycache__), as a second run leaves them and `pip install` writes them: the bench compiles them first
+(compileall), as bench/cli_cost.py does and says why.
 """
 
 from __future__ import annotations
@@ -90,7 +92,14 @@ class Drain(threading.Thread):
 
 
 def measure(
-    argv: list[str], mark: bytes, figures: bytes, seconds: float, cols: int, rows: int, env: dict[str, str]
+    argv: list[str],
+    mark: bytes,
+    figures: bytes,
+    seconds: float,
+    cols: int,
+    rows: int,
+    env: dict[str, str],
+    settle_s: float = 3.0,
 ) -> dict:
     started = time.perf_counter()
     pid, fd = spawn(argv, cols, rows, env)
@@ -103,7 +112,7 @@ def measure(
             time.sleep(0.01)
         if drain.first_figures_s is None:
             raise SystemExit(f"no first frame with figures within 30 s from {' '.join(argv)}")
-        time.sleep(3.0)  # start-up work (imports, first layout) ends before the window
+        time.sleep(settle_s)  # start-up work (imports, first layout) ends before the window
         before = proc.cpu_times()
         t0 = time.perf_counter()
         time.sleep(seconds)
@@ -161,7 +170,9 @@ def spread(values: list[float], fmt: str = ".2f") -> str:
     return f"{statistics.median(values):{fmt}} ({min(values):{fmt}}-{max(values):{fmt}})"
 
 
-def side_by_side(hz: float, seconds: float, rounds: int, cols: int, rows: int, others: str | None) -> int:
+def side_by_side(
+    hz: float, seconds: float, rounds: int, cols: int, rows: int, others: str | None, warmup: bool = True
+) -> int:
     for package in ("planner", "collectors", "tui"):  # with bytecode caches (the docstring says why)
         compileall.compile_dir(REPO / package, quiet=1)
     with tempfile.TemporaryDirectory() as home:
@@ -170,6 +181,13 @@ def side_by_side(hz: float, seconds: float, rounds: int, cols: int, rows: int, o
         results: dict[str, list[dict]] = {name: [] for name in names}
         print(f"{hz:g} Hz, terminal {cols}x{rows}, {seconds:.0f} s windows, {rounds} rounds, "
               f"{os.cpu_count()} CPUs, load average before: {load()}")  # fmt: skip
+        if warmup:
+            # not counted: each program once to its first figures, the same for all, so that the first
+            # program of the first round does not alone pay for files not yet in the page cache
+            for name in names:
+                argv, mark, figures, env = progs[name]
+                measure(argv, mark, figures, 0.0, cols, rows, env, settle_s=0.0)
+            print("warm-up: each program started once to its first figures, not counted")
         for r in range(rounds):
             order = names[r % len(names):] + names[: r % len(names)]
             for name in order:
@@ -229,6 +247,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--threads", action="store_true", help="only the per-thread split of the Monitor's sampling threads"
     )
+    parser.add_argument(
+        "--no-warmup", action="store_true", help="no uncounted start of each program before the rounds"
+    )
     args = parser.parse_args(argv)
     if args.threads:
         split = measure_threads(args.hz, args.seconds)
@@ -237,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     cols, rows = (int(x) for x in args.size.split("x"))
     others = args.others or (os.path.dirname(shutil.which("bpytop") or "") or None)
-    return side_by_side(args.hz, args.seconds, args.rounds, cols, rows, others)
+    return side_by_side(args.hz, args.seconds, args.rounds, cols, rows, others, not args.no_warmup)
 
 
 if __name__ == "__main__":

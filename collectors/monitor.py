@@ -38,9 +38,12 @@ from collectors.errors import CollectorError
 from collectors.nvml_collector import NVMLCollector
 from collectors.os_collector import OSCollector
 from collectors.pool import PoolSampler
-from collectors.recorder import Recorder
 from collectors.snapshots import AgentRecord, MonitorState
 from collectors.state import StateBuilder
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from collectors.recorder import Recorder
 
 VLLM_MAX_HZ = 1.0  # a vLLM scrape renders every metric server-side: never ask more than once a second
 
@@ -139,11 +142,13 @@ class Monitor:
         # `recorder`: one the caller built with the Recorder's interface (collectors/flight.py's)
         if recorder is not None and record_to is not None:
             raise CollectorError("a Monitor records to one place: record_to or recorder, not both")
-        self.recorder = (
-            Recorder(record_to, hz=hz, agent_hz=hz if agent_record_hz is None else agent_record_hz)
-            if record_to is not None
-            else recorder
-        )
+        self.recorder = recorder
+        if record_to is not None:
+            # imported only to record: `memsight watch` without --record does not hold the recorder's code
+            from collectors.recorder import Recorder  # noqa: PLC0415
+
+            agent_hz = hz if agent_record_hz is None else agent_record_hz
+            self.recorder = Recorder(record_to, hz=hz, agent_hz=agent_hz)
         self._record_lock = threading.Lock()
         if self.recorder is not None:
             self.builder.on_alert = self._record_alert

@@ -142,6 +142,11 @@ class _KeptFile:
                 self._fd = None
 
 
+def _kept(before, now):
+    """`before` when it equals `now`: the object the previous table holds, so equal values are held once."""
+    return before if before == now else now
+
+
 class OSCollector:
     """sample() -> OSSnapshot. Keeps a short per-pid RSS history to report growth over `growth_window_s`."""
 
@@ -182,6 +187,8 @@ class OSCollector:
         self._scan_skipped = 0
         self._chosen: tuple[frozenset[int], tuple[ProcessInfo, ...]] | None = None  # (include, processes)
         self._uid_cache: dict[tuple[int, int], int] = {}
+        # the last table's processes by (pid, start_ticks): the next table shares their unchanged values
+        self._last_chosen: dict[tuple[int, int], ProcessInfo] = {}
         self._root_fd: int | None = None
 
     def _read(self, relative: str) -> str:
@@ -450,22 +457,32 @@ class OSCollector:
         wanted = [r for r in reads if r.pid in include]
         chosen = {r.pid: r for r in (*by_rss, *by_growth, *wanted)}
         out = []
+        before, self._last_chosen = self._last_chosen, {}
         for r in sorted(chosen.values(), key=lambda r: r.rss, reverse=True):
             g, covered, new = growth[r.pid]
-            out.append(
-                ProcessInfo(
-                    pid=r.pid,
-                    name=r.name,
-                    cmdline=self._cmdline(r.pid, r.start_ticks),
-                    user=self._user(self._uid(r)),
-                    rss=r.rss,
-                    growth_bytes=g,
-                    is_new=new,
-                    gpu_bytes=None,
-                    start_ticks=r.start_ticks,
-                    growth_window_s=covered,
-                )
+            key = (r.pid, r.start_ticks)
+            name, start_ticks, rss = r.name, r.start_ticks, r.rss
+            prev = before.get(key)
+            if prev is not None:
+                # the same process in the previous table: its unchanged values are shared with it, so that
+                # the alert rules' minute of tables (one a second, collectors/state.py) holds them once, not
+                # sixty times (issue 20: the Live screen's resident memory); the values are the same
+                name, start_ticks = _kept(prev.name, name), prev.start_ticks
+                rss, g = _kept(prev.rss, rss), _kept(prev.growth_bytes, g)
+            info = ProcessInfo(
+                pid=r.pid,
+                name=name,
+                cmdline=self._cmdline(r.pid, r.start_ticks),
+                user=self._user(self._uid(r)),
+                rss=rss,
+                growth_bytes=g,
+                is_new=new,
+                gpu_bytes=None,
+                start_ticks=start_ticks,
+                growth_window_s=covered,
             )
+            self._last_chosen[key] = info
+            out.append(info)
         return tuple(out)
 
     def process_rss(self, pid: int) -> int | None:

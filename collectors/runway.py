@@ -13,8 +13,7 @@ runway_warning_s (10 min: ten windows of AlertOptions.runway_window_s, 60 s; cri
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from collectors.snapshots import Alert, MonitorState
@@ -30,6 +29,17 @@ RUNWAY_AGREEMENT = 0.75  # share of the pairwise slopes that must fall
 RUNWAY_NOISE_FACTOR = 4.0  # the fall must exceed this many MADs of the residuals
 
 
+def _median(values: Iterable[float]) -> float:
+    """statistics.median's value (the middle one; of two, their mean), without importing the statistics
+    module, which the monitor would hold for this alone (issue 20: the Live screen's resident memory)."""
+    ordered = sorted(values)
+    n = len(ordered)
+    if n == 0:
+        raise ValueError("median of no values")
+    mid = n // 2
+    return ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
 def theil_sen(points: Sequence[tuple[float, float]]) -> tuple[float, float, float]:
     """(slope, intercept, share of pairwise slopes that are negative) of (t, y) points; slope in y per t."""
     slopes = []
@@ -39,8 +49,8 @@ def theil_sen(points: Sequence[tuple[float, float]]) -> tuple[float, float, floa
                 slopes.append((y1 - y0) / (t1 - t0))
     if not slopes:
         return 0.0, points[0][1] if points else 0.0, 0.0
-    slope = statistics.median(slopes)
-    intercept = statistics.median(y - slope * t for t, y in points)
+    slope = _median(slopes)
+    intercept = _median(y - slope * t for t, y in points)
     falling = sum(1 for s in slopes if s < 0) / len(slopes)
     return slope, intercept, falling
 
@@ -73,7 +83,7 @@ def falling_trend(points: Sequence[tuple[float, float]], window_s: float, min_by
     if slope >= 0 or falling < RUNWAY_AGREEMENT:
         return None
     residuals = [y - (slope * t + intercept) for t, y in points]
-    mad = statistics.median(abs(r - statistics.median(residuals)) for r in residuals)
+    mad = _median(abs(r - _median(residuals)) for r in residuals)
     fall = -slope * (points[-1][0] - points[0][0])
     if fall < max(RUNWAY_NOISE_FACTOR * mad, min_bytes):
         return None

@@ -13,10 +13,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planner.activations import ActivationPeak, activation_dtype, activation_peak
-from planner.checkpoint import CheckpointInfo
 from planner.errors import PlannerError
 from planner.formats import WeightBytes, weight_bytes
 from planner.kv import sequence_kv
@@ -25,6 +24,9 @@ from planner.params import ParamCount, count_params, model_tensors
 from planner.spec import ModelSpec, load_spec
 from planner.topology import Topology, make_topology, stage_kv_bytes_per_token, stage_weight_bytes
 from planner.units import GiB, dtype_bytes
+
+if TYPE_CHECKING:  # a type only: the checkpoint reader is imported where a checkpoint is read
+    from planner.checkpoint import CheckpointInfo
 
 # Without a max_position_embeddings the context search stops here (tokens) and says so.
 CONTEXT_SEARCH_LIMIT = 2**24

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import pathlib
+import sys
 import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -28,9 +29,9 @@ if TYPE_CHECKING:
     from collectors.snapshots import MonitorState
     from planner.budget import PlanInputs
     from planner.machines import Machine
-    from tui.screens.plan import PlanChoices, PlanScreen, PlanView
+    from tui.screens.plan import PlanScreen
     from tui.screens.view_model import PlanSource, VLLMPlan
-    from tui.widgets.data import MachineBar
+    from tui.widgets.data import MachineBar, PlanChoices, PlanView
 
 GIB = 2**30
 # The lesson's capacity figure, in its order; "this" is the machine memsight runs on.
@@ -130,12 +131,21 @@ def fields_from_inputs(inputs: PlanInputs) -> dict[str, str]:
     }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PlanResult:
     live_plans: dict[str, Any]  # pool key -> Plan for that pool's capacity
     live_errors: dict[str, str]
-    view: PlanView
+    # the Plan screen's view, made when first asked (`view`): the Live screen's ticks do not plan the
+    # capacity figure's machines (issue 20: the Live screen's first figures and resident memory)
+    make_view: Callable[[], PlanView]
     sources: tuple[PlanSource, ...] = ()  # the agents' loaded models and caches the live plans follow
+    _view: PlanView | None = None
+
+    @property
+    def view(self) -> PlanView:
+        if self._view is None:
+            self._view = self.make_view()
+        return self._view
 
 
 def plan_screen() -> Screen:
@@ -220,7 +230,7 @@ class MemsightApp(App[int]):
         self.scoped_state: MonitorState | None = None  # state with only this run's agents (memsight run)
         self.origin_t: float | None = None
         self.live_view: LiveView | None = None
-        self.plan_view: PlanView | None = None
+        self._plan_view: PlanView | None = None  # plan_view, once asked for
         self.process_rows: tuple = ()
         self.process_status = ""
         self.gpu_roof: tuple[str, float, float] | None = None
@@ -293,10 +303,22 @@ class MemsightApp(App[int]):
         if self._plan_choices is None:
             from planner.catalog import catalog_names  # noqa: PLC0415
             from planner.formats import weight_formats  # noqa: PLC0415
-            from tui.screens.plan import PlanChoices  # noqa: PLC0415
+            from tui.widgets.data import PlanChoices  # noqa: PLC0415
 
             self._plan_choices = PlanChoices(tuple(catalog_names()), tuple(weight_formats()), KV_DTYPES)
         return self._plan_choices
+
+    @property
+    def plan_view(self) -> PlanView | None:
+        """The Plan screen's view of the latest plans, made when first asked (the Plan screen shown): the
+        Live screen's ticks do not plan the capacity figure's machines (issue 20)."""
+        if self._plan_view is None and self._plan_result is not None:
+            self._plan_view = self._plan_result.view
+        return self._plan_view
+
+    @plan_view.setter
+    def plan_view(self, view: PlanView | None) -> None:
+        self._plan_view = view
 
     # --- lifecycle --------------------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -550,7 +572,7 @@ class MemsightApp(App[int]):
         # the bars and their plans: under memsight run, the command's own agents only
         self.scoped_state = run_scope(state, own) if self.child is not None else state
         result = self._plans(self.scoped_state)
-        self.plan_view = result.view
+        self._plan_view = None  # made from the result when the Plan screen asks (plan_view)
         self.process_rows = self._process_rows(state, own)
         self.process_status = process_status(state)
         self._base_comparisons = bucket_comparisons(
@@ -788,15 +810,18 @@ class MemsightApp(App[int]):
         return engine_line(followed, device, plan, held, what)
 
     def _push_to_screen(self) -> None:
-        from tui.screens.plan import PlanScreen  # noqa: PLC0415
-        from tui.screens.processes import ProcessesScreen  # noqa: PLC0415
-
         screen = self.screen
-        if isinstance(screen, LiveScreen) and self.live_view is not None:
-            screen.show(self.live_view)
-        elif isinstance(screen, PlanScreen) and self.plan_view is not None:
+        if isinstance(screen, LiveScreen):
+            if self.live_view is not None:
+                screen.show(self.live_view)
+            return
+        # the other screens' modules are imported when the screen is first shown, not by the Live screen's
+        # ticks (issue 20: the Live screen's resident memory); a screen not made yet cannot be on top
+        plan = sys.modules.get("tui.screens.plan")
+        processes = sys.modules.get("tui.screens.processes")
+        if plan is not None and isinstance(screen, plan.PlanScreen) and self.plan_view is not None:
             screen.show(self.plan_view)
-        elif isinstance(screen, ProcessesScreen):
+        elif processes is not None and isinstance(screen, processes.ProcessesScreen):
             screen.show(self.process_rows, self.process_status)
 
     def plan_field_values(self) -> dict[str, str]:
@@ -833,7 +858,7 @@ class MemsightApp(App[int]):
         from tui.screens.view_model import bucket_comparisons  # noqa: PLC0415
 
         result = self._plans(scoped, force=force)
-        self.plan_view = result.view
+        self._plan_view = None  # made from the result when the Plan screen asks (plan_view)
         self._base_comparisons = bucket_comparisons(
             scoped, result.live_plans, result.live_errors, result.sources, self._reserve_measured
         )
@@ -842,7 +867,6 @@ class MemsightApp(App[int]):
         """Plans for each live pool and each machine of the figure. Each plan is memoized on its exact
         (inputs, machine), so a tick costs nothing unless the inputs or a capacity changed; "this" machine's
         reserve (what is in use now) is re-sampled at most every THIS_MACHINE_RESAMPLE_S seconds."""
-        from tui.screens.plan import FIELDS, PlanView  # noqa: PLC0415
         from tui.screens.view_model import (  # noqa: PLC0415
             comparison_groups,
             plan_follows,
@@ -850,6 +874,7 @@ class MemsightApp(App[int]):
             pools,
             vllm_plan_label,
         )
+        from tui.widgets.data import FIELDS, PlanView  # noqa: PLC0415  (not the Plan screen's module)
 
         live_pools = pools(state)
         this = self._this_machine(state, force=force)
@@ -885,15 +910,19 @@ class MemsightApp(App[int]):
         if self.plan_error:
             live_errors = {pool.key: self.plan_error for pool in live_pools}
             view = PlanView(values, (), "", self.plan_error, follow_line, vllm_label, followed)
-            result = PlanResult({}, live_errors, view)
+            result = PlanResult({}, live_errors, lambda: view)
             self._plan_result = result
             return result
         live_plans, live_errors = self._live_plans(state, live_pools, this, sources, waiting)
-        bars, summary, first_error = self._figure_bars(state, this, follow)
         chunk = follow.inputs.prefill_chunk if follow is not None else None
         chunk = None if chunk == default_plan_inputs().prefill_chunk else chunk
-        view = PlanView(values, bars, summary, first_error, follow_line, vllm_label, followed, chunk)
-        result = PlanResult(live_plans, live_errors, view, sources)
+        this_bar = (f"{this_name(state)} ({this_label(state)})", bool(live_pools) and live_pools[0].index < 0)
+
+        def make_view() -> PlanView:
+            bars, summary, first_error = self._figure_bars(this_bar, this, follow)
+            return PlanView(values, bars, summary, first_error, follow_line, vllm_label, followed, chunk)
+
+        result = PlanResult(live_plans, live_errors, make_view, sources)
         self._plan_result = result
         return result
 
@@ -938,11 +967,11 @@ class MemsightApp(App[int]):
                     live_plans[key] = plan
         return live_plans, live_errors
 
-    def _figure_bars(self, state, this, follow) -> tuple[tuple[MachineBar, ...], str, str]:
+    def _figure_bars(self, this_bar, this, follow) -> tuple[tuple[MachineBar, ...], str, str]:
         """The Plan screen's capacity figure: (one bar per machine, the plan's one-line summary, the first
-        planner error)."""
+        planner error). `this_bar`: this machine's label, and whether it has no GPU."""
         from planner.machines import MACHINES  # noqa: PLC0415
-        from tui.screens.view_model import machine_bar, pools  # noqa: PLC0415
+        from tui.screens.view_model import machine_bar  # noqa: PLC0415
         from tui.widgets.data import MachineBar  # noqa: PLC0415
 
         bars: list[MachineBar] = []
@@ -951,11 +980,11 @@ class MemsightApp(App[int]):
         context = (follow.inputs if follow is not None else self.plan_inputs).context
         for name in FIGURE_MACHINES:
             if name == "this":
-                label = f"{this_name(state)} ({this_label(state)})"
+                label, cpu = this_bar
                 if this is None:
                     plan = "capacity unknown: no /proc/meminfo sample and no GPU"
                 else:
-                    plan = self._plan("this", this, follow, cpu=pools(state)[0].index < 0)
+                    plan = self._plan("this", this, follow, cpu=cpu)
                 capacity = this.capacity_bytes if this is not None else None
             else:
                 label = MACHINE_SHORT[name]

@@ -26,7 +26,7 @@ import tempfile
 import threading
 import time
 
-from tui.options import argparse_type, parse_size
+from tui.options import add_agent_record_argument, add_export_arguments, argparse_type, parse_size
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
@@ -107,59 +107,6 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     add_agent_record_argument(parser)
     add_display_arguments(parser)
     parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the command to run")
-
-
-def add_agent_record_argument(parser: argparse.ArgumentParser) -> None:
-    """--agent-record-hz (shared by `memsight run` and `memsight watch`)."""
-    parser.add_argument(
-        "--agent-record-hz",
-        metavar="HZ|all",
-        type=parse_agent_record_hz,
-        help="agent records kept per device, on screen and in the recording (default: the newest of each "
-        "--hz tick; `all`: every record the agent wrote, e.g. 10 a second)",
-    )
-
-
-def parse_agent_record_hz(value: str) -> float:
-    """A rate within --hz's bounds, or `all` (math.inf: every record)."""
-    from tui.options import parse_refresh_hz  # noqa: PLC0415
-
-    if value.strip().lower() == "all":
-        return math.inf
-    try:
-        return parse_refresh_hz(value, "--agent-record-hz")
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def add_export_arguments(parser: argparse.ArgumentParser) -> None:
-    """--prometheus, --vllm-url and --peer (shared by `memsight run` and `memsight watch`)."""
-    parser.add_argument(
-        "--prometheus",
-        metavar="[HOST:]PORT",
-        help="serve everything sampled as Prometheus text on http://HOST:PORT/metrics "
-        "(HOST defaults to 127.0.0.1; write 0.0.0.0:PORT to listen on every interface)",
-    )
-    parser.add_argument(
-        "--vllm-url",
-        metavar="URL",
-        help="scrape a vLLM server's Prometheus /metrics (e.g. http://localhost:8000) once a second: "
-        "KV cache usage, running/waiting requests, preemptions, prefix cache hits",
-    )
-    parser.add_argument(
-        "--engine-url",
-        metavar="URL",
-        help="scrape another engine's own endpoint once a second, found from what answers: SGLang's /metrics "
-        "(token usage), llama-server's /metrics and /slots (--metrics), Ollama's /api/ps (size, size_vram)",
-    )
-    parser.add_argument(
-        "--peer",
-        metavar="URL",
-        action="append",
-        default=[],
-        help="another machine's memsight exporter (its --prometheus HOST:PORT), shown beside this one: "
-        "headroom and buckets, fetched every 2 s off the screen's thread (2 s timeout); repeatable",
-    )
 
 
 def bootstrap_dir() -> pathlib.Path:

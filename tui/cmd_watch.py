@@ -185,7 +185,7 @@ def demo_plan_options(
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     add_display_arguments(parser)
     if name == "watch":
-        from tui.cmd_run import add_agent_record_argument, add_export_arguments
+        from tui.options import add_agent_record_argument, add_export_arguments
 
         add_export_arguments(parser)
         add_agent_record_argument(parser)

@@ -26,10 +26,8 @@ The same keys may sit in a [thresholds] or [plan] table, and the first format's 
 
 from __future__ import annotations
 
-import difflib
 import os
 import pathlib
-import tomllib
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -130,6 +128,10 @@ def load_config(path: str | os.PathLike[str] | None = None, *, required: bool = 
     if os.path.realpath(file) == os.devnull:  # --config /dev/null: the defaults, whatever file exists
         return config_from_dict({}, str(file))
     # A regular file within MAX_TOML_BYTES (--config /dev/zero, a FIFO: refused without reading), UTF-8.
+    # tomllib is imported here, where a file exists: `memsight watch` with none (the usual case) draws its
+    # first frame without it (issue 20)
+    import tomllib  # noqa: PLC0415
+
     data = limits.read_regular(file, "MAX_TOML_BYTES", ConfigError, "memsight config file")
     try:
         raw = tomllib.loads(data.decode("utf-8"))
@@ -155,6 +157,8 @@ def _key(raw_key: str, section: str, where: str) -> str:
     here = sorted(k for k, spec in KEYS.items() if not section or spec[0] == section)
     prefix = f"{section}." if section else ""
     known = ", ".join(here + ([f"[{s}]" for s in SECTIONS] if not section else []))
+    import difflib  # noqa: PLC0415  (only to word this error)
+
     hint = difflib.get_close_matches(key, [*KEYS, *ALIASES, *SECTIONS], n=1, cutoff=0.6)
     if key in KEYS:  # a real key in the wrong table
         hint = [f"{KEYS[key][0] or 'the top level'} (it belongs there)"]

@@ -210,3 +210,56 @@ def add_plan_input_arguments(group: Any) -> None:
         type=argparse_type(parse_count, "--tp", minimum=1),
         help=f"tensor parallel size (default {DEFAULT_TP})",
     )
+
+
+# Options `memsight run` and `memsight watch` share: here, not in tui/cmd_run.py, so that `memsight watch`
+# does not import `run`'s module (its subprocess and signal handling) to parse its own options (issue 20).
+def add_agent_record_argument(parser: argparse.ArgumentParser) -> None:
+    """--agent-record-hz (shared by `memsight run` and `memsight watch`)."""
+    parser.add_argument(
+        "--agent-record-hz",
+        metavar="HZ|all",
+        type=parse_agent_record_hz,
+        help="agent records kept per device, on screen and in the recording (default: the newest of each "
+        "--hz tick; `all`: every record the agent wrote, e.g. 10 a second)",
+    )
+
+
+def parse_agent_record_hz(value: str) -> float:
+    """A rate within --hz's bounds, or `all` (math.inf: every record)."""
+    if value.strip().lower() == "all":
+        return math.inf
+    try:
+        return parse_refresh_hz(value, "--agent-record-hz")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_export_arguments(parser: argparse.ArgumentParser) -> None:
+    """--prometheus, --vllm-url and --peer (shared by `memsight run` and `memsight watch`)."""
+    parser.add_argument(
+        "--prometheus",
+        metavar="[HOST:]PORT",
+        help="serve everything sampled as Prometheus text on http://HOST:PORT/metrics "
+        "(HOST defaults to 127.0.0.1; write 0.0.0.0:PORT to listen on every interface)",
+    )
+    parser.add_argument(
+        "--vllm-url",
+        metavar="URL",
+        help="scrape a vLLM server's Prometheus /metrics (e.g. http://localhost:8000) once a second: "
+        "KV cache usage, running/waiting requests, preemptions, prefix cache hits",
+    )
+    parser.add_argument(
+        "--engine-url",
+        metavar="URL",
+        help="scrape another engine's own endpoint once a second, found from what answers: SGLang's /metrics "
+        "(token usage), llama-server's /metrics and /slots (--metrics), Ollama's /api/ps (size, size_vram)",
+    )
+    parser.add_argument(
+        "--peer",
+        metavar="URL",
+        action="append",
+        default=[],
+        help="another machine's memsight exporter (its --prometheus HOST:PORT), shown beside this one: "
+        "headroom and buckets, fetched every 2 s off the screen's thread (2 s timeout); repeatable",
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import shutil
+from dataclasses import replace
 
 import pytest
 
@@ -71,8 +72,8 @@ def test_os_collector_reads_real_proc():
     assert me and me[0].rss > 10 * MiB
 
 
-def test_os_collector_growth_and_vanished_processes(tmp_path):
-    # a copy of real /proc files for two processes, one of which then vanishes or denies access
+def _copied_proc(tmp_path):
+    """(a proc root, this pid): real /proc files copied for two processes, this one and a fake 999999."""
     root = tmp_path / "proc"
     root.mkdir()
     shutil.copy("/proc/meminfo", root / "meminfo")
@@ -82,6 +83,12 @@ def test_os_collector_growth_and_vanished_processes(tmp_path):
         d.mkdir()
         for name in ("stat", "statm", "cmdline"):
             (d / name).write_bytes(open(f"/proc/{pid}/{name}", "rb").read())
+    return root, pid
+
+
+def test_os_collector_growth_and_vanished_processes(tmp_path):
+    # a copy of real /proc files for two processes, one of which then vanishes or denies access
+    root, pid = _copied_proc(tmp_path)
     clock = iter([0.0, 30.0, 60.0]).__next__
     c = OSCollector(root, growth_window_s=30.0, clock=clock)
     first = c.sample()
@@ -97,6 +104,27 @@ def test_os_collector_growth_and_vanished_processes(tmp_path):
     grown = {p.pid: p.growth_bytes for p in second.processes}
     assert grown == {pid: 12 * 2**30}
     assert second.processes[0].is_new is False
+
+
+def test_os_collector_tables_share_a_process_unchanged_values(tmp_path):
+    # issue 20: the alert rules keep a minute of process tables (one a second); a process whose values did not
+    # change holds them once across the tables, not once per table. Real /proc files, copied, then rescanned.
+    root, pid = _copied_proc(tmp_path)
+    clock = iter([0.0, 1.0, 2.0]).__next__
+    c = OSCollector(root, growth_window_s=30.0, clock=clock)
+    first = {p.pid: p for p in c.sample().processes}
+    page = os.sysconf("SC_PAGE_SIZE")
+    statm = (root / "999999" / "statm").read_text().split()
+    statm[1] = str(int(statm[1]) + (2 * 2**20) // page)  # 999999 grew 2 MiB
+    (root / "999999" / "statm").write_text(" ".join(statm))
+    second = {p.pid: p for p in c.sample().processes}
+    same, grew = second[pid], second[999999]
+    assert same == replace(first[pid], growth_window_s=1.0) and same is not first[pid]  # a new table entry
+    assert same.name is first[pid].name and same.rss is first[pid].rss  # ... holding the same values once
+    assert same.start_ticks is first[pid].start_ticks
+    assert grew.rss == first[999999].rss + 2 * 2**20 and grew.name is first[999999].name
+    third = {p.pid: p for p in c.sample().processes}
+    assert third[pid].rss is first[pid].rss and third[999999].rss is grew.rss
 
 
 def test_psi_parse():

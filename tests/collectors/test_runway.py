@@ -115,3 +115,17 @@ def test_a_process_started_within_the_window_is_the_grower_it_is():
     alerts = _runway(builder.alerts)
     assert alerts and all(a.pid == 1545 for a in alerts), [a.message for a in alerts]
     assert "from pid 1545 python grow.py" in alerts[0].message
+
+
+def test_the_runway_median_is_the_statistics_modules():
+    # runway.py takes its medians without importing statistics (issue 20): the same values, odd and even n
+    import statistics  # noqa: PLC0415
+
+    from collectors.runway import _median  # noqa: PLC0415
+
+    rng = random.Random(20)
+    for n in (1, 2, 3, 4, 7, 10, 101):
+        values = [rng.uniform(-5e9, 5e9) for _ in range(n)]
+        assert _median(values) == statistics.median(values)
+        assert _median(iter(values)) == statistics.median(values)  # a generator, as theil_sen passes
+    assert _median([3, 1, 2, 2]) == 2.0 and _median([5]) == 5

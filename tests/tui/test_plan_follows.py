@@ -263,3 +263,31 @@ async def test_a_view_pushed_before_the_plan_screen_mounted_does_not_overwrite_a
         follows = _text(app, "#plan-follows")
         await pilot.press("q")
     assert follows == "following a newer view"
+
+
+async def test_the_live_screen_plans_the_figure_machines_only_once_the_plan_screen_asks(monkeypatch):
+    """Issue 20: the Live screen's ticks plan what the Live screen shows (the pools of this machine), not the
+    Plan screen's capacity figure (a plan per machine of the lesson's figure); those are planned when the Plan
+    screen is shown, and it shows every bar."""
+    import planner.budget  # noqa: PLC0415
+
+    planned: list[str] = []
+
+    def counting(inputs, **kwargs):
+        planned.append(inputs.machine)
+        return make_plan(inputs, **kwargs)
+
+    monkeypatch.setattr(planner.budget, "make_plan", counting)
+    app = MemsightApp(FixedMonitor(two_rank_state()), source_label="t")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        for _ in range(3):
+            app.refresh_data()
+            await pilot.pause()
+        assert app.live_view is not None and app.live_view.comparisons
+        assert set(planned) == {"this"}
+        await pilot.press("2")
+        await pilot.pause()
+        assert [b.key for b in app.plan_view.bars] == list(FIGURE_MACHINES)
+        assert set(planned) == set(FIGURE_MACHINES)  # "this" among them
+        await pilot.press("q")

@@ -6,8 +6,6 @@ comes back as the planner's message, shown inline under the fields.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -19,32 +17,12 @@ from textual.widget import Widget
 from textual.widgets import Header, Input, Label, Select, Static
 
 from tui.widgets.capacity_bars import CapacityBars
-from tui.widgets.data import MachineBar
+from tui.widgets.data import FIELDS, PlanChoices, PlanView  # there: the Live screen makes PlanViews
 from tui.widgets.footer import MemsightFooter
 
-FIELDS: tuple[str, ...] = ("model", "format", "kv_dtype", "context", "users", "tp")
 WIDE_FIELDS = 120
 # what tui/options.py:parse_count reads (8192, 8,192, 32k, 1.5k, 1M); it says what is wrong with the rest
 COUNT_CHARS = r"[0-9kKmM.,_ ]*"
-
-
-@dataclass(frozen=True, slots=True)
-class PlanChoices:
-    models: tuple[str, ...]  # catalog names (a path or HF id may be typed too)
-    formats: tuple[str, ...]
-    kv_dtypes: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class PlanView:
-    values: tuple[tuple[str, str], ...]  # the field values the plan was made from
-    bars: tuple[MachineBar, ...]
-    summary: str  # the plan's four buckets for the chosen inputs, one line
-    error: str  # "" or the planner's message
-    follows: str = ""  # what the plan follows (vLLM's log, a loaded model), each input's source
-    vllm: str = ""  # vLLM's own model's pool for the same inputs, when the plan follows vLLM's log
-    followed: tuple[str, ...] = ()  # fields the screen sets to what is planned (never one the user edited)
-    prefill_chunk: int | None = None  # the followed prefill chunk (vLLM's max_num_batched_tokens); None: 8K
 
 
 def figure_note(prefill_chunk: int | None) -> str:

@@ -208,3 +208,26 @@ class PoolData:
     parts: tuple[Segment, ...]
     lines: tuple[str, ...]  # the parts with their figures, MemAvailable / MemFree / CUDA's free, ...
     alert_lines: tuple[str, ...] = ()  # said in the warning style (the driver's out-of-memory lines)
+
+
+# The Plan screen's (tui/screens/plan.py): its fields, the choices it offers, the view the app hands it.
+FIELDS: tuple[str, ...] = ("model", "format", "kv_dtype", "context", "users", "tp")
+
+
+@dataclass(frozen=True, slots=True)
+class PlanChoices:
+    models: tuple[str, ...]  # catalog names (a path or HF id may be typed too)
+    formats: tuple[str, ...]
+    kv_dtypes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PlanView:
+    values: tuple[tuple[str, str], ...]  # the field values the plan was made from
+    bars: tuple[MachineBar, ...]
+    summary: str  # the plan's four buckets for the chosen inputs, one line
+    error: str  # "" or the planner's message
+    follows: str = ""  # what the plan follows (vLLM's log, a loaded model), each input's source
+    vllm: str = ""  # vLLM's own model's pool for the same inputs, when the plan follows vLLM's log
+    followed: tuple[str, ...] = ()  # fields the screen sets to what is planned (never one the user edited)
+    prefill_chunk: int | None = None  # the followed prefill chunk (vLLM's max_num_batched_tokens); None: 8K
