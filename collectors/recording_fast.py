@@ -80,7 +80,6 @@ def fold_lines(reader: RecordingReader, summary: Summary) -> None:
     longest = limits.MAX_RECORDING_LINE
     scan = _SCAN
     unfolded = 0
-    last_read_here = False  # the last line was read here: it was no truncated tail
     for line in reader.lines():
         unfolded += 1
         if unfolded == _FOLD_EVERY:
@@ -98,12 +97,9 @@ def fold_lines(reader: RecordingReader, summary: Summary) -> None:
                 k = obj.get("k")
                 handler = handlers.get(k) if type(k) is str else None
                 if handler is not None and handler(obj):
-                    last_read_here = True
+                    reader.truncated_tail = False  # (each time: an over-long line after it is skipped unread)
                     continue
-        last_read_here = False
         fold.general(line)
-    if last_read_here:
-        reader.truncated_tail = False
 
 
 class _Folder:

@@ -296,3 +296,19 @@ def test_the_values_waiting_to_be_folded_do_not_grow_with_a_recording_without_co
     allocated = agent["fields"]["allocated"]
     assert (allocated["max"], allocated["last"]) == (2**33 + 1999 * 4096, 2**33 + 1999 * 4096)
     assert long_peak - short_peak < 8_000, (short_peak, long_peak)
+
+
+def test_an_over_long_last_line_after_change_lines_is_a_truncated_tail_for_both_readers(tmp_path):
+    """A last line over MAX_RECORDING_LINE (skipped unread) after change lines the fast reader read: the
+    recording's tail is cut for the fast reader as for the general one."""
+    from planner import limits  # noqa: PLC0415
+
+    lines = _base(tmp_path / "base.jsonl")
+    path = tmp_path / "r.jsonl"
+    change = _NEXT["os"].replace("T", repr(T))
+    path.write_bytes(b"".join(lines) + f"{change}\n".encode() + b"{" + b" " * limits.MAX_RECORDING_LINE)
+    general, skipped = _general(path)
+    fast, fast_skipped = _fast(path)
+    assert json.dumps(fast) == json.dumps(general)
+    assert fast_skipped == skipped
+    assert skipped[0] == 1 and skipped[2] is True
