@@ -11,6 +11,8 @@ branch) is never measured again. Each measurement is a fresh process (CPU = user
 system of that process, peak RSS = its ru_maxrss), the programs taking turns within each round:
   parse   python -c: json.loads of every line, nothing kept (the anchor)
   json    memsight replay FILE --json > /dev/null (the console script beside this python)
+  before  with --against DIR: the same console script, another checkout's code first on its path (main's, as
+          `git archive main | tar -x -C DIR` leaves it), in the same rounds
   play    the interactive replay's engine played through the whole recording, a state built at every recorded
           OS tick as the screen sees them (ReplayMonitor.scan), then a seek back to the middle (--play: only
           for recordings of at most that many hours; it builds 172,800 states for a day)
@@ -41,10 +43,11 @@ PLAY = (
 )
 
 
-def run(argv: list[str]) -> dict[str, float]:
-    """CPU seconds (user + system), peak RSS (MiB) and wall seconds of one process."""
+def run(argv: list[str], path: str | None = None) -> dict[str, float]:
+    """CPU seconds (user + system), peak RSS (MiB) and wall seconds of one process (`path`: PYTHONPATH)."""
     started = time.perf_counter()
-    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    env = None if path is None else {**os.environ, "PYTHONPATH": path}
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     _, status, usage = os.wait4(proc.pid, 0)
     err = proc.stderr.read().decode()
     proc.stderr.close()
@@ -83,11 +86,14 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--dir", default="/tmp")
     parser.add_argument("--play", type=float, default=24.0, help="play recordings of at most this many hours")
+    parser.add_argument("--against", help="another checkout whose replay --json runs in the same rounds")
     args = parser.parse_args()
     py = sys.executable
     memsight = pathlib.Path(py).parent / "memsight"  # the console script, as a user runs it
-    for package in ("planner", "collectors", "tui"):  # with bytecode caches, as bench/cli_cost.py says why
-        compileall.compile_dir(REPO / package, quiet=1)
+    roots = [REPO] + ([pathlib.Path(args.against).resolve()] if args.against else [])
+    for root in roots:
+        for package in ("planner", "collectors", "tui"):  # bytecode caches, as bench/cli_cost.py says why
+            compileall.compile_dir(root / package, quiet=1)
     print(f"{os.cpu_count()} CPUs, load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for hours in args.hours:
         path = recording(hours, args.dir)
@@ -95,13 +101,17 @@ def main() -> int:
             "parse": [py, "-c", PARSE, str(path)],
             "json": [py, str(memsight), "replay", str(path), "--json"],
         }
+        paths = {}
+        if args.against:
+            programs["before"] = programs["json"]
+            paths["before"] = str(roots[1])
         if hours <= args.play:
             programs["play"] = [py, "-c", PLAY, str(path)]
         results: dict[str, list[dict]] = {name: [] for name in programs}
         names = list(programs)
         for r in range(args.rounds):
             for name in names[r % len(names):] + names[: r % len(names)]:
-                results[name].append(run(programs[name]))
+                results[name].append(run(programs[name], paths.get(name)))
         size = path.stat().st_size
         rate = size / (hours * 3600)
         print(f"{hours:g} h recording ({size / 2**20:.1f} MiB, {rate:.0f} B/s), {args.rounds} rounds:")
@@ -113,6 +123,9 @@ def main() -> int:
             print(f"  {name:<6} CPU s {cpu:>22}  wall s {wall:>22}  peak RSS MiB {rss:>14}{note}")
         ratios = [j["cpu"] / p["cpu"] for j, p in zip(results["json"], results["parse"], strict=True)]
         print(f"  replay --json / parsing its lines, CPU: {spread(ratios)} (per round)")
+        if args.against:
+            before = [b["cpu"] / p["cpu"] for b, p in zip(results["before"], results["parse"], strict=True)]
+            print(f"  {args.against}'s replay --json / parsing its lines, CPU: {spread(before)} (per round)")
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 

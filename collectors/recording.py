@@ -93,8 +93,9 @@ class RecordingReader:
     def close(self) -> None:
         self._file.close()
 
-    def lines(self) -> Iterator[tuple[int, str]]:
-        """(line number, text) of each non-empty line; an over-long line is counted and skipped unread."""
+    def lines(self) -> Iterator[str]:
+        """The text of each non-empty line (line_number: its number); an over-long line is counted and skipped
+        unread."""
         limit = limits.MAX_RECORDING_LINE
         readline = self._file.readline
         while True:
@@ -112,9 +113,9 @@ class RecordingReader:
                 over = limits.bound("MAX_RECORDING_LINE")
                 self._bad(f"a line of {size} bytes, over {over}")
                 continue
-            text = raw.decode("utf-8", errors="replace")
-            if text.strip():
-                yield self.line_number, text
+            text = raw.decode("utf-8", "replace")
+            if text[0] == "{" or text.strip():  # (a blank line is skipped, uncounted)
+                yield text
 
     def _bad(self, why: str) -> None:
         self.bad_lines += 1
@@ -122,7 +123,7 @@ class RecordingReader:
         self.truncated_tail = True  # until a good line follows: only a bad last line is a truncated tail
 
     def _read_header(self) -> dict:
-        for _, line in self.lines():
+        for line in self.lines():
             try:
                 obj = _parse(line)
             except ValueError as exc:
@@ -144,7 +145,7 @@ class RecordingReader:
         raise CollectorError(f"{self.path}: empty or not a memsight recording")
 
     def _events(self) -> Iterator[dict]:
-        for _, line in self.lines():
+        for line in self.lines():
             event = self.event_of(line)
             if event is not None:
                 yield event
@@ -767,14 +768,23 @@ def nvml_snapshot_from(event: dict) -> NVMLSnapshot:
 
 # ------------------------------------------------------------------------------------------ summary
 class _Stats:
-    __slots__ = ("min", "max", "last")
+    """min, max and last of a field's numbers (None, a bool, a string and NaN are no number). The fast reader
+    (collectors/recording_fast.py) appends values to `pending` instead of calling add() for each one: they
+    are folded at the next add(), fold() or to_json, in one pass of min() and max() (which, like add(), keep
+    the first of equal values: 1 and 1.0 print differently)."""
+
+    __slots__ = ("min", "max", "last", "pending", "convert")
 
     def __init__(self) -> None:
         self.min: float | None = None
         self.max: float | None = None
         self.last: float | None = None
+        self.pending: list | None = None  # values not folded yet (appender)
+        self.convert: Any = None  # what each pending value is turned into first, where it is not an int
 
     def add(self, value: Any) -> None:
+        if self.pending:
+            self.fold()
         kind = type(value)
         if (kind is not int and kind is not float) or value != value:  # None, a bool, a string, NaN
             return
@@ -785,6 +795,55 @@ class _Stats:
         elif value > self.max:
             self.max = value
         self.last = value
+
+    def appender(self, convert: Any = None) -> Any:
+        """The append of a list of values to fold later; `convert`: each value that is not an int of at
+        most 2**53 (its own float) becomes convert(float(value), or NaN for None) first, None skipped (an
+        agent's record value, as record_from_values reads it)."""
+        if self.pending is None:
+            self.pending = []
+        self.convert = convert
+        return self.pending.append
+
+    def fold(self) -> None:
+        """The pending values folded in, as add() of each in turn would."""
+        pending = self.pending
+        if not pending:
+            return
+        values = pending
+        kinds = set(map(type, values))
+        exact = kinds == _INT and -_EXACT <= min(values) and max(values) <= _EXACT
+        if self.convert is not None and not exact:
+            values = [_converted(v, self.convert) for v in values]
+            kinds = set(map(type, values))
+        if not kinds <= _NUMBER or (float in kinds and any(map(math.isnan, values))):
+            values = [v for v in values if (type(v) is int or type(v) is float) and v == v]
+        if values:
+            low, high, self.last = min(values), max(values), values[-1]
+            if self.min is None:
+                self.min, self.max = low, high
+            else:
+                if low < self.min:
+                    self.min = low
+                if high > self.max:
+                    self.max = high
+        pending.clear()
+
+    def to_json(self) -> dict:
+        self.fold()
+        return {"min": self.min, "max": self.max, "last": self.last}
+
+
+_INT = {int}
+_NUMBER = {int, float}
+_EXACT = 2**53  # an integer up to this is its own float
+
+
+def _converted(value: Any, convert: Any) -> Any:
+    """A pending value as _Stats.appender's `convert` makes it."""
+    if type(value) is int and -_EXACT <= value <= _EXACT:
+        return value
+    return convert(math.nan if value is None else float(value))
 
 
 class _Source:
@@ -821,7 +880,7 @@ class _Source:
             "samples": self.samples,
             "start": self.start,
             "end": self.end,
-            "fields": {n: {"min": s.min, "max": s.max, "last": s.last} for n, s in self.fields.items()},
+            "fields": {n: s.to_json() for n, s in self.fields.items()},
         }
         if self.status is not None:
             out["status"] = self.status
@@ -854,7 +913,9 @@ class _Processes:
         # (pid, start) -> [source, rows, events before its first, earliest time, latest time]
         self._runs: dict[tuple, list] = {}
         self._sources: dict[tuple, _Source] = {}
-        self._folds: dict[tuple, tuple[_Source, _Stats, _Stats]] = {}  # (pid, start) -> its rss and growth
+        # (pid, start) -> its source and the appends of its rss and growth (folded at its source's to_json,
+        # when it leaves the table or at fold_pending)
+        self._folds: dict[tuple, tuple[_Source, Any, Any]] = {}
         self._events = 0  # OS events so far
         self._last_t = -math.inf  # the time of the latest one
         # While every OS time is at or after the one before (a clock that never stepped back), a run's
@@ -884,13 +945,15 @@ class _Processes:
         (pid, start), in the order format 2 wrote them) set and the `gone` processes removed: as add() of
         the whole table would fold it (collectors/recording_fast.py). `as_written`: `changed` is the whole
         table, in its order (else its rows are a change, and the table is sorted by RSS)."""
-        self._stepped_back(t)
+        ordered = t >= self._last_t and self._ordered  # (then _stepped_back and _counted are two steps)
+        if not ordered:
+            self._stepped_back(t)
         sources, runs = self._sources, self._runs
         folds, events = self._folds, self._events
         for key in gone:
             self._settle(runs.pop(key))
         items = changed.items()
-        if not as_written and any(key not in sources for key in changed):
+        if not as_written and not changed.keys() <= sources.keys():
             # sources are made in the table's order: largest RSS first, ties in the order written
             items = sorted(items, key=_row_rss, reverse=True)
         for key, row in items:
@@ -899,13 +962,18 @@ class _Processes:
                 self._new_row(row, cmdlines)
             else:  # _new_row of a process seen before, its source and statistics kept (a dozen rows a second)
                 src, rss, growth = fold
-                rss.add(row[3])
-                growth.add(row[4])
+                rss(row[3])
+                growth(row[4])
                 src.name, src.cmdline = row[2], cmdlines.get(key, "")
             if key not in runs:
                 runs[key] = [sources[key], 1, events, t, t]
-        self._table, self._rows = None, {}  # a table given to add() next is new in every row
-        self._counted(t)
+        if self._table is not None:  # a table given to add() next is new in every row
+            self._table, self._rows = None, {}
+        if ordered:
+            self._events += 1
+            self._last_t = t
+        else:
+            self._counted(t)
 
     def _stepped_back(self, t: float) -> None:
         if t < self._last_t and self._ordered:
@@ -950,7 +1018,7 @@ class _Processes:
         fields = src.fields
         if not fields:  # a process's source holds these two, made together at its first row
             fields["rss"], fields["growth"] = _Stats(), _Stats()
-            self._folds[key] = (src, fields["rss"], fields["growth"])
+            self._folds[key] = (src, fields["rss"].appender(), fields["growth"].appender())
         fields["rss"].add(row[3])
         fields["growth"].add(row[4])
         src.name, src.cmdline = row[2], cmdlines.get(key, "")
@@ -959,6 +1027,14 @@ class _Processes:
         """A run that ended before this event, into its source."""
         src, count, began, earliest, latest = run
         src.seen(earliest, latest if not self._ordered else self._last_t, (self._events - began) * count)
+        for stats in src.fields.values():  # what delta() appended: nothing waits for a process gone
+            stats.fold()
+
+    def fold_pending(self) -> None:
+        """The values delta() appended, folded (what they hold stays bounded however long the table stays)."""
+        for run in self._runs.values():
+            for stats in run[0].fields.values():
+                stats.fold()
 
     def settle(self) -> None:
         """The runs of the processes still in the table (at the end of the recording)."""

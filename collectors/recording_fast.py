@@ -4,7 +4,8 @@ The general reader turns every line into format 1's complete event (RecordingRea
 scalars and the process table copied and sorted, an agent's whole record rebuilt), then summarize picks out
 what changed. A day's recording is a million lines, nearly all of them format 2's changes: an OS line of a
 few figures and the process rows that changed, an agent's changed values, a device's changed fields. Those
-are read here, each value checked as the Decoder checks it and folded straight into its statistics. Any
+are read here, each value checked as the Decoder checks it and appended to its statistics' values to fold
+(_Stats.appender: folded by min() and max() every _FOLD_EVERY lines, not one call per value). Any
 other line (a declaration, a line written in full, an alert), and any line that fails a check here, goes
 through the general reader as it is, which refuses it or reads it in its own terms: what is skipped, and
 why, is the general reader's word, and the document is the same byte for byte
@@ -29,6 +30,7 @@ from collectors.recording import (
     _CHARS,
     _CUDA_STATE,
     _DEVICE_FIELDS,
+    _EXACT,
     _GPU_PROCESS_FIELDS,
     _KINDS,
     _LATEST,
@@ -39,7 +41,6 @@ from collectors.recording import (
     RecordingReader,
     Summary,
     _is_key,
-    _row_fits,
     _Stats,
 )
 from collectors.snapshots import OS_FIELDS
@@ -54,12 +55,21 @@ def _refuse(text: str) -> float:
 # expressions: a line that is not one JSON object and a newline goes to the general reader
 _SCAN = json.JSONDecoder(parse_constant=_refuse).scan_once
 _OS_TESTS = {name: _KINDS[_OS_FIELDS[name]] for name in OS_SCALARS}  # the checks of an OS line's figures
+# those that are numbers: name -> whether null is one
+_OS_NUMBERS = {
+    name: kind == "num?"
+    for name, kind in _OS_FIELDS.items()
+    if name in OS_SCALARS and kind in ("num", "num?")
+}
 _DEVICE_TESTS = {name: _KINDS[kind] for name, kind in _DEVICE_FIELDS.items() if kind != "list-"}
+_DEVICE_NUMBERS = frozenset(name for name, kind in _DEVICE_FIELDS.items() if kind == "num?")
 _DEVICE_SUMMED = ("total", "reserved", "used", "free", "utilization_gpu")  # summarize's, with processes_used
 _GPU_PROCESS_KEYS = frozenset(_GPU_PROCESS_FIELDS)  # GpuProcess's fields, none with a default
 _ABSENT = object()
+_FOLD_EVERY = 512  # lines: the values appended to the statistics wait at most this long to be folded
 _BIG = limits.MAX_MEASURED  # _MEASURED as an int, for ints
-_EXACT = 2**53  # an integer up to this is its own float: the conversion of a record's value keeps it
+_INT = {int}
+_NUMBER = {int, float}
 
 
 def fold_lines(reader: RecordingReader, summary: Summary) -> None:
@@ -69,7 +79,12 @@ def fold_lines(reader: RecordingReader, summary: Summary) -> None:
     handlers = {"os": fold.os, "agent": fold.agent, "nvml": fold.nvml}
     longest = limits.MAX_RECORDING_LINE
     scan = _SCAN
-    for _, line in reader.lines():
+    unfolded = 0
+    for line in reader.lines():
+        unfolded += 1
+        if unfolded == _FOLD_EVERY:
+            fold.fold_pending()
+            unfolded = 0
         if line[0] == "{" and len(line) <= longest:
             try:
                 obj, end = scan(line, 0)
@@ -82,7 +97,7 @@ def fold_lines(reader: RecordingReader, summary: Summary) -> None:
                 k = obj.get("k")
                 handler = handlers.get(k) if type(k) is str else None
                 if handler is not None and handler(obj):
-                    reader.truncated_tail = False
+                    reader.truncated_tail = False  # (each time: an over-long line after it is skipped unread)
                     continue
         fold.general(line)
 
@@ -92,12 +107,29 @@ class _Folder:
         self.reader = reader
         self.decoder = reader.decoder
         self.summary = summary
+        self.agent_cmdlines = summary.agent_cmdlines
         self.processes = summary.processes
         self._taken(None)
-        self.os_stats: dict[str, Any] | None = None  # name -> _Stats of the os source, once it has them all
+        # name -> the append of the os source's _Stats (system_used: used_append), once it has them all
+        self.os_appends: dict[str, Any] | None = None
         self.agents: dict[tuple, tuple] = {}  # (pid, start, dev) -> what agent() folds a change into
         self.nvml_event: dict | None = None  # the Decoder's last nvml event, whose devices are these:
         self.devices: dict[int, list] = {}  # index -> [device, its source, its processes' sources]
+
+    def fold_pending(self) -> None:
+        """The values appended to the statistics (_Stats.appender) folded in: what waits stays bounded."""
+        for src, *_ in self.agents.values():
+            for stats in src.fields.values():
+                stats.fold()
+        for _, src, processes, _ in self.devices.values():
+            for stats in src.fields.values():
+                stats.fold()
+            for _, process, _ in processes:
+                process.fields["used_bytes"].fold()
+        if self.os_appends is not None:
+            for stats in self.summary.os_source.fields.values():
+                stats.fold()
+        self.processes.fold_pending()
 
     # ---- the general reader
     def general(self, line: str) -> None:
@@ -111,7 +143,7 @@ class _Folder:
             self.summary.event(event, decoder.changed, decoder.rows)
             if event["k"] == "agent":
                 self._agent_folds(event)
-            elif event["k"] == "os" and self.os_stats is None:
+            elif event["k"] == "os" and self.os_appends is None:
                 self._os_folds()
             elif event["k"] == "nvml":
                 self._nvml_folds(event)
@@ -128,8 +160,8 @@ class _Folder:
     def _os_folds(self) -> None:
         fields = self.summary.os_source.fields
         if all(name in fields for name in (*OS_FIELDS, "system_used")):
-            self.os_stats = {name: fields[name] for name in OS_FIELDS}
-            self.used_stats = fields["system_used"]
+            self.os_appends = {name: fields[name].appender() for name in OS_FIELDS}
+            self.used_append = fields["system_used"].appender()
 
     def _agent_folds(self, event: dict) -> None:
         values = event["r"]
@@ -139,11 +171,10 @@ class _Folder:
         if "gap" not in fields or not all(name in fields for name, _, _ in _SUMMARY_AT):
             self.agents.pop(key3, None)
             return
-        stats_at: list = [None] * len(values)
-        converts: list = [None] * len(values)
+        appends: list = [None] * len(values)
         for name, index, convert in _SUMMARY_AT:
-            stats_at[index], converts[index] = fields[name], convert
-        self.agents[key3] = (src, stats_at, converts, fields["gap"])
+            appends[index] = fields[name].appender(convert)
+        self.agents[key3] = (src, appends, fields["gap"].appender())
 
     def _nvml_folds(self, event: dict) -> None:
         sources = self.summary.sources
@@ -152,16 +183,18 @@ class _Folder:
             if type(d["index"]) is not int or d["index"] in self.devices:
                 self.nvml_event = None  # not read here: nvml() leaves every change to the general reader
                 return
-            self.devices[d["index"]] = [d, sources[f"nvml:{d['index']}"], self._gpu_processes(d)]
+            src = sources[f"nvml:{d['index']}"]
+            appends = {name: src.fields[name].appender() for name in (*_DEVICE_SUMMED, "processes_used")}
+            self.devices[d["index"]] = [d, src, self._gpu_processes(d), appends]
 
     def _gpu_processes(self, d: dict) -> list[tuple]:
-        """(pid, source, its used_bytes) of each of a device's processes, in its order."""
+        """(pid, source, the append of its used_bytes) of each of a device's processes, in its order."""
         sources, found = self.summary.sources, []
         for p in d.get("processes", []):
             src = sources[f"gpu_process:{d['index']}:{p['pid']}"]
             if "used_bytes" not in src.fields:
                 src.fields["used_bytes"] = _Stats()
-            found.append((p["pid"], src, src.fields["used_bytes"]))
+            found.append((p["pid"], src, src.fields["used_bytes"].appender()))
         return found
 
     # ---- an nvml line of changes
@@ -175,6 +208,7 @@ class _Folder:
             return False
         devices = self.devices
         changed: dict[int, dict] = {}
+        m, big = _MEASURED, _BIG
         for change in changes:
             if type(change) is not dict:
                 return False
@@ -182,6 +216,14 @@ class _Folder:
             if type(index) is not int or index not in devices or index in changed:
                 return False
             for name, value in change.items():
+                if name in _DEVICE_NUMBERS:  # "num?" (_KINDS' test, written out: a line holds a few)
+                    kind = type(value)
+                    if not (
+                        (kind is int and -big <= value <= big) or (kind is float and -m <= value <= m)
+                        or value is None
+                    ):  # fmt: skip
+                        return False
+                    continue
                 test = _DEVICE_TESTS.get(name)
                 if test is not None:
                     if not test(value):
@@ -197,23 +239,22 @@ class _Folder:
             changed[index] = change
         merged = []
         for index, entry in devices.items():
-            device, src, processes = entry
-            src.seen(t, t, 1)
+            device, src, processes, appends = entry
+            _seen(src, t)
             change = changed.get(index)
             if change is None:
                 merged.append(device)
                 for _, process, _ in processes:
-                    process.seen(t, t, 1)
+                    _seen(process, t)
                 continue
             device = entry[0] = {**device, **change}
             merged.append(device)
-            fields = src.fields
             for name in _DEVICE_SUMMED:
                 if name in change:
-                    fields[name].add(change[name])
+                    appends[name](change[name])
             if "processes" not in change:
                 for _, process, _ in processes:
-                    process.seen(t, t, 1)
+                    _seen(process, t)
                 continue
             now = device["processes"]
             pids = [p["pid"] for p in now]
@@ -222,53 +263,67 @@ class _Folder:
                     self.summary.source(f"gpu_process:{index}:{p['pid']}", "gpu_process", p["pid"])
                 processes = entry[2] = self._gpu_processes(device)
             total = 0
-            for p, (_, process, stats) in zip(now, processes, strict=True):
+            for p, (_, process, append) in zip(now, processes, strict=True):
                 used = p["used_bytes"]
-                process.seen(t, t, 1)
-                stats.add(used)
+                _seen(process, t)
+                append(used)
                 if used is not None:
                     total += used
-            fields["processes_used"].add(total)
+            appends["processes_used"](total)
         self.nvml_event = self.decoder.nvml = {**event, "t": t, "devices": merged}
         return True
 
     # ---- an OS line of changes
     def os(self, e: dict) -> bool:
         """Fold an OS change line (the general reader's _os and summary.event); False: not read here."""
-        decoder = self.decoder
-        scalars, stats = decoder.os, self.os_stats
-        if scalars is None or stats is None:
+        scalars, appends = self.decoder.os, self.os_appends
+        if scalars is None or appends is None:
             return False
-        procs = e.get("procs", _ABSENT)
-        if procs is not _ABSENT and all(name in e for name in OS_SCALARS):
-            return False  # written in full (once a minute): the general reader
         t = e.get("t")
         if not ((type(t) is float or type(t) is int) and 0.0 <= t <= _LATEST):
             return False
         given = []
-        pset = pdel = _ABSENT
-        for name, value in e.items():
-            test = _OS_TESTS.get(name)
-            if test is not None:
-                if not test(value):
+        procs = pset = pdel = _ABSENT
+        m, big = _MEASURED, _BIG
+        for item in e.items():
+            name, value = item
+            nullable = _OS_NUMBERS.get(name)
+            if nullable is not None:  # "num" or "num?" (_KINDS' tests, written out: a line holds a few)
+                kind = type(value)
+                if kind is int:
+                    if value > big or value < -big:
+                        return False
+                elif kind is float:
+                    if not -m <= value <= m:
+                        return False
+                elif value is not None or not nullable:
                     return False
-                given.append((name, value))
+                given.append(item)
+            elif name == "k" or name == "t":  # (t checked above)
+                continue
+            elif name in _OS_TESTS:
+                if not _OS_TESTS[name](value):
+                    return False
+                given.append(item)
             elif name == "pset":
                 pset = value
             elif name == "pdel":
                 pdel = value
+            elif name == "procs":
+                procs = value
         if procs is not _ABSENT:  # a new table (more than half of it changed), whatever pset says
+            if len(given) == len(OS_SCALARS):
+                return False  # written in full (once a minute): the general reader
             changed = self._table_replaced(procs)
             if changed is None:
                 return False
         elif pset is _ABSENT and pdel is _ABSENT:
             changed = None
         else:
-            changed = self._table_change([] if pset is _ABSENT else pset, [] if pdel is _ABSENT else pdel)
+            changed = self._table_change(pset, pdel)
             if changed is None:
                 return False
-        for name, value in given:
-            scalars[name] = value
+        scalars.update(given)
         scalars["t"] = t
         src = self.summary.os_source
         src.samples += 1
@@ -276,14 +331,12 @@ class _Folder:
             src.start = t
         if t > src.end:
             src.end = t
-        used = False
         for name, value in given:
-            st = stats.get(name)
-            if st is not None:
-                st.add(value)
-                used = used or name == "mem_available" or name == "mem_total"
-        if used:
-            self.used_stats.add(scalars["mem_total"] - scalars["mem_available"])
+            append = appends.get(name)
+            if append is not None:
+                append(value)
+        if "mem_available" in e or "mem_total" in e:
+            self.used_append(scalars["mem_total"] - scalars["mem_available"])
         if changed is None:
             self.processes.same(t)
         else:
@@ -293,11 +346,8 @@ class _Folder:
     def _table_replaced(self, procs: Any) -> tuple[dict, list, bool] | None:
         """(rows, processes gone, True) of a format-2 table written whole, each row checked as _checked_rows
         checks it; None when the general reader is to read it (a process with two rows, before or now)."""
-        if self.twice or type(procs) is not list:
+        if self.twice or type(procs) is not list or not _rows_fit(procs):
             return None
-        for row in procs:
-            if not (type(row) is list and 7 <= len(row) <= 8 and _row_fits(*row)):
-                return None
         table = {(row[0], row[1]): row for row in procs}
         if len(table) < len(procs):
             return None
@@ -309,40 +359,60 @@ class _Folder:
     def _table_change(self, pset: Any, pdel: Any) -> tuple[dict, list, bool] | None:
         """(rows set, processes gone, False) of a format-2 table change, the table updated (apply_proc_delta's
         result, by process), each row checked as _checked_rows checks it; None when the general reader is
-        to say what is wrong."""
-        if self.twice or type(pdel) is not list or type(pset) is not list:
-            return None
-        if not all(_is_key(x) for x in pdel):
+        to say what is wrong. `pset`, `pdel`: the line's, or _ABSENT."""
+        if self.twice:
             return None
         table = self.table.copy()
-        for key in pdel:
-            if table.pop((key[0], key[1]), None) is None:
+        gone: list = []
+        if pdel is not _ABSENT:
+            if type(pdel) is not list or not all(_is_key(x) for x in pdel):
                 return None
-        changed = {}
+            for key in pdel:
+                if table.pop((key[0], key[1]), None) is None:
+                    return None
+        if pset is _ABSENT:
+            pset = []
+        elif type(pset) is not list:
+            return None
+        changed = {}  # rows for _Processes.delta (a process's size changes are folded here)
+        folds, cmdlines = self.processes._folds, self.summary.cmdlines
+        folded: dict[tuple, tuple] = {}  # the processes whose sizes were folded here
         m, big = _MEASURED, _BIG
         for row in pset:
             if type(row) is not list:
-                return None
+                return _sizes_taken_back(folded)
             if len(row) == 4:  # [pid, start, rss, growth]: _size_change_fits, written out
                 pid, start, rss, growth = row
-                if not (
-                    type(pid) is int and -big <= pid <= big and type(start) is int and -big <= start <= big
-                    and ((type(rss) is int and -big <= rss <= big) or (type(rss) is float and -m <= rss <= m))
-                    and (growth is None or (type(growth) is int and -big <= growth <= big)
-                         or (type(growth) is float and -m <= growth <= m))
-                ):  # fmt: skip
-                    return None
+                if type(pid) is not int or type(start) is not int:  # (in the table: within the limits)
+                    return _sizes_taken_back(folded)
+                kind = type(rss)  # an int compared with an int: a third of the time of one with a float
+                if not ((kind is int and -big <= rss <= big) or (kind is float and -m <= rss <= m)):
+                    return _sizes_taken_back(folded)
+                if growth is not None:
+                    kind = type(growth)
+                    if not ((kind is int and -big <= growth <= big) or (kind is float and -m <= growth <= m)):
+                        return _sizes_taken_back(folded)
                 key = (pid, start)
                 old = table.get(key)
-                if old is None:
-                    return None
-                row = [pid, start, old[2], rss, growth, *old[5:]]
-            elif 7 <= len(row) <= 8 and _row_fits(*row):
-                key = (row[0], row[1])
+                if old is None or key in folded:  # (set twice: the general reader keeps the last)
+                    return _sizes_taken_back(folded)
+                table[key] = [pid, start, old[2], rss, growth, *old[5:]]
+                fold = folds.get(key)
+                if fold is None or key in changed:
+                    changed[key] = table[key]
+                    continue
+                # _Processes.delta's fold of a process in the table (so in its runs), here
+                src, rss_append, growth_append = fold
+                rss_append(rss)
+                growth_append(growth)
+                src.cmdline = cmdlines.get(key, "")
+                folded[key] = fold
+            elif _rows_fit((row,)) and (row[0], row[1]) not in folded:
+                table[(row[0], row[1])] = changed[(row[0], row[1])] = row
             else:
-                return None
-            table[key] = changed[key] = row
-        gone = [key for key in {(x[0], x[1]): None for x in pdel} if key not in table]
+                return _sizes_taken_back(folded)
+        if pdel is not _ABSENT:
+            gone = [key for key in {(x[0], x[1]): None for x in pdel} if key not in table]
         self.table, self.moved = table, True
         return changed, gone, False
 
@@ -357,10 +427,9 @@ class _Folder:
         m, big = _MEASURED, _BIG
         if not (
             type(d) is list and not len(d) & 1
-            and type(pid) is int and -big <= pid <= big and type(start) is int and -big <= start <= big
-            and type(dev) is int and -big <= dev <= big
+            and type(pid) is int and type(start) is int and type(dev) is int
             and (type(t) is float or type(t) is int) and 0.0 <= t <= _LATEST
-        ):  # fmt: skip
+        ):  # fmt: skip  (pid, start and dev within the limits: an agent's already read, below)
             return False
         key3 = (pid, start, dev)
         values = self.decoder.records.get(key3)
@@ -368,43 +437,37 @@ class _Folder:
         if values is None or folds is None or (pid, start) not in self.decoder.carried:
             return False
         label = len(values) - 1
+        src, appends, gap = folds
         it = iter(d)
         for index, value in zip(it, it, strict=True):  # _changed's checks, the value stored as it passes
             if type(index) is not int or index < 2 or index >= label:  # (a refused line costs the agent
                 if index == label and type(index) is int and type(value) is str and len(value) <= _CHARS:
                     values[index] = value  # its record: the values stored here go with it)
                     continue
-                return False
+                return _taken_back(d, index, value, appends)
             kind = type(value)
             if kind is int:  # an int compared with an int: a third of the time of one compared with a float
                 if value > big or value < -big:
-                    return False
+                    return _taken_back(d, index, value, appends)
             elif kind is float:
                 if not -m <= value <= m:
-                    return False
+                    return _taken_back(d, index, value, appends)
             elif value is not None:
-                return False
+                return _taken_back(d, index, value, appends)
             values[index] = value
+            append = appends[index]
+            if append is not None:
+                append(value)
+        indices = d[::2]
         values[0] = t
-        src, stats_at, converts, gap = folds
-        exact = _EXACT
-        low = False  # the CUDA state, allocated or reserved among them
-        it = iter(d)
-        for index, value in zip(it, it, strict=True):
-            if index < _LOW:
-                low = True
-            st = stats_at[index]
-            if st is None:
-                continue
-            if type(value) is not int or not -exact <= value <= exact:  # else its conversion gives it back
-                value = converts[index](math.nan if value is None else float(value))
-                if value is None:
-                    continue
-            st.add(value)
-        if low:  # (folding the gap and the state again when they did not change changes nothing)
+        if _ALLOCATED in indices or _RESERVED in indices:  # (the gap folded again unchanged changes nothing)
             allocated, reserved = values[_ALLOCATED], values[_RESERVED]
-            if allocated is not None and reserved is not None:
-                gap.add(_ALLOCATION(float(reserved)) - _ALLOCATION(float(allocated)))
+            x = _EXACT
+            if type(allocated) is int is type(reserved) and -x <= allocated <= x and -x <= reserved <= x:
+                gap(reserved - allocated)  # (each its own float: their conversions give them back)
+            elif allocated is not None and reserved is not None:
+                gap(_ALLOCATION(float(reserved)) - _ALLOCATION(float(allocated)))
+        if _CUDA_STATE in indices:  # (its status is the state's since its last complete line)
             x = values[_CUDA_STATE]
             src.status = _STATE(math.nan if x is None else float(x))
         t = float(t)
@@ -413,8 +476,72 @@ class _Folder:
             src.start = t
         if t > src.end:
             src.end = t
-        src.cmdline = self.summary.agent_cmdlines.get((pid, start), "")
+        src.cmdline = self.agent_cmdlines.get((pid, start), "")
         return True
+
+
+def _taken_back(d: list, index: Any, value: Any, appends: list) -> bool:
+    """False, the values an agent's change line appended before its refused pair (`index`, `value`) taken
+    back: the general reader refuses the whole line. The pairs before it passed the same checks, so it is
+    the first pair of these two objects."""
+    for i in range(0, len(d), 2):
+        if d[i] is index and d[i + 1] is value:
+            break
+        append = appends[d[i]]  # (None at the label's index)
+        if append is not None:
+            append.__self__.pop()
+    return False
+
+
+def _rows_fit(rows: list) -> bool:
+    """Each row a process row as collectors/recording.py's _row_fits checks it (its 7 values, or 8 with its
+    own window), written out in one loop: a table written whole holds a few dozen."""
+    m, big, chars = _MEASURED, _BIG, _CHARS
+    for row in rows:
+        if type(row) is not list:
+            return False
+        n = len(row)
+        if n == 7:
+            pid, start, name, rss, growth, _, user = row
+        elif n == 8:
+            pid, start, name, rss, growth, _, user, window = row
+            kind = type(window)
+            if not ((kind is int and -big <= window <= big) or (kind is float and -m <= window <= m)):
+                return False
+        else:
+            return False
+        if not (
+            type(pid) is int and -big <= pid <= big and type(start) is int and -big <= start <= big
+            and type(name) is str and len(name) <= chars and type(user) is str and len(user) <= chars
+        ):  # fmt: skip
+            return False
+        kind = type(rss)
+        if not ((kind is int and -big <= rss <= big) or (kind is float and -m <= rss <= m)):
+            return False
+        if growth is not None:
+            kind = type(growth)
+            if not ((kind is int and -big <= growth <= big) or (kind is float and -m <= growth <= m)):
+                return False
+    return True
+
+
+def _sizes_taken_back(folded: dict) -> None:
+    """None (the line is the general reader's), the sizes a process table's change folded taken back."""
+    for _, rss_append, growth_append in folded.values():
+        rss_append.__self__.pop()
+        growth_append.__self__.pop()
+
+
+def _seen(src: Any, t: float) -> None:
+    """_Source.seen(t, t, 1), written out for a source seen before."""
+    if src.start is None:
+        src.seen(t, t, 1)
+        return
+    src.samples += 1
+    if t < src.start:
+        src.start = t
+    if t > src.end:
+        src.end = t
 
 
 def _gpu_processes_fit(processes: Any) -> bool:
@@ -435,5 +562,4 @@ def _gpu_processes_fit(processes: Any) -> bool:
 
 
 _ALLOCATION = FIELD_VALUE["allocated"]  # allocated's and reserved's (the same conversion)
-_LOW = max(_CUDA_STATE, _ALLOCATED, _RESERVED) + 1
 _STATE = FIELD_VALUE["cuda_state"]

@@ -237,29 +237,9 @@ def module_matches(module: str, patterns: tuple[str, ...]) -> bool:
 Sizer = Callable[[TensorGroup, int], int]
 
 
-def _sizer(
-    spec: ModelSpec, fmt: str, quant: QuantSpec | None, tensors: ModelTensors
-) -> tuple[Sizer, Callable[[int], Hashable] | None]:
-    """(size, depends): size(tensor group, layer index or -1) -> bytes for this format; depends(layer
-    index) -> what else than the layer's shape its bytes depend on (None: nothing)."""
-    if fmt in ("bf16", "fp16"):
-        return (lambda g, _i: g.numel * (4 if g.buffer else 2)), None
-    if fmt == "fp32":
-        return (lambda g, _i: g.numel * 4), None
-    if fmt in ("q8_0", "q4_k_m"):
-        return _gguf_sizer(spec, fmt, tensors)
-
-    skip = quant.modules_to_not_convert if quant else ()
-
-    def skipped(i: int) -> tuple[bool, ...]:  # which of layer i's modules its skip patterns name
-        return tuple(module_matches(g.module, skip) for g in tensors.layer(i))
-
-    def high_precision(g: TensorGroup) -> int:
-        return g.numel * (4 if g.buffer else HIGH_PRECISION_BYTES)  # buffers are fp32 in the checkpoints
-
-    def converted(g: TensorGroup) -> bool:
-        return g.role in LINEAR_ROLES and not module_matches(g.module, skip)
-
+def _matrix_bytes(fmt: str, quant: QuantSpec | None) -> Callable[[int, int], int]:
+    """bytes(rows, cols) of one linear layer's weight matrix as `fmt` stores it, with its scales, zero points
+    and index maps (the checkpoint's quantization_config gives block and group sizes where it has them)."""
     if fmt == "fp8":
 
         def matrix(rows: int, cols: int) -> int:
@@ -308,6 +288,33 @@ def _sizer(
 
     else:  # pragma: no cover - format_info has already rejected unknown names
         raise PlannerError(f"weight format {fmt!r} has no size rule")
+    return matrix
+
+
+def _sizer(
+    spec: ModelSpec, fmt: str, quant: QuantSpec | None, tensors: ModelTensors
+) -> tuple[Sizer, Callable[[int], Hashable] | None]:
+    """(size, depends): size(tensor group, layer index or -1) -> bytes for this format; depends(layer
+    index) -> what else than the layer's shape its bytes depend on (None: nothing)."""
+    if fmt in ("bf16", "fp16"):
+        return (lambda g, _i: g.numel * (4 if g.buffer else 2)), None
+    if fmt == "fp32":
+        return (lambda g, _i: g.numel * 4), None
+    if fmt in ("q8_0", "q4_k_m"):
+        return _gguf_sizer(spec, fmt, tensors)
+
+    skip = quant.modules_to_not_convert if quant else ()
+
+    def skipped(i: int) -> tuple[bool, ...]:  # which of layer i's modules its skip patterns name
+        return tuple(module_matches(g.module, skip) for g in tensors.layer(i))
+
+    def high_precision(g: TensorGroup) -> int:
+        return g.numel * (4 if g.buffer else HIGH_PRECISION_BYTES)  # buffers are fp32 in the checkpoints
+
+    def converted(g: TensorGroup) -> bool:
+        return g.role in LINEAR_ROLES and not module_matches(g.module, skip)
+
+    matrix = _matrix_bytes(fmt, quant)
 
     def size(g: TensorGroup, _layer: int) -> int:
         if converted(g):

@@ -196,6 +196,8 @@ _CHANGES = [  # (a line, then the next change of its stream): read alike, or ref
     '{"k":"os","t":T,"pset":[[101,6,"python",4096,null,0,"ada"]],"pdel":[[101,6]]}',  # gone and back
     '{"k":"os","t":T,"pset":[[201,1,"a",4096,null,1,"u"],[202,1,"b",4096,null,1,"u"],[203,1,"c",8192,1,1,"u",2]]}',
     '{"k":"os","t":T,"pset":[[100,5,1,2],[100,5,3,4]]}',
+    '{"k":"os","t":T,"pset":[[100,5,1,2],[100,5,"p",3,null,0,"u"]]}',  # a size, then the whole row
+    '{"k":"os","t":T,"pset":[[100,5,"p",3,null,0,"u"],[100,5,1,2],[101,6,7,8]]}',
     '{"k":"os","t":T,"mem_available":1e999}',
     '{"k":"os","t":T,"cached":"x"}',
     '{"k":"os","t":T,"w":null}',
@@ -249,3 +251,64 @@ def test_each_check_of_the_fast_reader_is_the_general_readers(tmp_path, change):
     fast, fast_skipped = _fast(path)
     assert json.dumps(fast) == json.dumps(general)
     assert fast_skipped == skipped
+
+
+def test_the_fast_reader_gives_the_general_readers_document_for_the_benchs_recording(tmp_path):
+    """bench/day_recording.py's recording (the real Recorder: a 24-process table changing at every scan,
+    processes coming and going, an agent, a GPU), 15 minutes of it: the fast reader's document is the general
+    reader's byte for byte, across the many folds of the values it appends (_FOLD_EVERY lines apart) and the
+    complete lines written every minute."""
+    from bench.day_recording import make  # noqa: PLC0415
+
+    path = tmp_path / "day.jsonl"
+    made = make(path, 0.25)
+    assert made["ticks"] == 1800
+    general, skipped = _general(path)
+    fast, fast_skipped = _fast(path)
+    assert json.dumps(fast) == json.dumps(general)
+    assert fast_skipped == skipped == (0, "", False)
+    processes = [s for s in fast["sources"] if s["kind"] == "process"]
+    assert len(processes) == 24 + 1799 // 40  # and one started at every 40th tick after the first
+    assert [s["samples"] for s in fast["sources"] if s["id"] == "os"] == [1800]
+
+
+def test_the_values_waiting_to_be_folded_do_not_grow_with_a_recording_without_complete_lines(tmp_path):
+    """An agent's change lines with no complete line between them (a writer that never writes one again):
+    what the fast reader holds for 2,000 of them is what it holds for 500, every value folded in turn."""
+    lines = _base(tmp_path / "base.jsonl")
+
+    def write(path, count: int) -> None:
+        changes = (
+            f'{{"k":"agent","pid":7001,"start":5,"t":{T + i / 2!r},"dev":0,"d":[3,{2**33 + i * 4096},4,'
+            f'{2**34 + i * 8192}]}}\n'
+            for i in range(count)
+        )
+        path.write_bytes(b"".join(lines) + "".join(changes).encode())
+
+    short, long = tmp_path / "short.jsonl", tmp_path / "long.jsonl"
+    write(short, 500)
+    write(long, 2000)
+    _peak(short)  # what a first read allocates once (the readers' caches) is not the recording's
+    short_peak, short_doc = _peak(short)
+    long_peak, long_doc = _peak(long)
+    agent = next(s for s in long_doc["sources"] if s["kind"] == "agent")
+    assert agent["samples"] == 2001
+    allocated = agent["fields"]["allocated"]
+    assert (allocated["max"], allocated["last"]) == (2**33 + 1999 * 4096, 2**33 + 1999 * 4096)
+    assert long_peak - short_peak < 8_000, (short_peak, long_peak)
+
+
+def test_an_over_long_last_line_after_change_lines_is_a_truncated_tail_for_both_readers(tmp_path):
+    """A last line over MAX_RECORDING_LINE (skipped unread) after change lines the fast reader read: the
+    recording's tail is cut for the fast reader as for the general one."""
+    from planner import limits  # noqa: PLC0415
+
+    lines = _base(tmp_path / "base.jsonl")
+    path = tmp_path / "r.jsonl"
+    change = _NEXT["os"].replace("T", repr(T))
+    path.write_bytes(b"".join(lines) + f"{change}\n".encode() + b"{" + b" " * limits.MAX_RECORDING_LINE)
+    general, skipped = _general(path)
+    fast, fast_skipped = _fast(path)
+    assert json.dumps(fast) == json.dumps(general)
+    assert fast_skipped == skipped
+    assert skipped[0] == 1 and skipped[2] is True

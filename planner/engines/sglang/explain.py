@@ -94,25 +94,48 @@ def _setting(log: SGLangLog, given: Mapping[str, Any], key: str, *log_keys: str)
     return (value, "log") if value is not None else (None, "default")
 
 
+def _era(log: SGLangLog, version: str | None, inputs: list[tuple[str, str, str]]):
+    """Which SGLang release's rules apply: --sglang-version, else the log's wording, else the newest."""
+    era = era_of(version, None if version else log.era)
+    if version:
+        where = "given (--sglang-version)"
+    elif log.era:
+        where = f"the log's wording dates it {era.label} (line {log.era_line})"
+    else:
+        where = f"not dated by the log: the newest modelled ({era.rule})"
+    inputs.append(("SGLang release rules", era.rule, where))
+    return era
+
+
+def _default_fraction(
+    log: SGLangLog,
+    era,
+    total_bytes: int | None,
+    tp: int,
+    pp: int,
+    inputs: list[tuple[str, str, str]],
+    missing: list[str],
+) -> float | None:
+    """SGLang's default mem_fraction_static where the log does not give one; it needs the device total."""
+    if total_bytes is None:
+        missing.append(
+            "mem_fraction_static (not in the log: give --mem-fraction-static, or --total-gib for SGLang's "
+            "default)"
+        )
+        return None
+    chunk = log.first("chunked_prefill_size")
+    default = defaults_for(
+        era.rule, total_bytes / 2**20, tp, pp, chunked_prefill_size=int(chunk.value) if chunk else None
+    )
+    inputs.append(("mem_fraction_static", f"{default.mem_fraction_static}", f"default: {default.source}"))
+    return default.mem_fraction_static
+
+
 def _resolve(log: SGLangLog, options: Mapping[str, Any]) -> _Run:
     given = dict(options.get("given") or {})
     inputs: list[tuple[str, str, str]] = []
     model_id, spec = _model(log, options, inputs)
-    version = options.get("version")
-    era = era_of(version, None if version else log.era)
-    inputs.append(
-        (
-            "SGLang release rules",
-            era.rule,
-            "given (--sglang-version)"
-            if version
-            else (
-                f"the log's wording dates it {era.label} (line {log.era_line})"
-                if log.era
-                else f"not dated by the log: the newest modelled ({era.rule})"
-            ),
-        )
-    )
+    era = _era(log, options.get("version"), inputs)
 
     def number(key: str, *log_keys: str, kind=int, what: str = "") -> tuple[Any, str]:
         text, where = _setting(log, given, key, *log_keys)
@@ -135,22 +158,8 @@ def _resolve(log: SGLangLog, options: Mapping[str, Any]) -> _Run:
         missing.append(
             "the free memory before loading (no 'Load weight begin. avail mem' line: give --free-gib)"
         )
-    if fraction is None and options.get("total_bytes") is not None:
-        chunk = log.first("chunked_prefill_size")
-        default = defaults_for(
-            era.rule,
-            options["total_bytes"] / 2**20,
-            tp or 1,
-            pp or 1,
-            chunked_prefill_size=int(chunk.value) if chunk else None,
-        )
-        fraction = default.mem_fraction_static
-        inputs.append(("mem_fraction_static", f"{fraction}", f"default: {default.source}"))
-    elif fraction is None:
-        missing.append(
-            "mem_fraction_static (not in the log: give --mem-fraction-static, or --total-gib for SGLang's "
-            "default)"
-        )
+    if fraction is None:
+        fraction = _default_fraction(log, era, options.get("total_bytes"), tp or 1, pp or 1, inputs, missing)
     kv_dtype = _kv_dtype(log, given, inputs)
     fmt, fmt_why = _weight_format(log, given, model_id)
     if fmt is not None:

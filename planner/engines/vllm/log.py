@@ -324,6 +324,8 @@ _V1_FILES = {
     "worker.py": "V0", "model_runner.py": "V0", "executor_base.py": "V0", "llm_engine.py": "V0",
     "gpu_executor.py": "V0",
 }  # fmt: skip
+# words only a V1 engine logs, where no header names a file
+_V1_WORDS = re.compile(r"Available KV cache memory|GPU KV cache size|EngineCore")
 
 _VERSION_PATTERNS = (
     re.compile(r"Initializing (?:a (V[01]) |an )?LLM engine \(v?([^)\s]+)\) with config: (.*)$"),
@@ -394,34 +396,11 @@ class LogReader(LineReader):  # feed_text(chunk) / flush(): whole lines to feed(
         s.lines += 1
         n = s.lines
         msg, rank = strip_line(raw)
-        if self._args_text:
-            if _HEADER.search(ANSI.sub("", raw)) is None and self._args_lines < _ARGS_WRAP_LINES:
-                self._args_text += ANSI.sub("", raw).rstrip("\r\n")
-                self._args_lines += 1
-                if self._non_default_args(self._args_text):
-                    self._args_text = ""
-                return
-            self._args_text = ""  # not a wrapped dict after all: the line is read as itself
+        msg = self._joined(raw, msg)
         if not msg:
             return
-        if self._command or (msg.endswith("\\") and re.search(r"vllm serve|vllm\.entrypoints", msg)):
-            self._command += " " + msg.rstrip("\\").strip()
-            if msg.endswith("\\"):
-                return
-            msg, self._command = self._command.strip(), ""
         header = _HEADER.search(ANSI.sub("", raw))
-        is_header = header is not None
-        if header is not None:
-            s.vllm_lines += 1
-            hint = _V1_FILES.get(header.group("file").rsplit("/", 1)[-1])
-            if hint and s.engine_hint is None:
-                s.engine_hint = hint
-        if s.engine_hint is None and re.search(
-            r"Available KV cache memory|GPU KV cache size|EngineCore", raw
-        ):
-            s.engine_hint = "V1"
-        if s.engine_hint is None and "non_torch_memory takes" in msg:
-            s.engine_hint = "V0"  # the one-line breakdown is the V0 worker's (V1 logs it at DEBUG)
+        self._engine_hint(header, raw, msg)
         self._version_and_config(msg, raw)
         if s.flashinfer_sampler_line is None and "Using FlashInfer for top-p & top-k sampling" in msg:
             s.flashinfer_sampler_line = n
@@ -433,6 +412,56 @@ class LogReader(LineReader):  # feed_text(chunk) / flush(): whole lines to feed(
                 s.facts[name] = (word if word is not None else m.group(1).strip(), n)
         if s.model is None and "model_line" in s.facts:
             s.model = s.facts["model_line"][0]
+        if self._profile_table(msg, n, rank):
+            return
+        self._figures(msg, n, rank)
+        for stage, pattern in _STAGE_MARKS:
+            if pattern.search(msg):
+                self._stage(stage)
+        if s.error is None:
+            err = _ERROR.search(msg)
+            if err and (
+                header is not None or "Error" in msg or "out of memory" in msg or "No available memory" in msg
+            ):
+                s.error = err.group(1).strip()
+                s.error_line = n
+
+    def _joined(self, raw: str, msg: str) -> str:
+        """The message to read for this line: "" while a hard-wrapped "non-default args" dict or a `vllm serve
+        ... \\` command continues over lines, the whole command on its last line."""
+        if self._args_text:
+            if _HEADER.search(ANSI.sub("", raw)) is None and self._args_lines < _ARGS_WRAP_LINES:
+                self._args_text += ANSI.sub("", raw).rstrip("\r\n")
+                self._args_lines += 1
+                if self._non_default_args(self._args_text):
+                    self._args_text = ""
+                return ""
+            self._args_text = ""  # not a wrapped dict after all: the line is read as itself
+        if not msg:
+            return ""
+        if self._command or (msg.endswith("\\") and re.search(r"vllm serve|vllm\.entrypoints", msg)):
+            self._command += " " + msg.rstrip("\\").strip()
+            if msg.endswith("\\"):
+                return ""
+            msg, self._command = self._command.strip(), ""
+        return msg
+
+    def _engine_hint(self, header: re.Match | None, raw: str, msg: str) -> None:
+        s = self._s
+        if header is not None:
+            s.vllm_lines += 1
+            hint = _V1_FILES.get(header.group("file").rsplit("/", 1)[-1])
+            if hint and s.engine_hint is None:
+                s.engine_hint = hint
+        if s.engine_hint is None and _V1_WORDS.search(raw):
+            s.engine_hint = "V1"
+        if s.engine_hint is None and "non_torch_memory takes" in msg:
+            s.engine_hint = "V0"  # the one-line breakdown is the V0 worker's (V1 logs it at DEBUG)
+
+    def _profile_table(self, msg: str, n: int, rank: str) -> bool:
+        """The 0.6.5-dev "Memory profiling results:" table: True where this line was one of its rows or its
+        title (nothing else to read in it)."""
+        s = self._s
         if s.table_pending:
             row = _TABLE_ROW.match(msg)
             if row and row.group("name").strip() in _TABLE:
@@ -441,13 +470,16 @@ class LogReader(LineReader):  # feed_text(chunk) / flush(): whole lines to feed(
                 if name == "kv_pool":
                     s.table_pending = False
                 self._stage("profiling")
-                return
+                return True
             if not msg.startswith("duration"):
                 s.table_pending = False
         if msg.rstrip() == "Memory profiling results:":
             s.table_pending = True
             self._stage("profiling")
-            return
+            return True
+        return False
+
+    def _figures(self, msg: str, n: int, rank: str) -> None:
         for pattern, names in _FIGURES:
             m = pattern.search(msg)
             if not m:
@@ -458,16 +490,6 @@ class LogReader(LineReader):  # feed_text(chunk) / flush(): whole lines to feed(
                 continue
             for (name, unit), text in zip(names, groups, strict=False):
                 self._add(name, unit, text, n, rank)
-        for stage, pattern in _STAGE_MARKS:
-            if pattern.search(msg):
-                self._stage(stage)
-        if s.error is None:
-            err = _ERROR.search(msg)
-            if err and (
-                is_header or "Error" in msg or "out of memory" in msg or "No available memory" in msg
-            ):
-                s.error = err.group(1).strip()
-                s.error_line = n
 
     def _version_and_config(self, msg: str, raw: str) -> None:
         s = self._s
