@@ -75,17 +75,20 @@ asyncio.run(main())
 """
 
 
-def test_plotext_is_imported_only_when_a_chart_is_drawn_and_without_its_docstring_modules():
+def _printed_by_a_fresh_interpreter(script: str) -> list[str]:
+    """What `script` prints, run in an interpreter of its own (its sys.modules untouched by other tests)."""
     import pathlib  # noqa: PLC0415
     import subprocess  # noqa: PLC0415
     import sys  # noqa: PLC0415
 
     repo = pathlib.Path(__file__).resolve().parents[2]
-    out = subprocess.run(
-        [sys.executable, "-c", PLOTEXT_ON_DEMAND], cwd=repo, capture_output=True, text=True, timeout=60
-    )
+    out = subprocess.run([sys.executable, "-c", script], cwd=repo, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split() == ["False", "True", "[]"]
+    return out.stdout.split()
+
+
+def test_plotext_is_imported_only_when_a_chart_is_drawn_and_without_its_docstring_modules():
+    assert _printed_by_a_fresh_interpreter(PLOTEXT_ON_DEMAND) == ["False", "True", "[]"]
 
 
 async def test_the_line_naming_what_is_below_the_fold_matches_no_selector_against_the_screen(monkeypatch):
@@ -128,13 +131,5 @@ asyncio.run(main())
 
 def test_the_live_screen_imports_the_agents_table_only_when_an_agent_shows():
     # without agents the table is hidden; its module brings Textual's DataTable (0.3 MiB)
-    import pathlib  # noqa: PLC0415
-    import subprocess  # noqa: PLC0415
-    import sys  # noqa: PLC0415
-
-    repo = pathlib.Path(__file__).resolve().parents[2]
-    out = subprocess.run(
-        [sys.executable, "-c", AGENTS_TABLE_ON_DEMAND], cwd=repo, capture_output=True, text=True, timeout=60
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split() == ["False", "agents-missing", "gap-chart", "True", "1"]
+    printed = _printed_by_a_fresh_interpreter(AGENTS_TABLE_ON_DEMAND)
+    assert printed == ["False", "agents-missing", "gap-chart", "True", "1"]
