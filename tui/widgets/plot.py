@@ -7,37 +7,11 @@ foreground follow the app's theme), so the pictures are the same (the snapshot t
 
 from __future__ import annotations
 
-import sys
-import types
 from typing import Any
 
 from rich.text import Text
 from textual.color import Color
 from textual.widget import Widget
-
-
-def import_plotext() -> types.ModuleType:
-    """textual_plotext.plot (plotext with it), imported without plotext's docstring tables. plotext's _core
-    imports _doc, which builds the documentation of every plotext function (0.5 MiB resident for as long
-    as the monitor runs), and _core and _figure take `add` from _doc_utils, which writes each function's
-    __doc__; a plot draws nothing from either. While plotext imports, the two are stand-ins (`add` does
-    nothing, no `documentation`), removed afterwards so that a later import of them gets the real ones.
-    plotext's functions then have no __doc__; nothing else differs."""
-    if "plotext" not in sys.modules:
-        docs = types.ModuleType("plotext._doc_utils")
-        docs.documentation = None  # plotext's `doc` (its help browser), which memsight never calls
-        docs.add = lambda _function: None
-        stand_ins = {"plotext._doc": types.ModuleType("plotext._doc"), "plotext._doc_utils": docs}
-        sys.modules.update(stand_ins)
-        try:
-            import textual_plotext.plot  # noqa: PLC0415  (the import PlotWidget defers)
-        finally:
-            for name, module in stand_ins.items():
-                if sys.modules.get(name) is module:
-                    del sys.modules[name]
-    import textual_plotext.plot  # noqa: PLC0415
-
-    return textual_plotext.plot
 
 
 class PlotWidget(Widget):
@@ -57,22 +31,22 @@ class PlotWidget(Widget):
     def plt(self) -> Any:
         """The plot (textual_plotext's Plot, used as the plotext module would be)."""
         if self._plot is None:
-            self._plot = import_plotext().Plot()
+            from textual_plotext.plot import Plot  # noqa: PLC0415  (the import this class defers)
+
+            self._plot = Plot()
         return self._plot
 
     def plotext_theme(self) -> str:
         """The plotext theme of the app's theme, registered with plotext as PlotextPlot registers it."""
-        textual_plotext = import_plotext()
-        from plotext._dict import themes  # noqa: PLC0415  (imported with it)
+        from plotext._dict import themes  # noqa: PLC0415
+        from textual_plotext.plot import _rgbify_theme, _sequence  # noqa: PLC0415
 
         name = f"textual-auto-{self.app.theme}"
         if name not in themes:
             variables = self.app.theme_variables
             surface = Color.parse(variables.get("surface")).rgb
             foreground = Color.parse(variables.get("foreground")).rgb
-            themes[name] = textual_plotext._rgbify_theme(
-                surface, surface, foreground, "default", textual_plotext._sequence
-            )
+            themes[name] = _rgbify_theme(surface, surface, foreground, "default", _sequence)
         return name
 
     def sized_plot(self) -> Any:
