@@ -29,6 +29,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from collectors import agent_format as fmt
 from collectors.agent_info import InfoFile
@@ -41,8 +42,7 @@ from collectors.pool import PoolSampler
 from collectors.snapshots import AgentRecord, MonitorState
 from collectors.state import StateBuilder
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # a type only: the recorder is imported where a recording is made
     from collectors.recorder import Recorder
 
 VLLM_MAX_HZ = 1.0  # a vLLM scrape renders every metric server-side: never ask more than once a second

@@ -396,10 +396,11 @@ class LogReader(LineReader):  # feed_text(chunk) / flush(): whole lines to feed(
         s.lines += 1
         n = s.lines
         msg, rank = strip_line(raw)
-        msg = self._joined(raw, msg)
+        plain = ANSI.sub("", raw)  # the line without its ANSI colours
+        msg = self._joined(plain, msg)
         if not msg:
             return
-        header = _HEADER.search(ANSI.sub("", raw))
+        header = _HEADER.search(plain)
         self._engine_hint(header, raw, msg)
         self._version_and_config(msg, raw)
         if s.flashinfer_sampler_line is None and "Using FlashInfer for top-p & top-k sampling" in msg:
@@ -426,12 +427,12 @@ class LogReader(LineReader):  # feed_text(chunk) / flush(): whole lines to feed(
                 s.error = err.group(1).strip()
                 s.error_line = n
 
-    def _joined(self, raw: str, msg: str) -> str:
+    def _joined(self, plain: str, msg: str) -> str:
         """The message to read for this line: "" while a hard-wrapped "non-default args" dict or a `vllm serve
         ... \\` command continues over lines, the whole command on its last line."""
         if self._args_text:
-            if _HEADER.search(ANSI.sub("", raw)) is None and self._args_lines < _ARGS_WRAP_LINES:
-                self._args_text += ANSI.sub("", raw).rstrip("\r\n")
+            if _HEADER.search(plain) is None and self._args_lines < _ARGS_WRAP_LINES:
+                self._args_text += plain.rstrip("\r\n")
                 self._args_lines += 1
                 if self._non_default_args(self._args_text):
                     self._args_text = ""
