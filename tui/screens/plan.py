@@ -74,7 +74,9 @@ class PlanScreen(Screen):
             fields = self._field_widgets(start, choices)
         yield Header()
         yield Static("", id="plan-status", classes="status-line")
-        yield Static("", id="plan-follows", classes="note")
+        follows = Static("", id="plan-follows", classes="note")
+        follows.display = False  # until a view says what is followed (hidden here, not in on_mount: below)
+        yield follows
         with VerticalScroll(id="plan-body"):
             with Grid(id="plan-fields"):
                 for label, classes, widget in fields:
@@ -120,9 +122,11 @@ class PlanScreen(Screen):
         # Tab goes straight to the first field (a scroll container would otherwise take the first Tab);
         # PageUp/PageDown still scroll the figure.
         self.query_one("#plan-body").can_focus = False
-        self.query_one("#plan-follows").display = False
         self._apply_size(self.app.size.width, self.app.size.height)
         self.fill(self.app.plan_field_values())
+        # an app tick can show a view once the fields are mounted and before this handler runs (a loaded
+        # machine): fill() just put the startup values back, so that view is shown again, not skipped as seen
+        self._view = None
         view = getattr(self.app, "plan_view", None)
         if view is not None:
             self.show(view)
