@@ -42,7 +42,7 @@ from collectors.recording import (
     vllm_snapshot_from,
 )
 from collectors.snapshots import MonitorState
-from collectors.state import StateBuilder
+from collectors.state import StateBuilder, pack, unpack
 from collectors.summary import RunSummary
 from planner import limits
 
@@ -84,11 +84,15 @@ class ReplayMonitor:
         speed: float = 1.0,
         loop: bool = False,
         alert_options: AlertOptions | None = None,
+        *,
+        seekable: bool = True,
     ) -> None:
+        """`seekable=False`: played forward only (scan's walker), so no checkpoints are kept."""
         self.path = os.fspath(path)
         self.alert_options = alert_options  # kept: every _reset() (seek back, loop) builds a fresh builder
         self.speed = speed
         self.loop = loop
+        self.seekable = seekable
         self._reader = RecordingReader(self.path)
         self.header = self._reader.header
         self._data_at = self._reader.position()  # the first line after the header
@@ -139,19 +143,21 @@ class ReplayMonitor:
         """Keep the whole replay's state as it is now (the builder copied, the reader's place, the events
         waiting): every _checkpoint_every seconds of recording (at most MAX_CHECKPOINTS, spread over what
         was played), and the last few RECENT_CHECKPOINT_S apart."""
+        if not self.seekable:
+            return
         last = self._checkpoints[-1].position_t if self._checkpoints else -math.inf
         recent = self._recent[-1].position_t if self._recent else -math.inf
         due = self.position_t - last >= self._checkpoint_every
         if not due and not self.position_t - recent >= RECENT_CHECKPOINT_S:
             return
-        checkpoint = _Checkpoint(
-            self.position_t, self.builder.copy(), self._reader.position(), list(self._heap),
-            list(self._os_times), self._read_t, self._eof, self._seq, self.own, self.bad_events,
-            self.first_bad_event, dict(self._skipped),
-        )  # fmt: skip
-        self._recent.append(checkpoint)
+        place = (self.position_t, self._reader.position(), self._read_t, self._eof, self._seq, self.own,
+                 self.bad_events, self.first_bad_event, dict(self._skipped))  # fmt: skip
+        held = (self.builder.copy(), list(self._heap), list(self._os_times))
+        self._recent.append(_Checkpoint(*place, held))
         if due:
-            self._checkpoints.append(checkpoint)
+            # kept long: packed (pickled, compressed), about a twentieth of the objects' memory (issue 20)
+            held = pack((self.builder.packed(), self._heap, self._os_times))
+            self._checkpoints.append(_Checkpoint(*place, held))
             if len(self._checkpoints) > MAX_CHECKPOINTS:
                 self._checkpoints = self._checkpoints[::2]
                 self._checkpoint_every *= 2
@@ -165,11 +171,16 @@ class ReplayMonitor:
             return
         c = before[-1]
         self._reader.seek(c.reader)
-        self._heap, self._os_times = list(c.heap), list(c.os_times)
+        if isinstance(c.held, bytes):
+            builder, heap, os_times = unpack(c.held)
+            self.builder = self.builder.restored(builder)
+        else:
+            builder, heap, os_times = c.held
+            self.builder = builder.copy()  # the checkpoint stays as it was, for the next seek
+        self._heap, self._os_times = list(heap), list(os_times)
         self._read_t, self._eof, self._seq, self._declared = c.read_t, c.eof, c.seq, False
         self.own, self.bad_events, self.first_bad_event = c.own, c.bad_events, c.first_bad_event
         self._skipped = dict(c.skipped)
-        self.builder = c.builder.copy()  # the checkpoint stays as it was, for the next seek
         own = self.own
         self.builder.scope = None if own is None else (lambda pids: pids & own)
         self.position_t = c.position_t
@@ -449,7 +460,7 @@ class ReplayMonitor:
         """The whole recording's summary (peaks, lowest headroom, every alert, with this replay's
         thresholds), from one pass over it with a builder of its own; computed once."""
         if self._scan is None:
-            walker = ReplayMonitor(self.path, alert_options=self.alert_options)
+            walker = ReplayMonitor(self.path, alert_options=self.alert_options, seekable=False)
             while not walker.at_end:
                 walker.step()  # one build per recorded OS tick, as the screen sees them
             self._scan = walker.state().summary
@@ -488,10 +499,7 @@ class ReplayMonitor:
 @dataclass(frozen=True, slots=True)
 class _Checkpoint:
     position_t: float
-    builder: StateBuilder
     reader: ReaderPosition
-    heap: list
-    os_times: list
     read_t: float
     eof: bool
     seq: int
@@ -499,6 +507,9 @@ class _Checkpoint:
     bad_events: int
     first_bad_event: str
     skipped: dict[str, str]
+    # (the builder, the events waiting in the heap, their OS times): a recent checkpoint's as objects (a
+    # short seek back costs a copy), a long-kept one's packed (collectors/state.py pack: builder.packed())
+    held: tuple[StateBuilder, list, list] | bytes
 
 
 def event_time(e: dict) -> float:

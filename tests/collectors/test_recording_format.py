@@ -321,19 +321,24 @@ def test_seeking_back_from_checkpoints_is_exact(monkeypatch):
     first line after the same seeks, reaches."""
     from collectors import replay as replay_mod
     from collectors.replay import ReplayMonitor, demo_recording_path
+    from collectors.state import unpack
     from tests.collectors.replay_fingerprint import digest
 
     monkeypatch.setattr(replay_mod, "MAX_CHECKPOINTS", 5)  # 142 s every 4 s: thinned twice on the way
     monkeypatch.setattr(replay_mod, "CHECKPOINT_S", 4.0)
     path = demo_recording_path()
     replay = ReplayMonitor(path)
-    monkeypatch.setattr(replay_mod, "CHECKPOINT_S", math.inf)
-    walked = ReplayMonitor(path)
+    walked = ReplayMonitor(path, seekable=False)  # keeps no checkpoint: a seek back starts from the start
     duration = replay.duration_s
-    for offset in (duration, duration * 0.9, 3.0, duration * 0.5, duration * 0.51, 0.0, duration / 4, 17.3):
+    unpacked = []  # the long-kept checkpoints are packed (collectors/state.py pack): restored by unpack
+    monkeypatch.setattr(replay_mod, "unpack", lambda packed: unpacked.append(packed) or unpack(packed))
+    offsets = (duration, duration * 0.9, 3.0, duration * 0.5, duration * 0.51, 0.0, duration / 4, 17.3,
+               duration, duration * 0.6, duration * 0.3)  # fmt: skip
+    for offset in offsets:
         replay.seek(offset)
         walked.seek(offset)
         assert digest(replay.state()) == digest(walked.state()), offset
-    assert 3 <= len(replay._checkpoints) <= 5 and len(walked._checkpoints) == 1  # the start's
+    assert 3 <= len(replay._checkpoints) <= 5 and not walked._checkpoints and not walked._recent
+    assert len(unpacked) == 4  # 3.0 s, 17.3 s, 60% and 30%: from packed checkpoints (90%: a recent one)
     replay.close()
     walked.close()
