@@ -187,6 +187,34 @@ async def test_widgets_redraw_only_on_change():
         assert "5.00 GiB of 100 GiB" in rendered and "WARNING" in rendered
 
 
+class AlertLogApp(App):
+    def compose(self) -> ComposeResult:
+        yield AlertLog(id="alerts")
+
+
+async def test_the_alert_log_keeps_its_lines_and_drawn_lines_bounded():
+    """A day of alerts (the monitor keeps the last 50, the log goes on after the last it wrote): the log
+    keeps MAX_LINES to scroll back through and RichLog's cache of drawn lines holds at most LINE_CACHE
+    (RichLog's own keeps 1,024, each with caches of its own: issue 20)."""
+    from tui.widgets.alert_log import LINE_CACHE, MAX_LINES  # noqa: PLC0415
+
+    app = AlertLogApp()
+    async with app.run_test(size=(60, 12)) as pilot:
+        log = app.query_one(AlertLog)
+        rows: tuple[AlertRow, ...] = ()
+        for i in range(300):
+            message = f"process {i} (python gen.py) grew 2.1 GiB in 30 s: now 14.2 GiB resident"
+            rows = (*rows, AlertRow(f"t+{i}.0s", "warning", message))[-50:]
+            log.update_rows(rows)
+            await pilot.pause()
+        lines = [strip.text for strip in log.lines]
+        drawn = len(log._line_cache)  # the cache RichLog draws from, replaced in AlertLog.__init__
+        await pilot.press("q")
+    assert len(lines) == MAX_LINES == 200 and "process 299 " in "".join(lines[-3:])  # the newest, last
+    assert "process 299 " not in "".join(lines[:-3])
+    assert 0 < drawn <= LINE_CACHE  # 0: RichLog no longer draws from _line_cache (a Textual release)
+
+
 def test_decimate_keeps_every_spike_and_the_newest_sample():
     from tui.widgets.gap_chart import decimate
 

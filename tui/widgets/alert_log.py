@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from rich.text import Text
+from textual.cache import LRUCache
 from textual.widgets import RichLog
 
 from tui.widgets.data import AlertRow
 
 SEVERITY_STYLES = {"info": "cyan", "warning": "yellow", "critical": "bold red"}
+# lines kept to scroll back through: about 100 alerts (most wrap once at the Live screen's width), twice the
+# 50 the monitor keeps; each line is held as Textual Strips with their caches, so not more (issue 20)
+MAX_LINES = 200
+LINE_CACHE = 64  # the drawn lines RichLog keeps (its own default: 1,024)
 
 
 class AlertLog(RichLog):
@@ -18,7 +23,12 @@ class AlertLog(RichLog):
     def __init__(self, **kwargs) -> None:
         # min_width: RichLog renders every line at least 78 cells wide by default, so in a narrower box (the
         # right column at 160 columns is ~60) the end of each alert was cut off instead of wrapped
-        super().__init__(wrap=True, markup=False, highlight=False, max_lines=500, min_width=20, **kwargs)
+        super().__init__(
+            wrap=True, markup=False, highlight=False, max_lines=MAX_LINES, min_width=20, **kwargs
+        )
+        # RichLog caches every line it drew (1,024 of them), each with caches of its own: in a box showing six
+        # lines, a day's replay held 3 MiB of them (issue 20). A few screens' worth is plenty
+        self._line_cache = LRUCache(LINE_CACHE)
         self._shown: tuple[AlertRow, ...] = ()
         self._wrapped_at = 0
         self.border_title = "alerts: none so far"
