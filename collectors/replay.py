@@ -219,14 +219,20 @@ class ReplayMonitor:
     def _next_os_time(self, limit: float) -> float | None:
         """The time of the next OS event after position_t, if any at or before `limit`."""
         while True:
-            times = self._os_times
-            while times and times[0] <= self.position_t:
-                heapq.heappop(times)
+            times = self._drop_past_os_times()
             if times and (self._eof or self._read_t >= times[0] + REORDER_S):
                 return times[0] if times[0] <= limit else None
             if self._eof or (not times and self._read_t > limit + REORDER_S):
                 return None
             self._read_one()
+
+    def _drop_past_os_times(self) -> list[float]:
+        """The OS events' times still to come: those played are dropped (they were kept for the whole play
+        when it went by advance_to, 2 a second of recording: 4 MiB and each checkpoint's copy of it a day)."""
+        times = self._os_times
+        while times and times[0] <= self.position_t:
+            heapq.heappop(times)
+        return times
 
     def _first_time(self) -> float:
         """The recording's first time (format 1 and 2 alike: the earliest within the first REORDER_S)."""
@@ -355,6 +361,7 @@ class ReplayMonitor:
             heapq.heappop(self._heap)
             changed |= self._apply(first[2])
         self.position_t = target
+        self._drop_past_os_times()
         if changed or self.builder.state.t == 0.0:
             self.builder.build(min(target, self.end_t) if self.end_t > 0 else target)
         self._checkpoint()

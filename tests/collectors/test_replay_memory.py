@@ -130,3 +130,18 @@ def test_the_long_kept_checkpoints_are_packed_in_a_fraction_of_a_builders_memory
     assert all(isinstance(c.held, tuple) for c in replay._recent)
     assert max(map(len, packed)) * 10 < _held(replay.builder)
     replay.close()
+
+
+def test_playing_keeps_only_the_os_times_still_to_come():
+    """The times of the OS events read ahead (step() and seeks stop at each) were dropped only by step() and
+    seeks: played in real time (advance_to), every OS event's time stayed, two a second of recording (a
+    day: 172,800 floats, 4 MiB, and again in each checkpoint)."""
+    replay = ReplayMonitor(demo_recording_path())
+    offset = 0.0
+    while offset < replay.duration_s / 2:
+        offset += 0.5
+        replay.advance_to(offset)
+    pending = list(replay._os_times)
+    assert pending and all(t > replay.position_t for t in pending)
+    assert max(pending) <= replay._read_t  # read ahead by the reorder window only
+    replay.close()
