@@ -105,6 +105,10 @@ class ReplayMonitor:
         self._base = 0.0  # offset (s) at _began; the play clock is _base + (now - _began) * speed
         self._began = time.monotonic()
         self._scan: RunSummary | None = None
+        self._scan_thread: threading.Thread | None = None  # scan_progress(): scan() on a thread of its own
+        self._scan_stop = threading.Event()
+        self._scan_read = 0.0  # the share of the recording that thread has read
+        self._scan_failed: Exception | None = None
         self.bad_events = 0  # events the readers refused while playing (counted, skipped, shown on screen)
         self.first_bad_event = ""
         self.start_t = 0.0
@@ -466,16 +470,52 @@ class ReplayMonitor:
     def scan(self) -> RunSummary | None:
         """The whole recording's summary (peaks, lowest headroom, every alert, with this replay's
         thresholds), from one pass over it with a builder of its own; computed once."""
+        if self._scan is None and self._scan_thread is not None:
+            self._scan_thread.join()  # already under way (scan_progress): its result
+            if self._scan_failed is not None:
+                raise self._scan_failed
         if self._scan is None:
-            walker = ReplayMonitor(self.path, alert_options=self.alert_options, seekable=False)
-            while not walker.at_end:
-                walker.step()  # one build per recorded OS tick, as the screen sees them
-            self._scan = walker.state().summary
-            walker.close()
+            self._scan_walk()
         return self._scan
+
+    def _scan_walk(self) -> None:
+        walker = ReplayMonitor(self.path, alert_options=self.alert_options, seekable=False)
+        try:
+            span = max(walker.end_t - walker.start_t, 1e-9)
+            while not walker.at_end and not self._scan_stop.is_set():
+                walker.step()  # one build per recorded OS tick, as the screen sees them
+                self._scan_read = min(1.0, (walker.position_t - walker.start_t) / span)
+            if walker.at_end:
+                self._scan = walker.state().summary
+        finally:
+            walker.close()
+
+    def scan_progress(self) -> float | None:
+        """scan() without waiting for it (the replay keys: a day's recording takes minutes): started on a
+        thread of its own at the first call. None once the summary is ready (next_alert_offset and
+        peak_offset then answer at once), else the share of the recording read so far. What stopped the
+        scan (the file gone, unreadable) is raised here, as scan() would have raised it."""
+        if self._scan is not None:
+            return None
+        if self._scan_failed is not None:
+            raise self._scan_failed
+        if self._scan_thread is None:
+            self._scan_thread = threading.Thread(target=self._scan_on_thread, name="memsight-replay-scan",
+                                                 daemon=True)  # fmt: skip
+            self._scan_thread.start()
+        return self._scan_read
+
+    def _scan_on_thread(self) -> None:
+        try:
+            self._scan_walk()
+        except Exception as exc:  # noqa: BLE001  (handed to the UI's next scan_progress(), not lost)
+            self._scan_failed = exc
 
     def close(self) -> None:
         self.stop()
+        self._scan_stop.set()
+        if self._scan_thread is not None:
+            self._scan_thread.join(timeout=5)
         self._reader.close()
 
     def next_alert_offset(self) -> float | None:

@@ -269,6 +269,7 @@ class MemsightApp(App[int]):
         self._child_key: tuple | None = None
         self._rows_memo: tuple | None = None  # (the OS table they were made from, own and thresholds, rows)
         self.replay_note = ""  # what the last replay key did ("at the peak reserved (t+85.0s)")
+        self._pending_jump: str | None = None  # "alert" | "peak": a key's jump waiting for the scan
         self._loop: asyncio.AbstractEventLoop | None = None
         if setup is None:
             self._configure(refresh_hz, thresholds, unified_os_reserve_bytes, plan_inputs, plan_explicit)
@@ -367,7 +368,13 @@ class MemsightApp(App[int]):
     def _start_ticks(self) -> None:
         self._apply_alert_options()
         self.refresh_data()
-        self.set_interval(1.0 / self.refresh_hz, self.refresh_data)
+        self.set_interval(1.0 / self.refresh_hz, self._tick)
+
+    def _tick(self) -> None:
+        if self._pending_jump is not None:
+            self._jump_when_scanned(self._pending_jump)  # refreshes
+        else:
+            self.refresh_data()
 
     async def action_switch_mode(self, mode: str) -> None:
         if self._setup is not None:  # before setup() gave the plan inputs and the monitor: right after it
@@ -468,10 +475,12 @@ class MemsightApp(App[int]):
         self._replayed("paused" if paused else "")
 
     def action_replay_seek(self, delta_s: float) -> None:
+        self._pending_jump = None  # a seek of the user's own: the jump that waited for the scan is dropped
         self.monitor.seek(self.monitor.offset_s + float(delta_s))
         self._replayed()  # a note said where the last jump went ("no alert after this point"): no longer
 
     def action_replay_seek_to(self, offset_s: float) -> None:
+        self._pending_jump = None
         self.monitor.seek(float(offset_s))
         self._replayed()
 
@@ -480,6 +489,30 @@ class MemsightApp(App[int]):
         self._replayed(self.replay_note)
 
     def action_replay_alert(self) -> None:
+        self._jump_when_scanned("alert")
+
+    def action_replay_peak(self) -> None:
+        self._jump_when_scanned("peak")
+
+    def _jump_when_scanned(self, jump: str) -> None:
+        """`a` and `p` jump to times found by one walk of the whole recording (ReplayMonitor.scan): minutes
+        for a day's, on a thread of its own, the jump made by the tick that finds it done. Until then the
+        status line says how far it has read; the screen goes on playing."""
+        try:
+            progress = self.monitor.scan_progress()
+        except Exception as exc:  # noqa: BLE001  (the file gone or unreadable: said, never a crash)
+            self._pending_jump = None
+            self._replayed(f"cannot read the recording for its alerts and peaks: {exc}")
+            return
+        if progress is not None:
+            self._pending_jump = jump
+            then = "the next alert" if jump == "alert" else "the peak"
+            self._replayed(f"reading the recording for its alerts and peaks: {progress:.0%}; then to {then}")
+            return
+        self._pending_jump = None
+        (self._replay_to_alert if jump == "alert" else self._replay_to_peak)()
+
+    def _replay_to_alert(self) -> None:
         offset = self.monitor.next_alert_offset()
         if offset is None:
             self._replayed("no alert after this point")
@@ -487,7 +520,7 @@ class MemsightApp(App[int]):
         self.monitor.seek(offset)
         self._replayed(f"at the alert (t+{offset:.1f}s)")
 
-    def action_replay_peak(self) -> None:
+    def _replay_to_peak(self) -> None:
         found = self.monitor.peak_offset()
         if found is None:
             self._replayed("no peak: nothing measured")

@@ -3,6 +3,9 @@ ReplayMonitor (the same StateBuilder and alert rules as the live monitor), shown
 
 from __future__ import annotations
 
+import shutil
+import time
+
 from collectors.alerts import AlertOptions
 from collectors.recorder import Recorder
 from collectors.replay import ReplayMonitor
@@ -14,6 +17,18 @@ from tui.widgets.headroom import HeadroomGauge
 GIB = 2**30
 MIB = 2**20
 T0 = 5_000.0
+
+
+async def press_replay_jump(pilot, app, key: str) -> None:
+    """Press `a` (next alert) or `p` (peak) and wait for the jump: it waits for the replay's scan of the whole
+    recording, on a thread of its own, and the app's tick makes it (MemsightApp._jump_when_scanned)."""
+    await pilot.press(key)
+    deadline = time.monotonic() + 60
+    while app._pending_jump is not None and time.monotonic() < deadline:
+        await pilot.pause(0.05)
+        app._tick()
+    assert app._pending_jump is None, app.replay_note
+    await pilot.pause()
 
 
 def os_at(k: int) -> OSSnapshot:
@@ -117,10 +132,50 @@ async def test_a_replay_ends_as_a_run_does_and_its_notes_follow_the_position(tmp
         assert banner.startswith("end of the recording: its last figures, ended at ")
         assert summary.startswith("run summary: ") and "peak " in summary
         assert all(c.title.endswith(view.ended) for c in view.comparisons) and view.ended
-        await pilot.press("a")  # no alert after the end
+        await press_replay_jump(pilot, app, "a")  # no alert after the end
         assert "no alert after this point" in app.live_view.status
         await pilot.press("home")
         await pilot.pause()
         assert "no alert after this point" not in app.live_view.status
         assert app.live_view.banner == "" and not app.screen.query_one("#live-banner", Static).display
         await pilot.press("q")
+
+
+async def test_the_jump_keys_wait_for_the_scan_without_freezing_the_screen(tmp_path):
+    """`a` and `p` need the whole recording walked once (ReplayMonitor.scan): 12 s of CPU an hour recorded,
+    minutes for a day's, which froze the screen at the first press. The walk now runs on a thread of its own:
+    the status line says how far it has read, the replay goes on playing, and the jump comes when it is done;
+    a seek of the user's own drops it; a recording that cannot be read again is said, not a crash."""
+    from collectors.replay import bundled_recording  # noqa: PLC0415
+
+    monitor = ReplayMonitor(bundled_recording("manual"))
+    app = MemsightApp(monitor, source_label="replay", manage_monitor=False)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("a")
+        waiting = app.replay_note
+        assert app._pending_jump == "alert" and monitor.offset_s == 0.0
+        monitor.advance_to(5.0)  # the screen goes on meanwhile (the player thread's part here)
+        app._tick()
+        await pilot.pause()
+        assert app._pending_jump == "alert" or monitor._scan is not None
+        await pilot.press("right")  # the user's own seek: the jump that waited is dropped
+        assert app._pending_jump is None
+        await press_replay_jump(pilot, app, "p")
+        peak = monitor.scan().peak("system_used")
+        status = app.live_view.status
+        await pilot.press("q")
+    assert waiting.startswith("reading the recording for its alerts and peaks: ")
+    assert waiting.endswith("; then to the next alert")
+    assert monitor.offset_s == peak.t - monitor.start_t and "at the peak system used" in status
+
+    copy = tmp_path / "gone.jsonl"
+    shutil.copy(bundled_recording("manual"), copy)
+    gone = ReplayMonitor(copy)
+    copy.unlink()  # its reader holds the file open; the scan's walker opens it again
+    app = MemsightApp(gone, source_label="replay", manage_monitor=False)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await press_replay_jump(pilot, app, "a")
+        note = app.replay_note
+        await pilot.press("q")
+    assert note.startswith("cannot read the recording for its alerts and peaks: ") and "gone.jsonl" in note
+    gone.close()

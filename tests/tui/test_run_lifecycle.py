@@ -14,6 +14,7 @@ import pytest
 
 from collectors.replay import demo_recording_path
 from tests.conftest import REPO_ROOT
+from tests.tui.test_replay_alerts import press_replay_jump
 
 PY = sys.executable
 
@@ -313,16 +314,16 @@ async def test_replay_keys_pause_seek_speed_and_jump_to_the_alert_and_the_peak()
         await pilot.pause(0.4)
         assert monitor.offset_s == held  # paused: the clock stands still
         assert "paused" in str(app.screen.query_one("#live-status").content)
-        await pilot.press("a")
+        await press_replay_jump(pilot, app, "a")
         (alert,) = monitor.scan().alerts
         assert alert.kind == "headroom" and alert.t - monitor.start_t > 10
         assert monitor.offset_s == pytest.approx(alert.t - monitor.start_t)
         await pilot.pause()
         assert [r.message for r in app.screen.query_one(AlertLog).shown] == [alert.message]
         assert "at the alert" in str(app.screen.query_one("#live-status").content)
-        await pilot.press("a")  # no second alert
+        await press_replay_jump(pilot, app, "a")  # no second alert
         assert "no alert after this point" in str(app.screen.query_one("#live-status").content)
-        await pilot.press("p")
+        await press_replay_jump(pilot, app, "p")
         peak = monitor.scan().peak("system_used")  # no CUDA in this recording: the peak is memory used
         assert monitor.offset_s == pytest.approx(peak.t - monitor.start_t)
         assert monitor.state().os.mem_total - monitor.state().os.mem_available == peak.bytes
