@@ -82,7 +82,12 @@ def test_agent_with_real_cpu_model_never_initializes_cuda(tmp_path):
             layer.keys = torch.zeros(1, 2, 16, 32)
             layer.values = torch.zeros(1, 2, 16, 32)
         agent.mark_step("decode")
-        time.sleep(0.3)
+        # five records at least: 0.3 s at 50 Hz were meant to give them, but the agent's CPU budget holds it
+        # to about 20 Hz here and a loaded machine to less (4 records once, in a full run beside a replay)
+        watcher, seen, deadline = AgentReader(agent.path), 0, time.monotonic() + 30
+        while seen < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+            seen += len(watcher.read_new().records)
     finally:
         agent.stop(remove=False)
     assert not torch.cuda.is_initialized()
