@@ -215,6 +215,39 @@ async def test_the_alert_log_keeps_its_lines_and_drawn_lines_bounded():
     assert 0 < drawn <= LINE_CACHE  # 0: RichLog no longer draws from _line_cache (a Textual release)
 
 
+class ProcessTableApp(App):
+    def compose(self) -> ComposeResult:
+        yield ProcessTable(id="procs", max_rows=15)
+
+
+async def test_the_process_table_keeps_no_stale_renders():
+    """Figures change at every tick (Δ30s above all): each changed cell is rewritten in place, and every
+    render DataTable caches is then stale (keyed by its update count). They were kept until its caches
+    were full: 10,000 cells, 11.3 MiB (bench/process_table_memory.py). Now what one frame draws, at most."""
+    def rows(tick: int) -> tuple[ProcessRow, ...]:
+        return tuple(
+            ProcessRow(100 + i, "python", "lab", (30 - i) * GIB + tick * 2**26, None, tick * 2**24,
+                       False, False, f"python job{i}.py")  # fmt: skip
+            for i in range(15)
+        )
+
+    app = ProcessTableApp()
+    async with app.run_test(size=(160, 48)) as pilot:
+        table = app.query_one(ProcessTable)
+        table.update_rows(rows(0))
+        await pilot.pause()
+        for tick in range(1, 150):
+            assert table.update_rows(rows(tick))
+            await pilot.pause()
+        cached = len(table._cell_render_cache)  # DataTable's own caches, as Textual names them
+        shown = [[str(cell) for cell in table.get_row_at(i)] for i in range(table.row_count)]
+        await pilot.press("q")
+    assert table.rebuild_count == 1 and table.cell_updates >= 149 * 15
+    assert 0 < cached <= (table.row_count + 1) * len(table.columns)  # one frame's, header too; 1,000+ before
+    rss = f"{(30 * GIB + 149 * 2**26) / GIB:.2f}"
+    assert shown[0][0] == "100" and rss in shown[0]  # the last figures are the ones drawn
+
+
 def test_decimate_keeps_every_spike_and_the_newest_sample():
     from tui.widgets.gap_chart import decimate
 
