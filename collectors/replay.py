@@ -42,7 +42,7 @@ from collectors.recording import (
     vllm_snapshot_from,
 )
 from collectors.snapshots import MonitorState
-from collectors.state import StateBuilder, pack, unpack
+from collectors.state import StateBuilder, unpack
 from collectors.summary import RunSummary
 from planner import limits
 
@@ -159,8 +159,8 @@ class ReplayMonitor:
         held = (self.builder.copy(), list(self._heap), list(self._os_times))
         self._recent.append(_Checkpoint(*place, held))
         if due:
-            # kept long: packed (pickled, compressed), about a twentieth of the objects' memory (issue 20)
-            held = pack((self.builder.packed(), self._heap, self._os_times))
+            # kept long: packed (pickled, compressed), about a tenth of the objects' memory (issue 20)
+            held = self.builder.packed(self._heap, self._os_times)
             self._checkpoints.append(_Checkpoint(*place, held))
             if len(self._checkpoints) > MAX_CHECKPOINTS:
                 self._checkpoints = self._checkpoints[::2]
@@ -176,8 +176,8 @@ class ReplayMonitor:
         c = before[-1]
         self._reader.seek(c.reader)
         if isinstance(c.held, bytes):
-            builder, heap, os_times = unpack(c.held)
-            self.builder = self.builder.restored(builder)
+            values, heap, os_times = unpack(c.held)
+            self.builder = self.builder.restored(values)
         else:
             builder, heap, os_times = c.held
             self.builder = builder.copy()  # the checkpoint stays as it was, for the next seek
@@ -555,7 +555,7 @@ class _Checkpoint:
     first_bad_event: str
     skipped: dict[str, str]
     # (the builder, the events waiting in the heap, their OS times): a recent checkpoint's as objects (a
-    # short seek back costs a copy), a long-kept one's packed (collectors/state.py pack: builder.packed())
+    # short seek back costs a copy), a long-kept one's packed in one pass (StateBuilder.packed)
     held: tuple[StateBuilder, list, list] | bytes
 
 

@@ -119,10 +119,10 @@ def _table_row(pid: int) -> ProcessInfo:
 
 def test_the_long_kept_checkpoints_are_packed_in_a_fraction_of_a_builders_memory():
     """The checkpoints kept for seeks far back are the builder pickled and compressed (state.pack): the
-    bundled recording's, at its end, a thirtieth of what the builder holds. Each was a copy of the builder,
-    pinning its own 600-record agent histories, charts and minute of states: 1 MiB each, 32 of them, in a
-    day's replay (bench/replay_app_memory.py: the app 94 MiB after 5 hours, 64 with them packed). The last
-    few stay objects: a short seek back costs no unpacking."""
+    bundled recording's, at its end, nearly a thirtieth of what the builder holds. Each was a copy of the
+    builder, pinning its own 600-record agent histories, charts and minute of states: 1 MiB each, 32 of
+    them, in a day's replay (bench/replay_app_memory.py: the app 94 MiB after 5 hours, 64 with them packed).
+    The last few stay objects: a short seek back costs no unpacking."""
     replay = ReplayMonitor(demo_recording_path())
     replay.seek(replay.duration_s)
     packed = [c.held for c in replay._checkpoints]
