@@ -225,12 +225,7 @@ async def test_the_process_table_keeps_no_stale_renders():
     """Figures change at every tick (Δ30s above all): each changed cell is rewritten in place, and every
     render DataTable caches is then stale (keyed by its update count). They were kept until its caches
     were full: 10,000 cells, 11.3 MiB (bench/process_table_memory.py). Now what one frame draws, at most."""
-    def rows(tick: int) -> tuple[ProcessRow, ...]:
-        return tuple(
-            ProcessRow(100 + i, "python", "lab", (30 - i) * GIB + tick * 2**26, None, tick * 2**24,
-                       False, False, f"python job{i}.py")  # fmt: skip
-            for i in range(15)
-        )
+    from bench.process_table_memory import rows  # noqa: PLC0415  (the bench's 15 rows changing every tick)
 
     app = ProcessTableApp()
     async with app.run_test(size=(160, 48)) as pilot:
