@@ -1,14 +1,16 @@
 """Recording to a file (JSON lines): the writer, and the format both it and the reader share.
 
 One JSON object per line, `"k"` saying which kind. Format 2 (this writer) writes each stream as it changes:
-  header      {"k":"header","version":2,"created":t,"host":...,"hz":...,"agent_hz":...}
+  header      {"k":"header","version":2,"created":t,"host":...,"hz":...,"agent_hz":...,"proc_lines":"entry"}
   os          {"k":"os","t", <OS fields that changed>, "skipped"?, "source"?, "w"? (the growth window
                most rows share), and the process table only when it changed: "procs":[[pid,start_ticks,
                name,rss,growth,is_new,user(,window)],...] in full (a row without a window has "w"), or
                "pset":[rows added or changed; [pid,start,rss,growth] when only those changed] + "pdel":
                [[pid,start_ticks] gone]: the previous table with those rows, largest RSS first
                (apply_proc_delta)}
-  proc        {"k":"proc","pid","start","cmdline"}        (first time a process appears)
+  proc        {"k":"proc","pid","start","cmdline"}        (each time a process enters the table, before the
+               os line it is in: a reader needs the command lines of the current table alone. A header
+               without "proc_lines":"entry" (written before it) declared each process the first time only)
   nvml        {"k":"nvml","t","status","available","driver","devices":[{...DeviceInfo...}]} when the
                devices or the driver's answer changed, else {"k":"nvml","t","dset":[{"index", the fields of
                that device that changed}]}; nothing while nothing changed
@@ -73,6 +75,8 @@ from collectors.summary import RunSummary, alert_to_json, summary_to_json
 FORMAT_VERSION = 2
 READ_VERSIONS = (1, 2)  # collectors/recording.py reads these
 KEYFRAME_S = 60.0
+# the header's "proc_lines": a proc line precedes each entry of a process into the table (not its first alone)
+PROC_LINES_ON_ENTRY = "entry"
 # an os line's fields besides t and the process table ("w": the growth window most rows share)
 OS_SCALARS = (*OS_FIELDS, "skipped", "source", "w")
 AGENT_CARRIED = ("status", "alive", "lost", "sr")  # per agent, written when they change
@@ -199,7 +203,9 @@ class Recorder:
             raise CollectorError(f"cannot write the recording {self.path}: {exc}") from exc
         self.flush_interval_s = flush_interval_s
         self._last_flush = time.monotonic()
-        self._seen_procs: set[tuple[int, int]] = set()
+        # the processes of the last table written: one that enters the table is declared again (its command
+        # line), so neither this writer nor a reader keeps every process a day has seen (issue 20)
+        self._declared_procs: set[tuple[int, int]] = set()
         self._seen_agents: set[tuple[int, int]] = set()
         self._last_nvml: str | None = None
         self._last_vllm: str | None = None
@@ -225,6 +231,7 @@ class Recorder:
             "created": time.time(),
             "host": socket.gethostname(),
             "hz": hz,
+            "proc_lines": PROC_LINES_ON_ENTRY,
         }
         if agent_hz is not None:
             header["agent_hz"] = agent_hz if math.isfinite(agent_hz) else "all"
@@ -293,10 +300,10 @@ class Recorder:
         if self._keyframe_t is None or not 0 <= snap.t - self._keyframe_t < KEYFRAME_S:
             self.keyframe()
             self._keyframe_t = snap.t
+        before = self._declared_procs
+        self._declared_procs = {(p.pid, p.start_ticks) for p in snap.processes}
         for p in snap.processes:
-            key = (p.pid, p.start_ticks)
-            if key not in self._seen_procs:
-                self._seen_procs.add(key)
+            if (p.pid, p.start_ticks) not in before:
                 self._write({"k": "proc", "pid": p.pid, "start": p.start_ticks, "cmdline": p.cmdline[:200]})
         rows = [proc_row(p) for p in snap.processes]
         window = common_window(rows)

@@ -32,7 +32,7 @@ from collectors.agent_reader import skipped_files_line
 from collectors.alerts import AlertOptions
 from collectors.errors import CollectorError
 from collectors.pool import pool_detail_from
-from collectors.recorder import record_from_values
+from collectors.recorder import PROC_LINES_ON_ENTRY, record_from_values
 from collectors.recording import (
     ReaderPosition,
     RecordingReader,
@@ -116,7 +116,12 @@ class ReplayMonitor:
         self._checkpoints: list[_Checkpoint] = []
         self._checkpoint_every = CHECKPOINT_S
         self._recent: deque[_Checkpoint] = deque(maxlen=RECENT_CHECKPOINTS)
-        self._cmdlines: dict[tuple[int, int], str] = {}  # only grows: shared by every checkpoint
+        # A recording that declares a process each time it enters the table (PROC_LINES_ON_ENTRY) needs the
+        # command lines of the table being played alone: those of the last OS event's processes and those
+        # declared for the next OS line (each OS event read carries them: so do the checkpoints' heaps).
+        # An older one declared each process once: its command lines are all kept, shared by every checkpoint.
+        self._on_entry = self.header.get("proc_lines") == PROC_LINES_ON_ENTRY
+        self._cmdlines: dict[tuple[int, int], str] = {}  # older recordings': only grows
         self._processes: dict = {}  # the last OS event's processes, shared by the next (os_snapshot_from)
         self._restart()
         self.start_t = self._first_time()
@@ -133,6 +138,8 @@ class ReplayMonitor:
         self._read_t = -math.inf  # the latest time read so far
         self._eof = False
         self._declared = False  # a declaration read since the last build changes what the screen shows
+        self._entering: dict[tuple[int, int], str] = {}  # declared for the next OS line read (_on_entry)
+        self._processes = {}
         self.own: frozenset[int] | None = None
         self.builder = StateBuilder(replay=True, alert_options=self.alert_options, rings=False)
         self.builder.status["agents"] = "replay"
@@ -155,7 +162,8 @@ class ReplayMonitor:
         if not due and not self.position_t - recent >= RECENT_CHECKPOINT_S:
             return
         place = (self.position_t, self._reader.position(), self._read_t, self._eof, self._seq, self.own,
-                 self.bad_events, self.first_bad_event, dict(self._skipped))  # fmt: skip
+                 self.bad_events, self.first_bad_event, dict(self._skipped),
+                 dict(self._entering))  # fmt: skip
         held = (self.builder.copy(), list(self._heap), list(self._os_times))
         self._recent.append(_Checkpoint(*place, held))
         if due:
@@ -185,6 +193,9 @@ class ReplayMonitor:
         self._read_t, self._eof, self._seq, self._declared = c.read_t, c.eof, c.seq, False
         self.own, self.bad_events, self.first_bad_event = c.own, c.bad_events, c.first_bad_event
         self._skipped = dict(c.skipped)
+        self._entering = dict(c.entering)
+        last_os = self.builder.os
+        self._processes = {} if last_os is None else {(p.pid, p.start_ticks): p for p in last_os.processes}
         own = self.own
         self.builder.scope = None if own is None else (lambda pids: pids & own)
         self.position_t = c.position_t
@@ -206,6 +217,8 @@ class ReplayMonitor:
             heapq.heappush(self._heap, (t, self._seq, event))
             if k == "os":
                 heapq.heappush(self._os_times, t)
+                if self._entering:
+                    event["entering"], self._entering = self._entering, {}
             self._read_t = max(self._read_t, t)
             self.end_t = max(self.end_t, t)
         return True
@@ -292,11 +305,21 @@ class ReplayMonitor:
             self._show_bad()
             return True
 
+    def _os_cmdlines(self, e: dict) -> dict[tuple[int, int], str]:
+        """The command lines an OS event's table is read with: a recording that declares processes on entry
+        gives those of the previous table and the ones declared for this line; an older one, all so far."""
+        if not self._on_entry:
+            return self._cmdlines
+        cmdlines = {key: p.cmdline for key, p in self._processes.items()}
+        cmdlines.update(e.get("entering", ()))
+        return cmdlines
+
     def _apply_one(self, e: dict) -> bool:
         k = e["k"]
         b = self.builder
         if k == "proc":
-            self._cmdlines[(e["pid"], e["start"])] = e.get("cmdline") or ""  # null: unknown
+            declared = self._entering if self._on_entry else self._cmdlines
+            declared[(e["pid"], e["start"])] = e.get("cmdline") or ""  # null: unknown
             return False
         if k == "scope":
             # a `memsight run` recording: the command's own agents, as the run counted them (RunChild.family
@@ -307,7 +330,7 @@ class ReplayMonitor:
                 b.scope = lambda pids: pids & own  # the chart's sums and the summary, as recorded
             return False
         if k == "os":
-            b.update_os(os_snapshot_from(e, self._cmdlines, self._processes))
+            b.update_os(os_snapshot_from(e, self._os_cmdlines(e), self._processes))
         elif k == "nvml":
             b.update_nvml(nvml_snapshot_from(e))
         elif k == "vllm":
@@ -554,6 +577,7 @@ class _Checkpoint:
     bad_events: int
     first_bad_event: str
     skipped: dict[str, str]
+    entering: dict[tuple[int, int], str]  # declared for the next OS line to be read (ReplayMonitor._entering)
     # (the builder, the events waiting in the heap, their OS times): a recent checkpoint's as objects (a
     # short seek back costs a copy), a long-kept one's packed in one pass (StateBuilder.packed)
     held: tuple[StateBuilder, list, list] | bytes
