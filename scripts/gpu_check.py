@@ -35,6 +35,7 @@ import inspect
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -510,24 +511,45 @@ def check_fragmentation(setup: Setup) -> tuple[list[str], bool]:
     batch, prompt, steps, _ = setup.frag
     lines = [f"4. reserved − allocated over {steps} decode steps, batch {batch}, prompt {prompt}:"]
     ok = True
-    for mode, extra in (
+    cases = (
         ("dynamic", {}),
         ("static", {}),
         ("dynamic", {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}),
-    ):
-        label = mode + (" + expandable_segments" if extra else "")
-        proc = subprocess.run(
+    )
+    # The three children at once: each has its own process, CUDA context and allocator (what is measured),
+    # and most of each one's time is importing torch and transformers (about 9 s of CPU each on a 2-core VM)
+    # (their output goes to files: a pipe one child fills while another is waited on would block it)
+    outputs = [(tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")) for _ in cases]
+    children = [
+        subprocess.Popen(
             script_command(setup, "--quick" if setup.quick else "--full", "--frag-child", mode),
-            capture_output=True,
+            stdout=out,
+            stderr=err,
             text=True,
             env=dict(os.environ, **extra),
-            timeout=240,
         )
-        if proc.returncode != 0:
-            lines.append(f"   {label:<32} failed: {proc.stderr.strip().splitlines()[-3:]}")
+        for (mode, extra), (out, err) in zip(cases, outputs, strict=True)
+    ]
+    deadline = time.monotonic() + 240
+    for (mode, extra), child, (out, err) in zip(cases, children, outputs, strict=True):
+        label = mode + (" + expandable_segments" if extra else "")
+        try:
+            child.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+        if child.returncode == -signal.SIGKILL:
+            stderr += "\nstill running after 240 s: stopped"
+        out.close()
+        err.close()
+        if child.returncode != 0:
+            lines.append(f"   {label:<32} failed: {stderr.strip().splitlines()[-3:]}")
             ok = False
             continue
-        r = json.loads(proc.stdout.strip().splitlines()[-1])
+        r = json.loads(stdout.strip().splitlines()[-1])
         if setup.cuda:
             stats = (
                 f"max gap {gib(r['max_gap'])}, final gap {gib(r['final_gap'])}, "
