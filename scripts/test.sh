@@ -6,5 +6,8 @@ cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q 'torch==2.13.0' -e '.[dev,agent]'
+# memsight's own bytecode, as a regular `pip install` writes it: many tests start memsight in a process of
+# its own, and where PYTHONDONTWRITEBYTECODE is set (this project's VM) each would compile it again
+.venv/bin/python -m compileall -q -j 0 collectors planner tui scripts bench > /dev/null
 .venv/bin/ruff check .
 .venv/bin/python -m pytest -q "$@"
