@@ -10,7 +10,9 @@ that order (an agent's record is read at the monitor's next tick), so events wai
 nothing earlier can come (REORDER_S) and are applied in time order. Declarations (a process's command line,
 an agent's start, which agents are this run's) are applied as they are read. Seeking back restarts from the
 nearest checkpoint (Checkpoints: the reader's position and the builder, kept every CHECKPOINT_S on the way,
-at most MAX_CHECKPOINTS of them) and plays forward from there.
+at most MAX_CHECKPOINTS of them) and plays forward from there. Once scan() has walked the whole recording,
+the checkpoints its walker kept on the way are an index: a seek ahead starts from the latest of them before
+its target instead of building a state at every recorded tick on the way.
 While it plays, the UI's controls (pause, seek, speed, jump to the next alert or to the peak) act on the
 same clock under one lock; alert and peak times come from one scan of the whole recording (scan()), with
 the thresholds this replay uses, so a jump lands where the screen will show the alert.
@@ -86,13 +88,16 @@ class ReplayMonitor:
         alert_options: AlertOptions | None = None,
         *,
         seekable: bool = True,
+        index: bool = False,
     ) -> None:
-        """`seekable=False`: played forward only (scan's walker), so no checkpoints are kept."""
+        """`seekable=False`: played forward only (scan's walker), so no checkpoints are kept for seeks back;
+        with `index=True` the long-kept (packed) ones are, for the replay that scans to seek ahead with."""
         self.path = os.fspath(path)
         self.alert_options = alert_options  # kept: every _reset() (seek back, loop) builds a fresh builder
         self.speed = speed
         self.loop = loop
         self.seekable = seekable
+        self.index = index
         self._reader = RecordingReader(self.path)
         self.header = self._reader.header
         self._data_at = self._reader.position()  # the first line after the header
@@ -116,6 +121,7 @@ class ReplayMonitor:
         self._checkpoints: list[_Checkpoint] = []
         self._checkpoint_every = CHECKPOINT_S
         self._recent: deque[_Checkpoint] = deque(maxlen=RECENT_CHECKPOINTS)
+        self._ahead: list[_Checkpoint] = []  # scan()'s walker's checkpoints: seeks ahead start from them
         # A recording that declares a process each time it enters the table (PROC_LINES_ON_ENTRY) needs the
         # command lines of the table being played alone: those of the last OS event's processes and those
         # declared for the next OS line (each OS event read carries them: so do the checkpoints' heaps).
@@ -138,6 +144,7 @@ class ReplayMonitor:
         self._read_t = -math.inf  # the latest time read so far
         self._eof = False
         self._declared = False  # a declaration read since the last build changes what the screen shows
+        self._first_built = False  # the state at the first tick is built (_first_tick)
         self._entering: dict[tuple[int, int], str] = {}  # declared for the next OS line read (_on_entry)
         self._processes = {}
         self.own: frozenset[int] | None = None
@@ -154,7 +161,7 @@ class ReplayMonitor:
         """Keep the whole replay's state as it is now (the builder copied, the reader's place, the events
         waiting): every _checkpoint_every seconds of recording (at most MAX_CHECKPOINTS, spread over what
         was played), and the last few RECENT_CHECKPOINT_S apart."""
-        if not self.seekable:
+        if not (self.seekable or self.index):
             return
         last = self._checkpoints[-1].position_t if self._checkpoints else -math.inf
         recent = self._recent[-1].position_t if self._recent else -math.inf
@@ -164,8 +171,9 @@ class ReplayMonitor:
         place = (self.position_t, self._reader.position(), self._read_t, self._eof, self._seq, self.own,
                  self.bad_events, self.first_bad_event, dict(self._skipped),
                  dict(self._entering))  # fmt: skip
-        held = (self.builder.copy(), list(self._heap), list(self._os_times))
-        self._recent.append(_Checkpoint(*place, held))
+        if self.seekable:
+            held = (self.builder.copy(), list(self._heap), list(self._os_times))
+            self._recent.append(_Checkpoint(*place, held))
         if due:
             # kept long: packed (pickled, compressed), about a tenth of the objects' memory (issue 20)
             held = self.builder.packed(self._heap, self._os_times)
@@ -181,7 +189,10 @@ class ReplayMonitor:
         if not before:
             self._restart()
             return
-        c = before[-1]
+        self._restore(before[-1])
+
+    def _restore(self, c: _Checkpoint) -> None:
+        """The replay as it was at checkpoint `c` (which stays as it is, for the next seek)."""
         self._reader.seek(c.reader)
         if isinstance(c.held, bytes):
             values, heap, os_times = unpack(c.held)
@@ -391,11 +402,22 @@ class ReplayMonitor:
         self._drop_past_os_times()
         if changed or self.builder.state.t == 0.0:
             self.builder.build(min(target, self.end_t) if self.end_t > 0 else target)
+        if target <= self.start_t:
+            self._first_built = True
         self._checkpoint()
         return self.state()
 
+    def _first_tick(self) -> None:
+        """At the start, the state at the first tick, as playing builds it (start() advances to 0 first): a
+        step or a seek from there applied the first two ticks together, so the history and the summary began
+        at the second sample on those ways and at the first when played, and a state reached by one way was
+        not the one the other reached (an index made by scan's walker could not serve the app's seeks)."""
+        if self.position_t <= self.start_t and not self._first_built:
+            self._advance(self.start_t)
+
     def step(self) -> MonitorState:
         """Advance to the next OS sample (one recorded tick)."""
+        self._first_tick()
         t = self._next_os_time(math.inf)
         if t is not None:
             # the absolute time, not start + (t - start): that can round below t, and the step then
@@ -486,6 +508,11 @@ class ReplayMonitor:
         target = self.start_t + offset_s
         if target < self.position_t:
             self._back_to(target)
+        self._first_tick()
+        if target > self.position_t:
+            ahead = [c for c in self._ahead if self.position_t < c.position_t <= target]
+            if ahead:  # scan's index: no state built on the way to it
+                self._restore(max(ahead, key=lambda c: c.position_t))
         while (t := self._next_os_time(target)) is not None:
             self._advance(t)  # absolute: start + (t - start) can round below t (see step)
         self.advance_to(offset_s)
@@ -502,13 +529,18 @@ class ReplayMonitor:
         return self._scan
 
     def _scan_walk(self) -> None:
-        walker = ReplayMonitor(self.path, alert_options=self.alert_options, seekable=False)
+        walker = ReplayMonitor(self.path, alert_options=self.alert_options, seekable=False,
+                               index=self.seekable)  # fmt: skip
         try:
             span = max(walker.end_t - walker.start_t, 1e-9)
             while not walker.at_end and not self._scan_stop.is_set():
                 walker.step()  # one build per recorded OS tick, as the screen sees them
                 self._scan_read = min(1.0, (walker.position_t - walker.start_t) / span)
             if walker.at_end:
+                with self._lock:
+                    # an older recording's command lines (each declared once) for the states ahead: all
+                    self._cmdlines.update(walker._cmdlines)
+                    self._ahead = walker._checkpoints
                 self._scan = walker.state().summary
         finally:
             walker.close()

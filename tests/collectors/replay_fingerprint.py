@@ -3,7 +3,11 @@
 `golden(path)` steps a ReplayMonitor through a recording (every recorded OS tick, then a few seeks as the
 interactive replay does) and summarizes it as `memsight replay --json` does; each MonitorState becomes a
 sha256 of its canonical JSON. tests/data/recordings/v1_golden.json holds what the format-1 reader (commit
-5854ddd, the last before format 2) produced for the format-1 recordings; regenerate only on purpose:
+5854ddd, the last before format 2) produced for the format-1 recordings. Regenerated once since, on purpose,
+when a step or a seek from the start began to build the first tick's state as playing does (issue 20: the
+replay's seek index): the new file's every entry was checked equal to what the code before that change gave
+with the first tick built first (advance_to(0) before the steps and in scan's walker), its `advance_to` and
+`summarize` entries unchanged. Regenerate only on purpose:
 
     .venv/bin/python -m tests.collectors.replay_fingerprint --write
 """

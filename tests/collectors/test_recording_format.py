@@ -339,6 +339,8 @@ def test_seeking_back_from_checkpoints_is_exact(monkeypatch):
         walked.seek(offset)
         assert digest(replay.state()) == digest(walked.state()), offset
     assert 3 <= len(replay._checkpoints) <= 5 and not walked._checkpoints and not walked._recent
-    assert len(unpacked) == 4  # 3.0 s, 17.3 s, 60% and 30%: from packed checkpoints (90%: a recent one)
+    # from packed checkpoints: 0.0 s (the start's: the first tick's state is built and kept), 3.0 s, 17.3 s,
+    # 60% and 30% (90%: a recent one)
+    assert len(unpacked) == 5
     replay.close()
     walked.close()
