@@ -40,6 +40,14 @@ def rss_mib() -> float:
 def arenas() -> str:
     """What pymalloc holds in arenas now (sys._debugmallocstats, which writes to the C stderr; under
     tracemalloc it leaves the arenas out)."""
+    found = re.search(r"arenas \* \d+ bytes/arena\s*=\s*([\d,]+)", malloc_stats())
+    if found is None:
+        return "pymalloc arenas not shown"
+    return f"pymalloc arenas {int(found.group(1).replace(',', '')) / 2**20:.1f} MiB"
+
+
+def malloc_stats() -> str:
+    """sys._debugmallocstats()'s report (pymalloc's arenas, pools, blocks): it writes to C's stderr."""
     import ctypes  # noqa: PLC0415
     import os  # noqa: PLC0415
     import tempfile  # noqa: PLC0415
@@ -56,11 +64,7 @@ def arenas() -> str:
             os.dup2(saved, 2)
             os.close(saved)
         out.seek(0)
-        text = out.read().decode(errors="replace")
-    found = re.search(r"arenas \* \d+ bytes/arena\s*=\s*([\d,]+)", text)
-    if found is None:
-        return "pymalloc arenas not shown"
-    return f"pymalloc arenas {int(found.group(1).replace(',', '')) / 2**20:.1f} MiB"
+        return out.read().decode(errors="replace")
 
 
 def checkpoints_mib(monitor) -> float:
