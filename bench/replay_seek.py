@@ -24,14 +24,6 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 
-def rss_mib() -> float:
-    with open("/proc/self/status", encoding="ascii") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def timed(action) -> float:
     started = time.thread_time()
     action()
@@ -44,6 +36,7 @@ def main() -> int:
     parser.add_argument("--to", type=float, default=0.9, help="the far seek's share of the recording")
     parser.add_argument("--dir", default="/tmp")
     args = parser.parse_args()
+    from replay_app_memory import rss_mib  # noqa: PLC0415
     from replay_cost import recording  # noqa: PLC0415
 
     from collectors.replay import ReplayMonitor  # noqa: PLC0415
