@@ -658,16 +658,22 @@ def os_snapshot_from(
 ) -> OSSnapshot:
     """`known`: the processes of the previous snapshot (pid, start -> ProcessInfo), replaced by this one's: a
     process identical to its previous self (every field, of the same type) is that object, so the snapshots
-    a replay keeps (a minute of them per checkpoint) share their unchanged processes."""
+    a replay keeps (a minute of them per checkpoint) share their unchanged processes. A process `cmdlines`
+    does not name keeps its command line from `known` (a recording that declares processes as they enter
+    the table: `cmdlines` holds those declared for this line alone)."""
     procs = []
     now = {}
     for row in event.get("procs", []):
         pid, start, name, rss, growth, is_new, user = row[:7]
         window = row[7] if len(row) > 7 else 0.0
+        before = known.get((pid, start)) if known is not None else None
+        cmdline = cmdlines.get((pid, start))
+        if cmdline is None:
+            cmdline = before.cmdline if before is not None else ""
         info = ProcessInfo(
             pid=pid,
             name=name,
-            cmdline=cmdlines.get((pid, start), ""),
+            cmdline=cmdline,
             user=user,
             rss=rss,
             growth_bytes=growth,
@@ -676,7 +682,6 @@ def os_snapshot_from(
             growth_window_s=window,
         )
         if known is not None:
-            before = known.get((pid, start))
             if before is not None and _identical(_PROCESS_FIELDS(before), _PROCESS_FIELDS(info)):
                 info = before
             now[(pid, start)] = info

@@ -316,15 +316,6 @@ class ReplayMonitor:
             self._show_bad()
             return True
 
-    def _os_cmdlines(self, e: dict) -> dict[tuple[int, int], str]:
-        """The command lines an OS event's table is read with: a recording that declares processes on entry
-        gives those of the previous table and the ones declared for this line; an older one, all so far."""
-        if not self._on_entry:
-            return self._cmdlines
-        cmdlines = {key: p.cmdline for key, p in self._processes.items()}
-        cmdlines.update(e.get("entering", ()))
-        return cmdlines
-
     def _apply_one(self, e: dict) -> bool:
         k = e["k"]
         b = self.builder
@@ -341,7 +332,9 @@ class ReplayMonitor:
                 b.scope = lambda pids: pids & own  # the chart's sums and the summary, as recorded
             return False
         if k == "os":
-            b.update_os(os_snapshot_from(e, self._os_cmdlines(e), self._processes))
+            # declared on entry: the lines declared for this table; the others stay as in the last one
+            cmdlines = e.get("entering", {}) if self._on_entry else self._cmdlines
+            b.update_os(os_snapshot_from(e, cmdlines, self._processes))
         elif k == "nvml":
             b.update_nvml(nvml_snapshot_from(e))
         elif k == "vllm":

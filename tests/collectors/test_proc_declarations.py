@@ -88,7 +88,8 @@ def test_replay_shows_every_table_with_its_command_lines_and_keeps_only_the_curr
     while not replay.at_end:
         state = replay.step()
         shown.append(state.os)
-        kept = max(kept, len(replay._os_cmdlines({})) + len(replay._cmdlines))
+        # what the replay holds per process: the last table's, and the lines declared for the next one
+        kept = max(kept, len(replay._processes) + len(replay._entering) + len(replay._cmdlines))
     assert {s.t: s.processes for s in shown} == {s.t: s.processes for s in given[1:]}  # every cmdline
     assert kept <= 3  # the current table's, not the 100 jobs and the server and trainer seen so far
     replay.close()
