@@ -385,6 +385,7 @@ class Agent:
         # failed restart after fork, a failed last sample): published in the info file, shown on screen
         self.problems: list[str] = []
         self._last_records: dict[int, dict[str, float]] = {}
+        self._recorded_step = 0  # the step index of the last tick's records (wait_recorded)
 
     # ---- lifecycle
     def open(self) -> str:
@@ -567,6 +568,22 @@ class Agent:
                 self.cuda.reset_peak(device)
         self._step = (index, label, self._clock())
 
+    def wait_recorded(self, timeout_s: float = 1.0) -> bool:
+        """Wait (at most timeout_s) until a tick has written a record of the current step; False when the
+        sampler thread is not running or did not tick in time. For harnesses whose steps can be shorter than a
+        tick and must each be in the ring (memsight lab); an experiment's own code never needs to wait."""
+        index = self._step[0]
+        deadline = time.monotonic() + timeout_s
+        while True:
+            thread = self._thread
+            if thread is None or not thread.is_alive():
+                return False
+            if self._recorded_step >= index:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.002)
+
     # ---- sampling
     def _tracked(self, now: float) -> tuple[dict[int, int] | None, dict[int, int] | None]:
         if self._models and (self._weights is None or now - self._weights_t >= self.weights_refresh_s):
@@ -742,6 +759,8 @@ class Agent:
             self._fold_coarse(record, payload)
             self._last_records[int(record["device"])] = record
         fmt.write_f64(mm, fmt.OFF_HEARTBEAT, self._clock())
+        if records:
+            self._recorded_step = int(records[-1]["step_index"])
         return len(records)
 
     def _fold_coarse(self, record: dict[str, float], payload: bytes) -> None:

@@ -33,7 +33,13 @@ def _agent():
 
 
 def mark(label: str) -> None:
-    _agent().mark_step(label)
+    """A marked step, and a record of it in the agent's ring before the work goes on: a lab step (a decode
+    token of a tiny model on the CPU) can be shorter than the agent's tick, and every step is a row."""
+    agent = _agent()
+    agent.mark_step(label)
+    running = agent.current()
+    if running is not None and not running.wait_recorded(timeout_s=2.0):
+        say(f"  (the agent wrote no record of step {label!r} within 2 s)")
 
 
 # ------------------------------------------------------------------------------------ model

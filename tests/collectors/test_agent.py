@@ -70,6 +70,21 @@ def test_kv_bytes_for_5x_layers_4x_lists_and_plain_tensors():
     assert kv_bytes_by_device([(torch.zeros(3), torch.zeros(3))]) == {-1: 24}
 
 
+def test_wait_recorded_gives_each_short_step_a_record_of_its_own(tmp_path):
+    # steps far shorter than the tick (2 Hz): without the wait the ring would hold one of the five at most
+    agent = Agent(hz=2, directory=str(tmp_path), cpu_budget=0)
+    assert agent.wait_recorded(timeout_s=0.1) is False  # no sampler thread: says so at once
+    agent.start()
+    try:
+        for i in range(5):
+            agent.mark_step(f"short {i}")
+            assert agent.wait_recorded(timeout_s=5.0), i
+    finally:
+        agent.stop(remove=False)
+    labels = [r.step_label for r in AgentReader(agent.path).read_new().records]
+    assert [f"short {i}" for i in range(5)] == [label for label in dict.fromkeys(labels) if label]
+
+
 def test_agent_with_real_cpu_model_never_initializes_cuda(tmp_path):
     model = torch.nn.Linear(256, 256)
     cache = DynamicCacheLike(2)
