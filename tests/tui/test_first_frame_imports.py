@@ -33,6 +33,7 @@ NOT_BEFORE_THE_FIRST_FRAME = {"tomllib", "tui.cmd_run"}
 NOT_ON_THE_LIVE_SCREEN = {
     "tui.cmd_run", "tui.screens.plan", "tui.screens.processes",
     "tui.widgets.capacity_bars", "collectors.recorder", "tomllib", "statistics", "planner.checkpoint",
+    "plotext", "textual_plotext",  # the gap chart draws its own braille (2.0 MiB resident: issue 20)
 }  # fmt: skip
 
 # setup() (tui/cmd_watch.py: monitor_and_options) is what the app calls once its first frame is drawn: the
@@ -83,7 +84,7 @@ def test_the_first_frame_imports_neither_the_planner_nor_the_collectors(tmp_path
     assert not heavy, f"the first frame imported {sorted(heavy)}"
     assert not loaded & NOT_BEFORE_THE_FIRST_FRAME, sorted(loaded & NOT_BEFORE_THE_FIRST_FRAME)
     steady = set(report["steady"])
-    assert {"tui.widgets.gap_chart", "plotext", "collectors.monitor"} <= steady  # the Live screen, all drawn
+    assert {"tui.widgets.gap_chart", "collectors.monitor"} <= steady  # the Live screen, all drawn
     assert not steady & NOT_ON_THE_LIVE_SCREEN, sorted(steady & NOT_ON_THE_LIVE_SCREEN)
     # the first frame has a figure: host memory (MemAvailable, MemTotal), read from /proc/meminfo without the
     # collectors

@@ -1,6 +1,7 @@
 """What a Live-screen tick costs the widgets (issue 20): the bucket bars redraw only the rows that changed,
 the lines that did not change reused, with the strips Textual's own path (a Rich Group through RichVisual)
-makes; plotext is imported only when a chart is drawn."""
+makes; plotext is imported only when the lab's roofline plot is drawn (the gap chart draws its own
+braille)."""
 
 from __future__ import annotations
 
@@ -55,19 +56,19 @@ async def test_bucket_bars_draw_as_a_group_would_and_redraw_only_the_changed_lin
 PLOTEXT_ON_DEMAND = """
 import asyncio, sys
 from tests.tui.fixed_states import gb10_state
-from tests.tui.test_snapshots import app_on
+from tests.tui.test_snapshots import _lab_8_80, app_on
 from tui.widgets.gap_chart import GapChart
 
 async def main():
-    async with app_on(gb10_state()).run_test(size=(80, 24)) as pilot:  # under 40 rows: the chart is hidden
-        await pilot.pause()
-        hidden = "plotext" in sys.modules
     app = app_on(gb10_state())
-    async with app.run_test(size=(160, 48)) as pilot:  # shown: drawn, with its data
+    async with app.run_test(size=(160, 48)) as pilot:  # the Live screen's chart drawn, with its data
         await pilot.pause()
-        drawn = "plotext" in sys.modules
+        live = "plotext" in sys.modules
         assert "PyTorch allocated" in app.screen.query_one(GapChart).render().plain
-    print(hidden, drawn)
+        await _lab_8_80(pilot)  # the lab's roofline plot
+        await pilot.pause()
+        roofline = "plotext" in sys.modules
+    print(live, roofline)
 
 asyncio.run(main())
 """
@@ -85,7 +86,7 @@ def _printed_by_a_fresh_interpreter(script: str) -> list[str]:
     return out.stdout.split()
 
 
-def test_plotext_is_imported_only_when_a_chart_is_drawn():
+def test_plotext_is_imported_by_the_roofline_plot_and_never_by_the_live_screens_chart():
     assert _printed_by_a_fresh_interpreter(PLOTEXT_ON_DEMAND) == ["False", "True"]
 
 

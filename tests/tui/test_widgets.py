@@ -333,9 +333,9 @@ def test_words_and_numbers_on_the_screens():
     assert peak == "peak MiB: weights 2.00 — this run's agents only (pid 4121)"
 
 
-def matrix_text(rows) -> Text:
-    """GapChart's runs as the Text textual-plotext shows: Text.from_ansi of plotext's canvas (one Text per
-    row of runs, the empty line after plotext's last newline kept)."""
+def runs_text(rows) -> Text:
+    """GapChart's runs as one Rich Text, a line per row of runs (and an empty last line, as the ANSI text of
+    the plotext canvas it once drew had)."""
     lines = []
     for runs in rows:
         line = Text()
@@ -346,10 +346,11 @@ def matrix_text(rows) -> Text:
     return Text("\n").join(lines)
 
 
-async def test_the_chart_picture_is_the_strips_textual_makes_of_plotexts_text():
-    """GapChart draws plotext's matrix as strips itself (issue 20: the ANSI text, its parse and Textual's
-    Content were three quarters of a redraw); the strips are exactly those of Textual's own path for the
-    Text that textual-plotext shows (Text.from_ansi of the canvas): every character, style and offset."""
+async def test_the_chart_picture_is_the_strips_textual_makes_of_its_text():
+    """GapChart draws its runs as strips itself (issue 20: an ANSI text, its parse and Textual's Content were
+    three quarters of a redraw); the strips are exactly those of Textual's own path for the same runs as a
+    Rich Text: every character, style and offset, each row the widget's width (never wider: a picture wider
+    than the widget once ran into the column beside it)."""
     import math  # noqa: PLC0415
 
     from textual.visual import Visual, visualize  # noqa: PLC0415
@@ -374,11 +375,14 @@ async def test_the_chart_picture_is_the_strips_textual_makes_of_plotexts_text():
         picture = chart._build()
         width, height = chart.content_size.width, chart.content_size.height
         ours = Visual.to_strips(chart, picture, width, height, chart.visual_style)
-        textuals = Visual.to_strips(chart, visualize(chart, matrix_text(picture.rows)), width, height,
+        textuals = Visual.to_strips(chart, visualize(chart, runs_text(picture.rows)), width, height,
                                     chart.visual_style)  # fmt: skip
         assert len(ours) == len(textuals) == height
         assert [list(s) for s in ours] == [list(s) for s in textuals]
         assert "PyTorch allocated / reserved / gap" in "".join(s.text for s in ours)
+        assert [sum(len(chars) for chars, _ in runs) for runs in picture.rows] == [width] * height
+        colors = {style.color.name for runs in picture.rows for _, style in runs if style is not None}
+        assert colors == {"blue", "green", "red"}
 
 
 async def test_the_gap_chart_redraws_with_the_tick_that_ends_its_interval():

@@ -13,7 +13,7 @@ from textual.widgets import Header, Static
 from tui.widgets.headroom import HeadroomGauge
 
 # typing.TYPE_CHECKING: the modules of the widgets mounted with the first view (_mount_sections) are imported
-# then, not for the first frame (the chart's: plotext)
+# then, not for the first frame
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from textual.widget import Widget
@@ -35,10 +35,11 @@ WIDE_COLUMNS = 140  # at least this many columns: two columns side by side; fewe
 # shorter terminal it would push everything else off screen, so `g` shows it.
 TALL_ROWS = 40
 LIVE_TOP_PROCESSES = 12
-# The gap chart is redrawn at most this often: at one redraw a second, plotext's build of it was 30% of the
-# main thread's time by cProfile (Textual's compositing of its rows on top). Its figures lag the gauge and the
-# bars above it by up to this much; its axis spans the history (600 samples: 5 minutes at 2 Hz), where two
-# seconds are less than one character column at 160x48.
+# The gap chart is redrawn at most this often: at one redraw a second, its build (plotext's then; the braille
+# of tui/widgets/braille_chart.py since, 2 ms at 91x12) and Textual's compositing of its rows were 30% of the
+# main thread's time by cProfile. Its figures lag the gauge and the bars above it by up to this much; its
+# axis spans the history (600 samples: 5 minutes at 2 Hz), where two seconds are less than one character
+# column at 160x48.
 CHART_REDRAW_S = 2.0
 AGENTS_TITLE = "agents: PyTorch allocator per process and device, {unit} (★ busiest)"
 
@@ -131,7 +132,7 @@ class LiveScreen(Screen):
             return False
         from tui.widgets.alert_log import AlertLog  # noqa: PLC0415
         from tui.widgets.footer import MemsightFooter  # noqa: PLC0415
-        from tui.widgets.gap_chart import GapChart  # noqa: PLC0415  (plotext: the screen's largest import)
+        from tui.widgets.gap_chart import GapChart  # noqa: PLC0415  (with the first view)
         from tui.widgets.log_tail import LogPanel  # noqa: PLC0415
         from tui.widgets.pool_parts import PoolParts  # noqa: PLC0415
         from tui.widgets.process_summary import ProcessSummary  # noqa: PLC0415

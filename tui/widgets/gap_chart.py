@@ -1,5 +1,5 @@
-"""Allocated, reserved and the reserved − allocated gap over time (plotext through textual-plotext, imported
-when the chart is first drawn: tui/widgets/plot.py)."""
+"""Allocated, reserved and the reserved − allocated gap over time, drawn in braille by
+tui/widgets/braille_chart.py (no plotext: issue 20's resident-memory target)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,15 @@ from textual.strip import Strip
 from textual.style import Style as VisualStyle
 from textual.timer import Timer
 from textual.visual import Visual
+from textual.widget import Widget
 
+from tui.widgets.braille_chart import ChartLine, chart_rows
 from tui.widgets.data import ChartSeries
 from tui.widgets.fmt import unit_for
-from tui.widgets.plot import PlotWidget
 
 GIB = 2**30
-# The y axis spans at least this much: plotext fits the axis to the data, so a flat headroom drifting by 9 MB
-# filled the whole height and read as a cliff. Headroom moves in GiB; the allocator in fractions of one.
+# The y axis spans at least this much: an axis fitted to the data made a flat headroom drifting by 9 MB fill
+# the whole height, which read as a cliff. Headroom moves in GiB; the allocator in fractions of one.
 MIN_SPAN_HEADROOM_BYTES = GIB
 MIN_SPAN_ALLOCATOR_BYTES = GIB // 2
 # A tick that comes this much before the redraw interval is over still redraws: the app's ticks and the
@@ -44,7 +45,7 @@ def y_limits(values: Sequence[float], min_span: float) -> tuple[float, float]:
     return low, low + min_span
 
 
-class GapChart(PlotWidget):
+class GapChart(Widget):
     DEFAULT_CSS = """
     GapChart { height: 12; min-height: 8; }
     GapChart.-empty { height: 2; min-height: 2; }
@@ -52,24 +53,24 @@ class GapChart(PlotWidget):
 
     def __init__(self, min_redraw_s: float = 1.0, **kwargs) -> None:
         super().__init__(**kwargs)
-        # A new point arrives every tick, but a time axis read by eye needs no more than a redraw a second,
-        # and building the plotext figure is the monitor's largest cost: later data waits for the next slot.
+        # A new point arrives every tick, but a time axis read by eye needs no more than a redraw a second:
+        # later data waits for the next slot.
         self.min_redraw_s = min_redraw_s
         self._drawn_at = -math.inf
         self._pending: Timer | None = None
         self._data: ChartSeries | None = None
         self.draw_count = 0  # how many times the figure changed (tests / bench: nothing when unchanged)
-        # plotext's build() is the costliest thing the monitor does: reuse its output until the figure
-        # (draw_count), the size or the theme changes
+        # the picture is reused until the figure (draw_count), the size or the theme changes
         self._built: tuple[tuple, ChartPicture] | None = None
-        self._styles: dict[tuple, Style | None] = {}  # plotext (fg, style, bg) -> Rich style (matrix_runs)
+        self._styles: dict[str | None, Style | None] = {None: None}  # colour name -> Rich style
 
     @property
     def data(self) -> ChartSeries | None:
         return self._data
 
     def on_mount(self) -> None:
-        super().on_mount()
+        # a new app theme draws the picture again in its colours
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self.refresh())
         self._draw()
 
     def on_resize(self) -> None:
@@ -108,84 +109,48 @@ class GapChart(PlotWidget):
         return self._built[1]
 
     def _build(self) -> ChartPicture:
-        """PlotextPlot.render's picture, made from plotext's character and colour matrices directly: plotext
-        would write the matrices out as ANSI text, Rich would parse it back and Textual turn that Text into
-        strips again (together three quarters of a redraw's time). The styles come from Rich's own parse of
-        plotext's own escape codes, once per colour triple, so the strips are the ones Textual makes of
-        Text.from_ansi(plt.build()) (tests/tui/test_widgets.py and the snapshot tests hold them to that)."""
-        self._plot_data()
-        figure = self.sized_plot()
-        figure._set_sizes()  # what figure.build() does, without writing the ANSI text
-        figure._build_matrix()
-        return ChartPicture(matrix_runs(figure.monitor.matrix, self._styles), self.app.ansi_theme)
+        """The braille picture at the widget's size, as runs of one Rich style each."""
+        width, height = self.size
+        rows = chart_rows(width, height, *self._figure())
+        styles = self._styles
+        for runs in rows:
+            for _chars, color in runs:
+                if color not in styles:
+                    styles[color] = Style(color=color)
+        picture = [[(chars, styles[color]) for chars, color in runs] for runs in rows]
+        return ChartPicture(picture, self.app.ansi_theme)
 
     def _draw(self) -> None:
         """The figure changed (data or size): it is built again when next rendered, which a hidden chart
-        never is (nor is plotext imported for it)."""
+        never is."""
         self.draw_count += 1
 
-    def _plot_data(self) -> None:
-        """The data into plotext, as many points as the width shows."""
-        plt = self.plt
-        plt.clear_data()
-        plt.clear_figure()
+    def _figure(self) -> tuple[str, Sequence[float], list[ChartLine], float, float]:
+        """(title, times, lines, y low, y high): the data as many points as the width shows."""
         data = self._data
         if data is not None and not data.t and data.fallback_t:
             t, (headroom,) = decimate(data.fallback_t, (data.fallback,), self._max_points(), min)
             unit = unit_for(int(v) for v in headroom)
-            # the reason is on the agents row already; a title wider than the plot is not drawn at all
-            plt.title(f"{data.fallback_label}, {unit.name}, over time (s): no allocator counters to chart")
+            title = f"{data.fallback_label}, {unit.name}, over time (s): no allocator counters to chart"
             values = [v / unit.bytes for v in headroom]
-            plt.plot(t, values, label="headroom", color="cyan", marker="braille")
-            plt.ylim(*y_limits(values, MIN_SPAN_HEADROOM_BYTES / unit.bytes))
-            return
+            low, high = y_limits(values, MIN_SPAN_HEADROOM_BYTES / unit.bytes)
+            return title, t, [ChartLine(values, "headroom", "cyan")], low, high
         if data is None or not data.t:
-            plt.title(data.missing if data and data.missing else "allocator: no PyTorch agent attached yet")
-            return
+            title = data.missing if data and data.missing else "allocator: no PyTorch agent attached yet"
+            return title, (), [], 0.0, 1.0
         t, (reserved, allocated, gap) = decimate(
             data.t, (data.reserved, data.allocated, data.gap), self._max_points()
         )
         unit = unit_for(int(v) for v in reserved)  # the largest of the three
-        plt.title(f"PyTorch allocated / reserved / gap ({unit.name}) over time (s)")
-        drawn: list[float] = []
-        for values, label, color in ((reserved, "reserved", "blue"), (allocated, "allocated", "green"),
-                                     (gap, "gap", "red")):
-            scaled = [v / unit.bytes for v in values]
-            drawn.extend(scaled)
-            plt.plot(t, scaled, label=label, color=color, marker="braille")
-        plt.ylim(*y_limits(drawn, MIN_SPAN_ALLOCATOR_BYTES / unit.bytes))
+        named = ((reserved, "reserved", "blue"), (allocated, "allocated", "green"), (gap, "gap", "red"))
+        lines = [ChartLine([v / unit.bytes for v in values], label, color) for values, label, color in named]
+        drawn = [v for line in lines for v in line.values]
+        low, high = y_limits(drawn, MIN_SPAN_ALLOCATOR_BYTES / unit.bytes)
+        return f"PyTorch allocated / reserved / gap ({unit.name}) over time (s)", t, lines, low, high
 
     def _max_points(self) -> int:
         # braille draws two points per column: more points than that only cost time, never show
         return max(32, 2 * self.size.width)
-
-
-def matrix_runs(matrix, styles: dict[tuple, Style | None]) -> list[list[tuple[str, Style | None]]]:
-    """A plotext matrix (marker, fullground, style and background per cell) as rows, top row first, of runs
-    of one colour triple: (characters, the Rich style Rich parses plotext's escape codes for into; None for
-    none), parsed once per triple and kept in `styles`."""
-    rows = []
-    markers, fg, st, bg = matrix.marker, matrix.fullground, matrix.style, matrix.background
-    for row in matrix.Rows[::-1]:  # plotext writes the top row first
-        runs = []
-        cols = len(markers[row])
-        col = 0
-        while col < cols:
-            colors = (fg[row][col], st[row][col], bg[row][col])
-            end = col + 1
-            while end < cols and (fg[row][end], st[row][end], bg[row][end]) == colors:
-                end += 1
-            key = tuple(tuple(c) if isinstance(c, list) else c for c in colors)  # an rgb colour may be a list
-            style = styles.get(key, _UNPARSED)
-            if style is _UNPARSED:
-                from plotext._utility import ansi_end, colors_to_ansi  # noqa: PLC0415  (drawn: imported)
-
-                parsed = Text.from_ansi(colors_to_ansi(*colors) + "x" + ansi_end)
-                style = styles[key] = parsed.spans[0].style if parsed.spans else None
-            runs.append(("".join(markers[row][col:end]), style))
-            col = end
-        rows.append(runs)
-    return rows
 
 
 class ChartPicture(Visual):
@@ -230,9 +195,6 @@ class ChartPicture(Visual):
                 x += len(chars)
             strips.append(Strip(segments, x))
         return strips
-
-
-_UNPARSED = object()
 
 
 def decimate(
