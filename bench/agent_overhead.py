@@ -38,8 +38,6 @@ import torch  # noqa: E402
 
 from collectors import agent_format as fmt  # noqa: E402
 from collectors.agent import DEFAULT_CPU_BUDGET, Agent  # noqa: E402
-from collectors.ring import Ring  # noqa: E402
-from collectors.state import AGENT_FIELDS, OS_FIELDS  # noqa: E402
 
 OFF, CONTROL, BARE = "off", "off (control)", "bare thread 100 Hz"
 AGENT_SETTINGS = {"10 Hz": (10.0, DEFAULT_CPU_BUDGET), "100 Hz": (100.0, DEFAULT_CPU_BUDGET),
@@ -187,9 +185,7 @@ def main() -> int:
     print(
         f"ring storage for a day at 10 Hz (fixed, preallocated): agent ring file "
         f"{fmt.file_size():,} B (fine {fmt.FINE_CAPACITY} records + coarse {fmt.COARSE_CAPACITY} x "
-        f"{fmt.COARSE_STEP_S:.0f} s; {day_records:,} records/day pass through it); monitor rings (at most: "
-        f"they grow with their samples up to this): OS "
-        f"{Ring.bytes_for(len(OS_FIELDS)):,} B, per agent device {Ring.bytes_for(len(AGENT_FIELDS)):,} B"
+        f"{fmt.COARSE_STEP_S:.0f} s; {day_records:,} records/day pass through it)"
     )
     print(f"  (unbounded it would be {day_records * fmt.SLOT_SIZE:,} B/day of agent records per device)")
     if args.json:

@@ -148,7 +148,7 @@ class ReplayMonitor:
         self._entering: dict[tuple[int, int], str] = {}  # declared for the next OS line read (_on_entry)
         self._processes = {}
         self.own: frozenset[int] | None = None
-        self.builder = StateBuilder(replay=True, alert_options=self.alert_options, rings=False)
+        self.builder = StateBuilder(replay=True, alert_options=self.alert_options)
         self.builder.status["agents"] = "replay"
         self._skipped: dict[str, str] = {}  # agent files the recorded monitor did not read, path -> why
         self.position_t = self.start_t

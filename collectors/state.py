@@ -1,8 +1,8 @@
 """Turns the latest snapshots into one immutable MonitorState (shared by the live Monitor and replay).
 
-It keeps the rings (fixed size, see collectors/ring.py: a day of history), the short chart history the UI
-draws (the last `history_points` of each series, appended as samples arrive; a series' tuples are rebuilt
-only when it changed, never copied out of the rings per build) and a short list of recent states for the
+It keeps the short chart history the UI draws (the last `history_points` of each series, appended as samples
+arrive; a series' tuples are rebuilt only when it changed), each source's time order (collectors/ring.py's
+TimeGate: a sample older than the last is refused and counted) and a short list of recent states for the
 alert rules. Only the collector threads (or the replay clock) call the update_* methods and
 build(); readers get the last built MonitorState, a frozen value, without any lock.
 """
@@ -27,9 +27,8 @@ from collectors.alerts import AlertOptions, evaluate
 from collectors.nvml_collector import gpu_bytes_by_pid, gpu_held_bytes
 from collectors.os_collector import with_gpu_bytes
 from collectors.pool import pool_parts
-from collectors.ring import Ring, TimeGate, to_float, to_int
+from collectors.ring import TimeGate, to_float, to_int
 from collectors.snapshots import (
-    OS_FIELDS,
     SAMPLED_HZ_WINDOW,
     AgentRecord,
     AgentView,
@@ -44,7 +43,6 @@ from collectors.snapshots import (
 )
 from collectors.summary import SummaryAccumulator
 
-AGENT_FIELDS = ("allocated", "reserved", "peak_allocated", "rss", "weights_bytes", "kv_bytes")
 # the conditions remembered for "one alert per condition" (_raise_alerts): those quiet for twice the alert
 # window are forgotten once there are more than ALERT_KEYS_KEPT (one key per process that ever grew)
 ALERT_KEYS_KEPT = 64
@@ -89,8 +87,8 @@ class AgentTrack:
     lost: int = 0
     history: deque = field(default_factory=lambda: deque(maxlen=600))
     latest: dict[int, AgentRecord] = field(default_factory=dict)
-    rings: dict[int, Ring] = field(default_factory=dict)
-    # per device (>= 0): the chart history, (t, allocated, reserved) of the samples its ring accepted
+    gates: dict[int, TimeGate] = field(default_factory=dict)  # per device: its samples' time order
+    # per device (>= 0): the chart history, (t, allocated, reserved) of the samples its gate accepted
     series: dict[int, deque] = field(default_factory=dict)
     info: AgentInfo | None = None  # the agent's latest info file (collectors/agent_info.py)
     # times of the last records read, kept or not (the monitor keeps records at its own rate), and the rate
@@ -104,7 +102,7 @@ class AgentTrack:
             self,
             history=deque(self.history, maxlen=self.history.maxlen),
             latest=dict(self.latest),
-            rings={device: ring.copy() for device, ring in self.rings.items()},
+            gates={device: gate.copy() for device, gate in self.gates.items()},
             series={device: deque(s, maxlen=s.maxlen) for device, s in self.series.items()},
             seen=deque(self.seen, maxlen=self.seen.maxlen),
         )
@@ -230,12 +228,12 @@ class StateBuilder:
         alert_options: AlertOptions | None = None,
         max_alerts: int = 50,
         replay: bool = False,
-        rings: bool = True,
     ) -> None:
-        """`rings`: keep each source's samples in a Ring (collectors/ring.py); a replay keeps only their
-        refusals (TimeGate): its file is the history, and its checkpoints copy the builder (copy())."""
+        """The history the screens draw is the last `history_points` samples of each series (bounded deques);
+        a source's samples are otherwise kept only as far as their time order (TimeGate): the monitor kept a
+        day of each source in a Ring as well, which nothing read (1.9 MiB a day for the OS and headroom,
+        1.1 MiB per agent device, issue 20's all-day resident memory)."""
         self.history_points = history_points
-        self._ring = Ring if rings else (lambda _name, _fields: TimeGate())
         self.alert_window_s = alert_window_s
         self.alert_options = alert_options or AlertOptions()
         self.replay = replay
@@ -247,8 +245,8 @@ class StateBuilder:
         self.engine = None  # collectors.engine_metrics.EngineSnapshot (--engine-url)
         self.engine_log = None  # collectors.engine_log_follow.FollowedLog (the child's log)
         self.agents: dict[tuple[int, int], AgentTrack] = {}
-        self.os_ring = self._ring("os", OS_FIELDS)
-        self.headroom_ring = self._ring("headroom", ("headroom",))
+        self.os_gate = TimeGate()
+        self.headroom_gate = TimeGate()
         # chart history (what MonitorState.history shows), oldest first, bounded by history_points
         # (times, values) as two deques each: a build copies them into the history's tuples
         self._available = (deque(maxlen=history_points), deque(maxlen=history_points))
@@ -287,7 +285,7 @@ class StateBuilder:
             other._lock = threading.Lock()
             other.agents = {key: track.copy() for key, track in self.agents.items()}
             other._charts = self._charts.copy()
-            other.os_ring, other.headroom_ring = self.os_ring.copy(), self.headroom_ring.copy()
+            other.os_gate, other.headroom_gate = self.os_gate.copy(), self.headroom_gate.copy()
             other._available = tuple(deque(c, maxlen=c.maxlen) for c in self._available)
             other._headroom = tuple(deque(c, maxlen=c.maxlen) for c in self._headroom)
             other._series_changed = set(self._series_changed)
@@ -299,9 +297,9 @@ class StateBuilder:
             other.summary = self.summary.copy()
             return other
 
-    # what binds a builder to this process and its owner (its lock, how it makes rings, the owner's
-    # callbacks): not part of what packed() keeps
-    _BOUND = ("_lock", "_ring", "scope", "on_scope", "on_alert", "peers")
+    # what binds a builder to this process and its owner (its lock, the owner's callbacks): not part of what
+    # packed() keeps
+    _BOUND = ("_lock", "scope", "on_scope", "on_alert", "peers")
 
     def packed(self, *beside: object) -> bytes:
         """What copy() keeps, with `beside` (the owner's own state: packed in the same pass), as pack()'s
@@ -312,7 +310,7 @@ class StateBuilder:
 
     def restored(self, values: dict[str, Any]) -> StateBuilder:
         """A builder going on from another's packed() values, bound as this one is (its own lock, this one's
-        ring maker and callbacks)."""
+        callbacks)."""
         other = copy.copy(self)
         vars(other).update(values)
         other._lock = threading.Lock()
@@ -338,8 +336,7 @@ class StateBuilder:
         with self._lock:
             self.os = snap
             self.status["os"] = "ok"
-            accepted = self.os_ring.append(snap.t, {name: getattr(snap, name) for name in OS_FIELDS})
-            if accepted:  # a sample the ring refused (time going backwards) is not charted either
+            if self.os_gate.append(snap.t):  # a sample the gate refused (time going backwards) is not charted
                 self._available[0].append(snap.t)
                 self._available[1].append(to_float(snap.mem_available))
                 self._series_changed.add("available")
@@ -415,10 +412,10 @@ class StateBuilder:
             for r in records:
                 track.history.append(r)
                 track.latest[r.device] = r
-                ring = track.rings.get(r.device)
-                if ring is None:
-                    ring = track.rings[r.device] = self._ring(f"agent:{key[0]}:{r.device}", AGENT_FIELDS)
-                accepted = ring.append(r.t, {name: getattr(r, name) for name in AGENT_FIELDS})
+                gate = track.gates.get(r.device)
+                if gate is None:
+                    gate = track.gates[r.device] = TimeGate()
+                accepted = gate.append(r.t)
                 if accepted and r.device >= 0:
                     series = track.series.get(r.device)
                     if series is None:
@@ -447,10 +444,11 @@ class StateBuilder:
     # ---- build
     def _dropped_now(self) -> dict[str, int]:
         dropped = dict(self.dropped)
-        refused = self.os_ring.dropped + self.headroom_ring.dropped
-        refused += sum(ring.dropped for track in self.agents.values() for ring in track.rings.values())
+        refused = self.os_gate.dropped + self.headroom_gate.dropped
+        refused += sum(gate.dropped for track in self.agents.values() for gate in track.gates.values())
         if refused:
-            dropped["rings"] = refused  # samples a ring refused (time going backwards)
+            # samples refused for time going backwards; "rings" is the name /metrics has exported them under
+            dropped["rings"] = refused
         return dropped
 
     def _views(self) -> tuple[AgentView, ...]:
@@ -505,7 +503,7 @@ class StateBuilder:
         if headroom is None or source == self._headroom_from:
             return
         self._headroom_from = source
-        if self.headroom_ring.append(t, (float(headroom),)):
+        if self.headroom_gate.append(t):
             self._headroom[0].append(t)
             self._headroom[1].append(float(headroom))
             self._series_changed.add("headroom")

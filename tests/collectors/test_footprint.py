@@ -1,5 +1,5 @@
 """What the Live screen's process keeps resident (issue 20): no pynvml where NVML's library cannot load, and
-history rings that hold only what was sampled, with the same values out as fixed preallocated storage."""
+a state builder whose memory does not grow with the samples once its chart history is full."""
 
 from __future__ import annotations
 
@@ -38,69 +38,30 @@ def test_a_library_that_loads_goes_on_to_pynvml(monkeypatch):
     assert collector.status == "ok" or collector.status.startswith(("no NVML library", "NVML init failed"))
 
 
-def _reference(samples, capacity, coarse_capacity, step):
-    """What a ring of these sizes must give back, computed the plain way: the newest `capacity` samples, and
-    per closed `step`-second window the min and max of each field (NaN where the window had none)."""
-    fine = samples[-capacity:]
-    windows: list[tuple[float, list[list[float]]]] = []
-    for t, row in samples:
-        start = t - t % step
-        if not windows or windows[-1][0] != start:
-            windows.append((start, [[] for _ in row]))
-        for i, v in enumerate(row):
-            if v == v:
-                windows[-1][1][i].append(v)
-    closed = windows[:-1][-coarse_capacity:]  # the newest window is still being filled
-    nan = float("nan")
-    return (
-        tuple(t for t, _ in fine),
-        [tuple(row[i] for _, row in fine) for i in range(2)],
-        tuple(start for start, _ in closed),
-        [tuple(min(c[i]) if c[i] else nan for _, c in closed) for i in range(2)],
-        [tuple(max(c[i]) if c[i] else nan for _, c in closed) for i in range(2)],
-    )
+def test_the_builders_memory_stops_growing_once_its_chart_history_is_full():
+    """A day of the live monitor is a day of samples: past the chart's history_points and the alert window,
+    what the builder holds must not grow (a day of each source in a ring once grew it 1.9 MiB a day)."""
+    import tracemalloc  # noqa: PLC0415
+    from dataclasses import replace  # noqa: PLC0415
 
+    from collectors.state import StateBuilder  # noqa: PLC0415
+    from tests.collectors.builders import os_snapshot  # noqa: PLC0415
 
-def _same(a, b) -> bool:  # NaN-aware equality of float tuples (a NaN's payload kept: compare bits)
-    import struct
+    builder = StateBuilder(history_points=600, alert_window_s=60.0)
+    base = os_snapshot(0.0, 20 * 2**30)
 
-    bits = lambda xs: [struct.pack("<d", x) for x in xs]  # noqa: E731
-    return bits(a) == bits(b)
+    def run(start: int, stop: int) -> None:
+        for k in range(start, stop):  # 2 Hz, the headroom moving a little at every sample
+            builder.update_os(replace(base, t=k / 2, mem_available=base.mem_available - k % 7 * 4096))
+            builder.build(k / 2)
 
-
-@pytest.mark.parametrize("count", [0, 1, 7, 40, 41, 200])
-def test_a_ring_gives_the_same_values_while_filling_and_once_full(count):
-    from collectors.ring import UNSUPPORTED, Ring
-
-    capacity, coarse_capacity, step = 40, 6, 10.0
-    ring = Ring("x", ("a", "b"), capacity=capacity, coarse_capacity=coarse_capacity, coarse_step_s=step)
-    samples = []
-    for k in range(count):
-        t = 3.0 + 1.5 * k
-        a = float("nan") if k % 11 == 3 else float((k * 37) % 101)
-        b = UNSUPPORTED if k % 13 == 5 else float(2**40 + k)  # bytes past float32's exact range
-        assert ring.append(t, (a, b))
-        samples.append((t, (a, b)))
-    snap = ring.snapshot()
-    times, columns, ctimes, cmin, cmax = _reference(samples, capacity, coarse_capacity, step)
-    assert snap.times == times and snap.coarse_times == ctimes
-    assert all(_same(got, want) for got, want in zip(snap.columns, columns, strict=True))
-    assert all(_same(got, want) for got, want in zip(snap.coarse_min, cmin, strict=True))
-    assert all(_same(got, want) for got, want in zip(snap.coarse_max, cmax, strict=True))
-    assert _same(ring.snapshot(last=5).columns[1], columns[1][-5:])
-    assert _same(ring.copy().snapshot().columns[0], columns[0])
-
-
-def test_a_ring_holds_what_it_was_given_and_never_more_than_its_bound():
-    from collectors.ring import Ring
-
-    ring = Ring("os", tuple(f"f{i}" for i in range(9)))
-    assert ring.held_bytes <= 16 * 9  # an empty ring holds only its running min/max
-    for i in range(120):  # a minute at 2 Hz
-        ring.append(i * 0.5, [1.0] * 9)
-    # 120 fine entries and 5 closed coarse windows (of 10 s): under 1% of a full ring's 1.6 MB
-    assert ring.held_bytes == 8 * 120 * 10 + 8 * 5 * 19 + 16 * 9
-    for i in range(120, 40_000):  # past a day (100,000 s): both tiers full, then overwritten
-        ring.append(i * 2.5, [1.0] * 9)
-    assert ring.held_bytes == ring.nbytes == Ring.bytes_for(9)
-
+    tracemalloc.start()  # from the first sample: what replaces an older value is then no growth
+    try:
+        run(0, 2_000)  # the chart's 600 points and the minute of states are full from here
+        before = tracemalloc.get_traced_memory()[0]
+        run(2_000, 12_000)  # 10,000 samples more: 83 minutes at 2 Hz
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert builder.state.history["available"][0][-1] == 11_999 / 2
+    assert grown < 64 * 1024, grown  # a ring kept 10 floats a sample: 800 KB for these

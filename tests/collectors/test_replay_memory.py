@@ -35,7 +35,7 @@ def _held(root: object) -> int:
 def _played(builds: int, rss: int, alert_window_s: float = 60.0) -> StateBuilder:
     """A builder after `builds` builds at 2 Hz, each with a new process of `rss` bytes in the table (over
     1 GiB: a new-process alert at every build, each for another pid); its charts 100 points long."""
-    builder = StateBuilder(replay=True, rings=False, alert_window_s=alert_window_s, history_points=100)
+    builder = StateBuilder(replay=True, alert_window_s=alert_window_s, history_points=100)
     table: tuple[ProcessInfo, ...] = ()
     for tick in range(builds):
         t = 1.7e9 + tick / 2

@@ -1,4 +1,5 @@
-"""Rings, the OS collector on real /proc and real fixtures, NVML through recorded nvidia-smi outputs."""
+"""Stored values and time order, the OS collector on real /proc and real fixtures, NVML through recorded
+nvidia-smi outputs."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from collectors.nvidia_smi import SmiBackend, parse
 from collectors.nvml_collector import NVMLCollector, gpu_held_bytes
 from collectors.os_collector import OSCollector, parse_free_h_line, parse_meminfo, parse_psi
-from collectors.ring import UNSUPPORTED, Ring, is_unknown, is_unsupported
+from collectors.ring import UNSUPPORTED, TimeGate, is_unknown, is_unsupported, to_float
 from collectors.state import StateBuilder
 from tests.conftest import SHARED_FIXTURES, needs_shared
 
@@ -20,45 +21,23 @@ MiB = 2**20
 
 
 def test_unsupported_is_distinct_from_unknown_and_zero():
-    ring = Ring("x", ("a", "b", "c"), capacity=4)
-    ring.append(1.0, {"a": 0, "b": UNSUPPORTED})  # c missing: unknown
-    snap = ring.snapshot()
-    a, b, c = (snap.column(n)[0] for n in "abc")
+    from array import array  # noqa: PLC0415
+
+    stored = array("d", [0.0, UNSUPPORTED, to_float(None)])  # the payload survives array('d')
+    a, b, c = array("d", stored.tobytes())
     assert a == 0.0 and not is_unknown(a) and not is_unsupported(a)
     assert is_unsupported(b) and not is_unknown(b)
     assert is_unknown(c) and not is_unsupported(c)
 
 
-def test_ring_is_bounded_keeps_newest_and_coarse_min_max():
-    ring = Ring("x", ("v",), capacity=5, coarse_capacity=3, coarse_step_s=10.0)
-    size = ring.nbytes
-    for i in range(100):
-        ring.append(float(i), {"v": i})
-    snap = ring.snapshot()
-    assert snap.times == (95.0, 96.0, 97.0, 98.0, 99.0)
-    assert snap.column("v") == (95.0, 96.0, 97.0, 98.0, 99.0)
-    # coarse: windows [60,70) [70,80) [80,90) are the last three closed ones
-    assert snap.coarse_times == (60.0, 70.0, 80.0)
-    assert snap.coarse_min[0] == (60.0, 70.0, 80.0) and snap.coarse_max[0] == (69.0, 79.0, 89.0)
-    assert ring.nbytes == size == Ring.bytes_for(1, 5, 3)
-
-
-def test_ring_counts_refused_samples():
-    ring = Ring("x", ("v",), capacity=4)
-    assert ring.append(2.0, {"v": 1})
-    assert not ring.append(1.0, {"v": 1})  # time going backwards
-    assert not ring.append(3.0, {"nope": 1})  # unknown field
-    assert not ring.append(math.nan, {"v": 1})
-    assert ring.dropped == 3 and ring.appended == 1
-
-
-def test_day_at_10hz_fits_the_documented_fixed_size():
-    ring = Ring("os", tuple(f"f{i}" for i in range(9)))
-    before = ring.nbytes
-    for i in range(24 * 3600 // 5 + 2):  # a day and a bit, every 5 s (the size cannot depend on the rate)
-        ring.append(i * 5.0, [1.0] * 9)
-    assert ring.nbytes == before == 8 * 4096 * 10 + 8 * 8640 * 19 + 16 * 9
-    assert len(ring.snapshot().coarse_times) == 8640  # a full day at 10 s
+def test_a_time_gate_counts_the_samples_it_refuses():
+    gate = TimeGate()
+    assert gate.append(2.0) and gate.append(2.0)  # the same time again is in order
+    assert not gate.append(1.0)  # time going backwards
+    assert not gate.append(math.nan)
+    copied = gate.copy()
+    assert copied.append(3.0) and not copied.append(2.5)
+    assert gate.dropped == 2 and copied.dropped == 3 and gate.append(2.5)
 
 
 def test_os_collector_reads_real_proc():
