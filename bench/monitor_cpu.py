@@ -6,6 +6,7 @@ memory monitor) at the same rate, and bpytop / glances where installed (`--other
     .venv/bin/python bench/monitor_cpu.py                                   # 2 Hz, 3 rounds of 60 s
     .venv/bin/python bench/monitor_cpu.py --hz 2 --seconds 30 --rounds 5 --others /tmp/tools/bin
     .venv/bin/python bench/monitor_cpu.py --threads --seconds 30             # per sampling thread, no UI
+    .venv/bin/python bench/monitor_cpu.py --starts 25                        # first frames only, 25 pairs
 
 Each program runs in a pseudo-terminal of 160x48, as in a user's terminal, its output drained; CPU is psutil's
 cpu_times() of the process (user + system, all threads) over the window, after the first frame and a few
@@ -144,10 +145,18 @@ def programs(hz: float, others: str | None, home: str) -> dict[str, Program]:
     # memsight's first frame may come before its first sample ("headroom: waiting for the first sample…"):
     # its first figures are the headroom gauge's figure; the minimal app's first frame has its figures
     out = {
-        "memsight": ([sys.executable, "-m", "tui.cli", "watch", "--hz", str(hz)], b"headroom",
-                     rb"headroom \d", env),  # fmt: skip
-        "minimal": ([sys.executable, "bench/minimal_monitor.py", "--hz", str(hz)], b"available",
-                    rb"available \d", env),  # fmt: skip
+        "memsight": (
+            [sys.executable, "-m", "tui.cli", "watch", "--hz", str(hz)],
+            b"headroom",
+            rb"headroom \d",
+            env,
+        ),  # fmt: skip
+        "minimal": (
+            [sys.executable, "bench/minimal_monitor.py", "--hz", str(hz)],
+            b"available",
+            rb"available \d",
+            env,
+        ),  # fmt: skip
     }
     if others:
         bpytop, glances = os.path.join(others, "bpytop"), os.path.join(others, "glances")
@@ -189,7 +198,7 @@ def side_by_side(
                 measure(argv, mark, figures, 0.0, cols, rows, env, settle_s=0.0)
             print("warm-up: each program started once to its first figures, not counted")
         for r in range(rounds):
-            order = names[r % len(names):] + names[: r % len(names)]
+            order = names[r % len(names) :] + names[: r % len(names)]
             for name in order:
                 argv, mark, figures, env = progs[name]
                 results[name].append(measure(argv, mark, figures, seconds, cols, rows, env))
@@ -214,6 +223,44 @@ def side_by_side(
         ratios = [m[key] / b[key] for m, b in zip(mine, base, strict=True)]
         print(f"memsight / minimal app, {what}: {spread(ratios)} (per round)")
     return 0
+
+
+def first_frames(hz: float, starts: int, cols: int, rows: int) -> int:
+    """The first frame alone, `starts` times for each of memsight and the minimal app, taking turns (who goes
+    first alternating): three rounds of the CPU bench give three start-ups, too few for a figure whose spread
+    on a shared VM (0.25-0.50 s for the same minimal app) is as wide as the difference measured."""
+    for package in ("planner", "collectors", "tui"):  # with bytecode caches (the docstring says why)
+        compileall.compile_dir(REPO / package, quiet=1)
+    keys = (("first", "first frame s", ".3f"), ("first_cpu", "its CPU s", ".2f"),
+            ("figures", "first figures s", ".3f"))  # fmt: skip
+    with tempfile.TemporaryDirectory() as home:
+        progs = programs(hz, None, home)
+        names = list(progs)
+        results: dict[str, list[dict]] = {name: [] for name in names}
+        print(f"first frames: {hz:g} Hz, terminal {cols}x{rows}, {starts} starts each, taking turns, "
+              f"{os.cpu_count()} CPUs, load average before: {load()}")  # fmt: skip
+        for i in range(starts + 1):  # the first pair warms the page cache and is not counted
+            for name in names if i % 2 else reversed(names):
+                argv, mark, figures, env = progs[name]
+                taken = measure(argv, mark, figures, 0.0, cols, rows, env, settle_s=0.0)
+                if i:
+                    results[name].append(taken)
+        print(f"load average after: {load()}")
+    heads = " ".join(f"{head:>30}" for _, head, _ in keys)
+    print(f"{'program':<10} {heads}   (median (min-max) [quartiles])")
+    for name in names:
+        cells = [f"{quartiles([x[key] for x in results[name]], fmt):>30}" for key, _, fmt in keys]
+        print(f"{name:<10} " + " ".join(cells))
+    for key, what, _ in keys:
+        pairs = zip(results["memsight"], results["minimal"], strict=True)
+        ratios = quartiles([m[key] / b[key] for m, b in pairs])
+        print(f"memsight / minimal app, {what[:-2]}: {ratios} (per pair)")
+    return 0
+
+
+def quartiles(values: list[float], fmt: str = ".2f") -> str:
+    q1, _, q3 = statistics.quantiles(values, n=4)
+    return f"{spread(values, fmt)} [{q1:{fmt}}-{q3:{fmt}}]"
 
 
 def measure_threads(hz: float, seconds: float) -> dict[str, float]:
@@ -248,6 +295,9 @@ def main(argv: list[str] | None = None) -> int:
         "--threads", action="store_true", help="only the per-thread split of the Monitor's sampling threads"
     )
     parser.add_argument(
+        "--starts", type=int, metavar="N", help="first frames only: N starts of memsight and the minimal app"
+    )
+    parser.add_argument(
         "--no-warmup", action="store_true", help="no uncounted start of each program before the rounds"
     )
     args = parser.parse_args(argv)
@@ -257,6 +307,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.hz:g} Hz: {cells}; all sampling threads {sum(split.values()):.2f}% of one core")
         return 0
     cols, rows = (int(x) for x in args.size.split("x"))
+    if args.starts:
+        return first_frames(args.hz, args.starts, cols, rows)
     others = args.others or (os.path.dirname(shutil.which("bpytop") or "") or None)
     return side_by_side(args.hz, args.seconds, args.rounds, cols, rows, others, not args.no_warmup)
 
