@@ -14,7 +14,6 @@ second half of the run (a least-squares slope: a monitor whose memory still grow
 from __future__ import annotations
 
 import argparse
-import compileall
 import os
 import re
 import statistics
@@ -22,7 +21,7 @@ import sys
 import time
 
 import psutil
-from monitor_cpu import REPO, Drain, load, programs, spawn
+from monitor_cpu import Drain, compile_memsight, load, programs, spawn, stop
 
 MARKS_MIN = (1, 5, 10, 20, 30, 60, 120)
 
@@ -40,8 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hz", type=float, default=2.0)
     args = parser.parse_args(argv)
     cols, rows = 160, 48
-    for package in ("planner", "collectors", "tui"):  # with bytecode caches, as bench/monitor_cpu.py
-        compileall.compile_dir(REPO / package, quiet=1)
+    compile_memsight()
     progs = programs(args.hz, None, "")  # no others: their home folder is not used
     running: dict[str, tuple[psutil.Process, int]] = {}
     readings: dict[str, list[tuple[float, float]]] = {name: [] for name in progs}
@@ -63,12 +61,7 @@ def main(argv: list[str] | None = None) -> int:
             next_at += args.every
     finally:
         for proc, fd in running.values():
-            try:
-                proc.kill()
-                proc.wait(timeout=5)
-            except psutil.Error:
-                pass
-            os.close(fd)
+            stop(proc, fd)
     print(f"load average after: {load()}")
     marks = [m for m in MARKS_MIN if m * 60 <= args.minutes * 60 + 1e-6]
     for name, points in readings.items():

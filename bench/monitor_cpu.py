@@ -129,12 +129,23 @@ def measure(
             "figures": drain.first_figures_s,
         }
     finally:
-        try:
-            proc.kill()
-            proc.wait(timeout=5)
-        except psutil.Error:
-            pass
-        os.close(fd)
+        stop(proc, fd)
+
+
+def stop(proc: psutil.Process, fd: int) -> None:
+    """Kills a program started by spawn() and closes its terminal."""
+    try:
+        proc.kill()
+        proc.wait(timeout=5)
+    except psutil.Error:
+        pass
+    os.close(fd)
+
+
+def compile_memsight() -> None:
+    """memsight's bytecode caches, as a second run or `pip install` leaves them (the docstring says why)."""
+    for package in ("planner", "collectors", "tui"):
+        compileall.compile_dir(REPO / package, quiet=1)
 
 
 Program = tuple[list[str], bytes, bytes, dict[str, str]]  # argv, first-frame mark, first-figures pattern, env
@@ -182,8 +193,7 @@ def spread(values: list[float], fmt: str = ".2f") -> str:
 def side_by_side(
     hz: float, seconds: float, rounds: int, cols: int, rows: int, others: str | None, warmup: bool = True
 ) -> int:
-    for package in ("planner", "collectors", "tui"):  # with bytecode caches (the docstring says why)
-        compileall.compile_dir(REPO / package, quiet=1)
+    compile_memsight()
     with tempfile.TemporaryDirectory() as home:
         progs = programs(hz, others, home)
         names = list(progs)
@@ -229,26 +239,23 @@ def first_frames(hz: float, starts: int, cols: int, rows: int) -> int:
     """The first frame alone, `starts` times for each of memsight and the minimal app, taking turns (who goes
     first alternating): three rounds of the CPU bench give three start-ups, too few for a figure whose spread
     on a shared VM (0.25-0.50 s for the same minimal app) is as wide as the difference measured."""
-    for package in ("planner", "collectors", "tui"):  # with bytecode caches (the docstring says why)
-        compileall.compile_dir(REPO / package, quiet=1)
+    compile_memsight()
     keys = (("first", "first frame s", ".3f"), ("first_cpu", "its CPU s", ".2f"),
             ("figures", "first figures s", ".3f"))  # fmt: skip
-    with tempfile.TemporaryDirectory() as home:
-        progs = programs(hz, None, home)
-        names = list(progs)
-        results: dict[str, list[dict]] = {name: [] for name in names}
-        print(f"first frames: {hz:g} Hz, terminal {cols}x{rows}, {starts} starts each, taking turns, "
-              f"{os.cpu_count()} CPUs, load average before: {load()}")  # fmt: skip
-        for i in range(starts + 1):  # the first pair warms the page cache and is not counted
-            for name in names if i % 2 else reversed(names):
-                argv, mark, figures, env = progs[name]
-                taken = measure(argv, mark, figures, 0.0, cols, rows, env, settle_s=0.0)
-                if i:
-                    results[name].append(taken)
-        print(f"load average after: {load()}")
+    progs = programs(hz, None, "")  # no others: their home folder is not used
+    results: dict[str, list[dict]] = {name: [] for name in progs}
+    print(f"first frames: {hz:g} Hz, terminal {cols}x{rows}, {starts} starts each, taking turns, "
+          f"{os.cpu_count()} CPUs, load average before: {load()}")  # fmt: skip
+    for i in range(starts + 1):  # the first pair warms the page cache and is not counted
+        for name in list(progs)[:: 1 if i % 2 else -1]:
+            argv, mark, figures, env = progs[name]
+            taken = measure(argv, mark, figures, 0.0, cols, rows, env, settle_s=0.0)
+            if i:
+                results[name].append(taken)
+    print(f"load average after: {load()}")
     heads = " ".join(f"{head:>30}" for _, head, _ in keys)
     print(f"{'program':<10} {heads}   (median (min-max) [quartiles])")
-    for name in names:
+    for name in results:
         cells = [f"{quartiles([x[key] for x in results[name]], fmt):>30}" for key, _, fmt in keys]
         print(f"{name:<10} " + " ".join(cells))
     for key, what, _ in keys:
