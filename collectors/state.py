@@ -231,7 +231,7 @@ class StateBuilder:
     ) -> None:
         """The history the screens draw is the last `history_points` samples of each series (bounded deques);
         a source's samples are otherwise kept only as far as their time order (TimeGate): the monitor kept a
-        day of each source in a Ring as well, which nothing read (1.9 MiB a day for the OS and headroom,
+        day of each source in a Ring as well, which nothing read (1.8 MiB a day for the OS and headroom,
         1.1 MiB per agent device, issue 20's all-day resident memory)."""
         self.history_points = history_points
         self.alert_window_s = alert_window_s

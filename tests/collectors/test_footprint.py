@@ -40,7 +40,7 @@ def test_a_library_that_loads_goes_on_to_pynvml(monkeypatch):
 
 def test_the_builders_memory_stops_growing_once_its_chart_history_is_full():
     """A day of the live monitor is a day of samples: past the chart's history_points and the alert window,
-    what the builder holds must not grow (a day of each source in a ring once grew it 1.9 MiB a day)."""
+    what the builder holds must not grow (a day of each source in a ring once grew it 1.8 MiB a day)."""
     import gc  # noqa: PLC0415
     import tracemalloc  # noqa: PLC0415
     from dataclasses import replace  # noqa: PLC0415
