@@ -38,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--every", type=float, default=30.0, help="seconds between readings")
     parser.add_argument("--hz", type=float, default=2.0)
     args = parser.parse_args(argv)
+    if args.minutes * 60 < 2 * args.every:
+        parser.error("--minutes must hold at least two readings (--every seconds apart)")
     cols, rows = 160, 48
     compile_memsight()
     progs = programs(args.hz, None, "")  # no others: their home folder is not used
@@ -68,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         at = {m: min(points, key=lambda p, m=m: abs(p[0] - m * 60))[1] for m in marks}
         second_half = [p for p in points if p[0] >= args.minutes * 30]
         growth = slope_per_hour(second_half) if len(second_half) >= 2 else float("nan")
-        cells = ", ".join(f"{at[m]:.1f} at {m} min" for m in marks)
+        last_t, last = points[-1]
+        cells = ", ".join(f"{at[m]:.1f} at {m} min" for m in marks) or f"{last:.1f} at {last_t:.0f} s"
         print(f"{name:<9} RSS MiB: {cells}; peak {max(v for _, v in points):.1f}; "
               f"second half {growth:+.2f} MiB/h")  # fmt: skip
     mine, base = readings["memsight"][-1][1], readings["minimal"][-1][1]

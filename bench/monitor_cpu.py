@@ -156,18 +156,10 @@ def programs(hz: float, others: str | None, home: str) -> dict[str, Program]:
     # memsight's first frame may come before its first sample ("headroom: waiting for the first sample…"):
     # its first figures are the headroom gauge's figure; the minimal app's first frame has its figures
     out = {
-        "memsight": (
-            [sys.executable, "-m", "tui.cli", "watch", "--hz", str(hz)],
-            b"headroom",
-            rb"headroom \d",
-            env,
-        ),  # fmt: skip
-        "minimal": (
-            [sys.executable, "bench/minimal_monitor.py", "--hz", str(hz)],
-            b"available",
-            rb"available \d",
-            env,
-        ),  # fmt: skip
+        "memsight": ([sys.executable, "-m", "tui.cli", "watch", "--hz", str(hz)], b"headroom",
+                     rb"headroom \d", env),  # fmt: skip
+        "minimal": ([sys.executable, "bench/minimal_monitor.py", "--hz", str(hz)], b"available",
+                    rb"available \d", env),  # fmt: skip
     }
     if others:
         bpytop, glances = os.path.join(others, "bpytop"), os.path.join(others, "glances")
@@ -208,7 +200,7 @@ def side_by_side(
                 measure(argv, mark, figures, 0.0, cols, rows, env, settle_s=0.0)
             print("warm-up: each program started once to its first figures, not counted")
         for r in range(rounds):
-            order = names[r % len(names) :] + names[: r % len(names)]
+            order = names[r % len(names):] + names[: r % len(names)]
             for name in order:
                 argv, mark, figures, env = progs[name]
                 results[name].append(measure(argv, mark, figures, seconds, cols, rows, env))
@@ -314,7 +306,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.hz:g} Hz: {cells}; all sampling threads {sum(split.values()):.2f}% of one core")
         return 0
     cols, rows = (int(x) for x in args.size.split("x"))
-    if args.starts:
+    if args.starts is not None:
+        if args.starts < 2:
+            parser.error("--starts needs at least 2 start-ups (their quartiles are reported)")
         return first_frames(args.hz, args.starts, cols, rows)
     others = args.others or (os.path.dirname(shutil.which("bpytop") or "") or None)
     return side_by_side(args.hz, args.seconds, args.rounds, cols, rows, others, not args.no_warmup)

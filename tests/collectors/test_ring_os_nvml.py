@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import os
 import shutil
+from array import array
 from dataclasses import replace
 
 import pytest
@@ -21,8 +22,6 @@ MiB = 2**20
 
 
 def test_unsupported_is_distinct_from_unknown_and_zero():
-    from array import array  # noqa: PLC0415
-
     stored = array("d", [0.0, UNSUPPORTED, to_float(None)])  # the payload survives array('d')
     a, b, c = array("d", stored.tobytes())
     assert a == 0.0 and not is_unknown(a) and not is_unsupported(a)
