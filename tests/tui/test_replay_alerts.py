@@ -4,6 +4,7 @@ ReplayMonitor (the same StateBuilder and alert rules as the live monitor), shown
 from __future__ import annotations
 
 import shutil
+import threading
 import time
 
 from collectors.alerts import AlertOptions
@@ -141,6 +142,20 @@ async def test_a_replay_ends_as_a_run_does_and_its_notes_follow_the_position(tmp
         await pilot.press("q")
 
 
+class ScanHeldReplay(ReplayMonitor):
+    """A replay whose scan walks only once the test sets scan_may_walk: the bundled recording's scan takes
+    a fraction of a second, so on a fast machine it had ended before the first tick (CI, stop 31)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.scan_may_walk = threading.Event()
+
+    def _scan_walk(self) -> None:
+        if not self.scan_may_walk.wait(timeout=60):
+            raise TimeoutError("the test never let the scan walk")
+        super()._scan_walk()
+
+
 async def test_the_jump_keys_wait_for_the_scan_without_freezing_the_screen(tmp_path):
     """`a` and `p` need the whole recording walked once (ReplayMonitor.scan): 12 s of CPU an hour recorded,
     minutes for a day's, which froze the screen at the first press. The walk now runs on a thread of its own:
@@ -148,7 +163,7 @@ async def test_the_jump_keys_wait_for_the_scan_without_freezing_the_screen(tmp_p
     a seek of the user's own drops it; a recording that cannot be read again is said, not a crash."""
     from collectors.replay import bundled_recording  # noqa: PLC0415
 
-    monitor = ReplayMonitor(bundled_recording("manual"))
+    monitor = ScanHeldReplay(bundled_recording("manual"))
     app = MemsightApp(monitor, source_label="replay", manage_monitor=False)
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.press("a")
@@ -157,9 +172,10 @@ async def test_the_jump_keys_wait_for_the_scan_without_freezing_the_screen(tmp_p
         monitor.advance_to(5.0)  # the screen goes on meanwhile (the player thread's part here)
         app._tick()
         await pilot.pause()
-        assert app._pending_jump == "alert" or monitor._scan is not None
+        assert app._pending_jump == "alert" and monitor.offset_s == 5.0
         await pilot.press("right")  # the user's own seek: the jump that waited is dropped
         assert app._pending_jump is None
+        monitor.scan_may_walk.set()
         await press_replay_jump(pilot, app, "p")
         peak = monitor.scan().peak("system_used")
         status = app.live_view.status
