@@ -81,9 +81,19 @@ FORK = textwrap.dedent("""
         agent.Agent.open = open_in_parent_only
     pid = os.fork()
     if pid == 0:
-        time.sleep(1.0)  # the child's agent ticks and publishes its info file
         current = agent.current()
         ok = current is not None and current.pid == os.getpid()
+        # the child's agent ticks and publishes its info file, with what it lost at the fork: waited for (a
+        # fixed 1 s was a guess at when its thread had done so, and os._exit below writes nothing more)
+        deadline = time.monotonic() + 30
+        while ok and current.problems and time.monotonic() < deadline:
+            try:
+                with open(current.info_path, encoding="utf-8") as f:
+                    if json.load(f)["problems"] == current.problems:
+                        break
+            except (OSError, TypeError, ValueError, KeyError):
+                pass
+            time.sleep(0.05)
         print(json.dumps({"pid": os.getpid(), "agent": ok, "problems": current.problems if ok else None}))
         sys.stdout.flush()
         os._exit(0)

@@ -282,11 +282,17 @@ def test_memsight_run_serves_prometheus_and_scrapes_vllm_end_to_end(tmp_path):
 
     vllm = serve_body(V1_TWO_ENGINES.encode())
     out = tmp_path / "run.jsonl"
-    child = "import os, sys, time; print(os.getpid(), flush=True); time.sleep(4)"
+    # the child runs until the test has scraped what it wanted (it slept a fixed 4 s, and the test gave up
+    # after 3 s: a loaded machine could use most of either before the agent and the vLLM figures were served)
+    go = tmp_path / "go"
+    child = (
+        "import os, sys, time; print(os.getpid(), flush=True); deadline = time.monotonic() + 120\n"
+        "while not os.path.exists(sys.argv[1]) and time.monotonic() < deadline: time.sleep(0.05)"
+    )
     proc = subprocess.Popen(
         [sys.executable, "-m", "tui.cli", "run", "--headless", "--prometheus", "127.0.0.1:0",
          "--vllm-url", f"127.0.0.1:{vllm.server_address[1]}", "--record", str(out),
-         "--agent-dir", str(tmp_path / "agents"), "--", sys.executable, "-c", child],
+         "--agent-dir", str(tmp_path / "agents"), "--", sys.executable, "-c", child, str(go)],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -294,18 +300,21 @@ def test_memsight_run_serves_prometheus_and_scrapes_vllm_end_to_end(tmp_path):
         assert line.startswith("memsight: serving http://127.0.0.1:"), line
         url = line.split()[-1]
         child_pid = int(proc.stdout.readline())
-        deadline = time.monotonic() + 3.0
+        deadline = time.monotonic() + 60
         while True:  # the agent is discovered within a second; the vLLM thread scrapes at once
             _, scrape = _scrape(url)
             if scrape.values("memsight_agent_rss_bytes") and scrape.values("memsight_vllm_up"):
                 break
             assert time.monotonic() < deadline, list(scrape.families)
             time.sleep(0.2)
+        assert proc.poll() is None  # scraped while the child runs
         assert _one(scrape, "memsight_agent_rss_bytes", pid=str(child_pid)) > 5 * MiB
         assert _one(scrape, "memsight_vllm_kv_cache_usage_ratio", engine="0") == 0.875
         assert _one(scrape, "memsight_vllm_preemptions_total", engine="0") == 12
+        go.touch()
         assert proc.wait(timeout=30) == 0
     finally:
+        go.touch()
         if proc.poll() is None:
             proc.kill()
         vllm.shutdown()

@@ -146,6 +146,9 @@ async def test_the_live_screen_shows_the_peer_line(second_memsight, tmp_path):
         deadline = time.monotonic() + HANG_GUARD_S
         while time.monotonic() < deadline and not any(p.status == "ok" for p in monitor.state().peers):
             await pilot.pause(0.1)
-        await pilot.pause(0.6)  # a refresh tick after the fetch
-        text = str(app.screen.query_one("#live-peers").render())
+        # a refresh tick after the fetch, waited for (a fixed 0.6 s could see none on a loaded machine)
+        text, deadline = "", time.monotonic() + HANG_GUARD_S
+        while time.monotonic() < deadline and not (text.startswith("peer 127.0.0.1:") and "headroom" in text):
+            await pilot.pause(0.1)
+            text = str(app.screen.query_one("#live-peers").render())
         assert text.startswith("peer 127.0.0.1:") and "headroom" in text

@@ -223,7 +223,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_error(404)
             return
         status, body, delay = routes[self.path]
-        time.sleep(delay)
+        if isinstance(delay, threading.Event):  # held until the test lets it answer
+            delay.wait(timeout=60)
+        else:
+            time.sleep(delay)
         try:
             self.send_response(status)
             self.send_header("Content-Type", "text/plain; version=0.0.4")
@@ -461,7 +464,10 @@ def test_live_monitor_never_waits_for_a_slow_server(server, tmp_path):
     from collectors.nvml_collector import NVMLCollector
 
     srv, hostport = server
-    srv.routes["/metrics"] = (200, V1_TWO_ENGINES.encode(), 1.0)  # a slow server (answers after 1 s)
+    # a slow server: it answers only once the test lets it (it answered after a fixed 1 s, and a loaded
+    # machine could take that long between start() and the check that no scrape had come back yet)
+    answer = threading.Event()
+    srv.routes["/metrics"] = (200, V1_TWO_ENGINES.encode(), answer)
     monitor = Monitor(
         hz=10,
         agent_dir=str(tmp_path / "agents"),
@@ -474,13 +480,17 @@ def test_live_monitor_never_waits_for_a_slow_server(server, tmp_path):
     began = time.monotonic()
     monitor.start()
     try:
-        assert time.monotonic() - began < 0.8  # start() does not scrape; the vLLM thread does
+        # start() does not scrape; the vLLM thread does (a scrape of the held server would take the whole
+        # 3 s timeout, and leave a timed-out snapshot in the state)
+        assert time.monotonic() - began < 2.0
         assert monitor.state().vllm is None and monitor.state().os is not None
-        deadline = time.monotonic() + 4.0
+        answer.set()
+        deadline = time.monotonic() + 30
         while monitor.state().vllm is None and time.monotonic() < deadline:
             time.sleep(0.05)
         assert monitor.state().vllm.models[0].kv_cache_usage == 0.875
     finally:
+        answer.set()
         monitor.stop()
 
 

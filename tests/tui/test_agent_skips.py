@@ -143,7 +143,12 @@ async def test_beside_agents_that_are_shown_the_skipped_one_is_said(tmp_path):
         deadline = time.monotonic() + 60
         while not ready.exists() and time.monotonic() < deadline and child.poll() is None:
             time.sleep(0.05)
+        # `ready` comes right after the child's Agent.start(): its first record (a row of the table) is
+        # written by the agent's thread, maybe a moment later on a loaded machine
         state = monitor.sample_once()
+        while time.monotonic() < deadline and not any(a.pid == child.pid and a.latest for a in state.agents):
+            time.sleep(0.05)
+            state = monitor.sample_once()
         assert [a.pid for a in state.agents] == [child.pid]
         path = agents / _own_ring_name()
         said = f"skipped 1 agent file(s): {path}: not a regular file, so not an agent file"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import pytest
@@ -305,7 +306,10 @@ async def test_roofline_lab_figures_of_the_lessons():
 
         # Play traces the roof without changing the selected kernel
         await pilot.press("p")
-        await pilot.pause(0.8)
+        # the play timer's steps (every 0.25 s), waited for: a fixed 0.8 s could see none on a loaded machine
+        deadline = time.monotonic() + 30
+        while screen.lab.t <= 3 and time.monotonic() < deadline:
+            await pilot.pause(0.05)
         await pilot.press("p")
         assert screen.lab.t > 3 and not screen.lab.playing
         assert (screen.lab.intensity, screen.lab.bandwidth_gbs) == (2.0, 80.0)

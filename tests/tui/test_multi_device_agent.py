@@ -90,6 +90,12 @@ async def test_watch_and_replay_draw_one_agent_on_many_devices(tmp_path, devices
     await draw(ReplayMonitor(recording), agent.pid, devices, replay=True)
 
 
+def _records_on_every_device(state, pid: int, devices: int) -> bool:
+    """The agent of `pid` has its latest record on each of its `devices` devices in the monitor's state."""
+    seen = {r.device for a in state.agents if a.pid == pid for r in a.latest if r.device >= 0}
+    return seen == set(range(devices))
+
+
 # a `memsight run` child: an agent on DEVICES recorded devices, started as the bootstrap would
 CHILD = (
     "import pathlib, sys, time\n"
@@ -120,7 +126,12 @@ async def test_run_draws_its_command_on_many_devices(tmp_path, devices):
         while not ready.exists() and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.05)
         assert ready.exists(), "the child's agent did not start"
-        monitor.sample_once()
+        # its first records, waited for: the child's 0.3 s before `ready` was a guess at when its agent's
+        # thread has ticked, which a loaded machine can miss
+        state = monitor.sample_once()
+        while time.monotonic() < deadline and not _records_on_every_device(state, proc.pid, devices):
+            time.sleep(0.05)
+            state = monitor.sample_once()
         await draw(monitor, proc.pid, devices, child=child)
     finally:
         monitor.stop()

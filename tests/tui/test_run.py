@@ -157,10 +157,11 @@ class PtyRun:
                 return
             self.output.extend(data)
 
-    def wait_for(self, text: bytes, timeout: float = 60) -> bool:
+    def wait_for(self, text: bytes, timeout: float = 60, since: int = 0) -> bool:
+        """True once `text` is in the screen output written from byte `since` on (False at the timeout)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if text in self.output:
+            if text in self.output[since:]:
                 return True
             time.sleep(0.1)
         return False

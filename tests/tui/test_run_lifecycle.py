@@ -130,8 +130,11 @@ def test_q_while_the_command_runs_asks_first_then_y_stops_it(tmp_path):
         os.write(run.master, b"n")  # stay
         time.sleep(1.0)
         assert run.proc.poll() is None and not _gone(pid)
+        mark = len(run.output)
         os.write(run.master, b"q")
-        time.sleep(0.5)
+        # y only once the question is on screen again: a y that reaches the Live screen first does nothing
+        # (a fixed 0.5 s here was a guess at how long a loaded machine takes to show it)
+        assert run.wait_for(b"is still running", since=mark), bytes(run.output[-3000:])
         os.write(run.master, b"y")
         assert run.proc.wait(timeout=20) == 130
         assert _gone(pid)
@@ -280,7 +283,11 @@ def test_a_run_keeps_its_agents_figures_after_the_command_exits(tmp_path):
         os.write(run.master, b"2")  # away and back: the Live screen redraws everything it shows
         time.sleep(0.5)
         os.write(run.master, b"1")
-        time.sleep(1.5)
+        # the redraw, waited for (a fixed 1.5 s was a guess at a loaded machine's speed)
+        expected = (b"run summary:", b"ended at", str(pid).encode(), b"exited")  # the agent's row is kept
+        deadline = time.monotonic() + 30
+        while not all(text in run.output[mark:] for text in expected) and time.monotonic() < deadline:
+            time.sleep(0.1)
         later = bytes(run.output[mark:])
         assert b"run summary:" in later, later[-3000:]
         assert b"ended at" in later
