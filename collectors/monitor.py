@@ -36,6 +36,7 @@ from collectors.agent_info import InfoFile
 from collectors.agent_reader import AgentReader, discover, is_stale, skipped_files_line
 from collectors.alerts import AlertOptions
 from collectors.errors import CollectorError
+from collectors.heap import HeapTrimmer
 from collectors.nvml_collector import NVMLCollector
 from collectors.os_collector import OSCollector
 from collectors.pool import PoolSampler
@@ -162,6 +163,7 @@ class Monitor:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._thread_errors: dict[str, str] = {}  # sampling thread -> what last killed it
+        self.heap = HeapTrimmer()  # the C heap's free pages back to the OS once a minute (collectors/heap.py)
 
     # ---- lifecycle
     def start(self) -> Monitor:
@@ -331,6 +333,7 @@ class Monitor:
         except Exception as exc:  # an engine's reader failing on odd text must not stop sampling
             self._failed("engine_log", exc)
         self.builder.build(self._clock())
+        self.heap.maybe_trim()
 
     def _tick_nvml(self) -> None:
         if self._read_nvml():
