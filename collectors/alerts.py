@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from collectors.alert_options import AlertOptions, GiB  # AlertOptions: the rules' thresholds
 from collectors.runway import headroom_runway
-from collectors.snapshots import Alert, MonitorState
+from collectors.snapshots import Alert, MonitorState, held_bytes
 
 
 def _gib(n: float) -> str:
@@ -38,16 +38,12 @@ def headroom(state: MonitorState, o: AlertOptions) -> list[Alert]:
     ]
 
 
-def _process_bytes(p) -> int:
-    return p.rss + (p.gpu_bytes or 0)
-
-
 def new_processes(state: MonitorState, o: AlertOptions) -> list[Alert]:
     if state.os is None:
         return []
     out = []
     for p in state.os.processes:
-        held = _process_bytes(p)
+        held = held_bytes(p)
         if p.is_new and held > o.new_process_bytes:
             out.append(
                 Alert(
@@ -74,13 +70,13 @@ def process_growth(history: Sequence[MonitorState], o: AlertOptions) -> list[Ale
             break
     earlier = {}
     if base is not None and base is not now:
-        earlier = {(p.pid, p.start_ticks): _process_bytes(p) for p in base.os.processes}
+        earlier = base.bytes_by_process()
     out = []
     for p in now.os.processes:
         before = earlier.get((p.pid, p.start_ticks))
         grown = None
         if before is not None:
-            grown = _process_bytes(p) - before
+            grown = held_bytes(p) - before
         elif p.growth_bytes is not None and p.growth_window_s <= o.growth_window_s * 1.05:
             grown = p.growth_bytes  # the OS collector's own window (RSS only)
         if grown is not None and grown > o.growth_bytes:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from collectors.snapshots import Alert, MonitorState
+from collectors.snapshots import Alert, MonitorState, held_bytes
 
 if TYPE_CHECKING:
     from collectors.alerts import AlertOptions
@@ -96,13 +96,13 @@ def _grower(history: Sequence[MonitorState], window_s: float) -> tuple[object, f
     base = next((s for s in history if s.os is not None and now.t - s.t <= window_s), None)
     if now.os is None or base is None or base is now or now.t <= base.t:
         return None
-    before = {(p.pid, p.start_ticks): p.rss + (p.gpu_bytes or 0) for p in base.os.processes}
+    before = base.bytes_by_process()
     best = None
     for p in now.os.processes:
         # a process absent from the window's first sample was started within it (a server loading its
         # model: the likeliest grower of all): it held nothing then, so all it holds now is growth
         held_before = before.get((p.pid, p.start_ticks), 0)
-        grown = p.rss + (p.gpu_bytes or 0) - held_before
+        grown = held_bytes(p) - held_before
         if grown > 0 and (best is None or grown > best[1]):
             best = (p, grown)
     return None if best is None else (best[0], best[1] / (now.t - base.t))

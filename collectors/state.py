@@ -38,6 +38,7 @@ from collectors.snapshots import (
     OSSnapshot,
     PeerSnapshot,
     PoolDetail,
+    ProcessBytes,
     VLLMSnapshot,
     sampled_rate,
 )
@@ -606,15 +607,19 @@ _NO_HISTORY: Mapping[str, tuple[tuple[float, ...], ...]] = MappingProxyType({})
 
 def _for_alerts(state: MonitorState) -> MonitorState:
     """What `recent` keeps of a state for the alert rules (collectors/alerts.py, runway.py): its time, OS and
-    NVML snapshots, headroom, the agents' latest records and the kernel log of its pool; the rules read
-    nothing else of a state but the newest, which they get whole. Kept whole, a minute of states at 2 Hz held
+    NVML snapshots (the process table as each process's bytes: MonitorState.process_bytes), headroom, the
+    agents' latest records and the kernel log of its pool; the rules read nothing else of a state but the
+    newest, which they get whole. Kept whole, a minute of states at 2 Hz held
     120 copies of every 600-point chart series, and 120 summaries of up to 200 alerts each (in the monitor,
     and in each of a replay's checkpoints: its memory grew with the alerts a long recording raised)."""
     agents = tuple(replace(view, history=()) for view in state.agents)
     pool = state.pool if state.pool is not None and state.pool.kernel_log is not None else None
+    os_snap, process_bytes = state.os, None
+    if os_snap is not None and os_snap.processes:  # of a table the rules read each process's bytes alone
+        os_snap, process_bytes = replace(os_snap, processes=()), ProcessBytes.of(os_snap.processes)
     return MonitorState(
         t=state.t,
-        os=state.os,
+        os=os_snap,
         nvml=state.nvml,
         agents=agents,
         buckets=(),
@@ -625,6 +630,7 @@ def _for_alerts(state: MonitorState) -> MonitorState:
         history=_NO_HISTORY,
         pool=pool,
         replay=state.replay,
+        process_bytes=process_bytes,
     )
 
 
