@@ -13,7 +13,7 @@ import pytest
 
 from collectors.nvidia_smi import SmiBackend, parse
 from collectors.nvml_collector import NVMLCollector, gpu_held_bytes
-from collectors.os_collector import OSCollector, parse_free_h_line, parse_meminfo, parse_psi
+from collectors.os_collector import OSCollector, RssHistory, parse_free_h_line, parse_meminfo, parse_psi
 from collectors.ring import UNSUPPORTED, TimeGate, is_unknown, is_unsupported, to_float
 from collectors.state import StateBuilder
 from tests.conftest import SHARED_FIXTURES, needs_shared
@@ -103,6 +103,17 @@ def test_os_collector_tables_share_a_process_unchanged_values(tmp_path):
     assert grew.rss == first[999999].rss + 2 * 2**20 and grew.name is first[999999].name
     third = {p.pid: p for p in c.sample().processes}
     assert third[pid].rss is first[pid].rss and third[999999].rss is grew.rss
+
+
+def test_rss_history_keeps_the_newest_sample_at_or_before_the_window_start():
+    history = RssHistory(start_ticks=7)
+    for t, rss in [(0.0, 100), (10.0, 110), (20.0, 120), (30.0, 130), (35.0, 135), (41.0, 2**40)]:
+        history.add(t, rss, window_s=30.0)
+    # at 41 s the 30 s window starts at 11 s: the sample at 10 s is its base (growth over 31 s), 0 s is gone
+    assert list(history.times) == [10.0, 20.0, 30.0, 35.0, 41.0]
+    assert list(history.rss) == [110, 120, 130, 135, 2**40] and history.start_ticks == 7
+    history.add(71.0, 5, window_s=30.0)
+    assert list(history.times) == [41.0, 71.0]  # exactly at the window's start: kept as the base
 
 
 def test_psi_parse():
