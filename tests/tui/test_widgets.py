@@ -194,8 +194,8 @@ class AlertLogApp(App):
 
 async def test_the_alert_log_keeps_its_lines_and_drawn_lines_bounded():
     """A day of alerts (the monitor keeps the last 50, the log goes on after the last it wrote): the log
-    keeps MAX_LINES to scroll back through and RichLog's cache of drawn lines holds at most LINE_CACHE
-    (RichLog's own keeps 1,024, each with caches of its own: issue 20)."""
+    keeps MAX_LINES to scroll back through and its cache of drawn lines holds at most LINE_CACHE
+    (Textual's RichLog, which it was, kept 1,024, each with caches of its own: issue 20)."""
     from tui.widgets.alert_log import LINE_CACHE, MAX_LINES  # noqa: PLC0415
 
     app = AlertLogApp()
@@ -209,11 +209,31 @@ async def test_the_alert_log_keeps_its_lines_and_drawn_lines_bounded():
                 log.update_rows(rows)
                 await pilot.pause()
         lines = [strip.text for strip in log.lines]
-        drawn = len(log._line_cache)  # the cache RichLog draws from, replaced in AlertLog.__init__
+        drawn = len(log._line_cache)  # the cache render_line draws from
         await pilot.press("q")
     assert len(lines) == MAX_LINES == 200 and "process 299 " in "".join(lines[-3:])  # the newest, last
     assert "process 299 " not in "".join(lines[:-3])
-    assert 0 < drawn <= LINE_CACHE  # 0: RichLog no longer draws from _line_cache (a Textual release)
+    assert 0 < drawn <= LINE_CACHE
+
+
+async def test_the_alert_log_wraps_its_lines_again_at_a_new_width():
+    """Lines are wrapped when written; a resize writes them again at the new width (never past the box)."""
+    app = AlertLogApp()
+    message = "process 4242 (python gen.py) grew 2.1 GiB in 30 s: now 14.2 GiB resident, headroom 3.0 GiB"
+    rows = tuple(AlertRow(f"t+{i}.0s", "warning", message) for i in range(3))
+    async with app.run_test(size=(50, 12)) as pilot:
+        log = app.query_one(AlertLog)
+        log.update_rows(rows)
+        await pilot.pause()
+        narrow, narrow_width = [s.text for s in log.lines], log.scrollable_content_region.width
+        await pilot.resize_terminal(78, 12)  # (the test console is 80 wide: lines are measured against it)
+        await pilot.pause()
+        wide, wide_width = [s.text for s in log.lines], log.scrollable_content_region.width
+        await pilot.press("q")
+    assert narrow_width < 50 < wide_width
+    assert len(narrow) == 9 and all(len(line) <= narrow_width for line in narrow)  # each alert on three lines
+    assert len(wide) == 6 and all(len(line) <= wide_width for line in wide)  # on two
+    assert all(line.rstrip().endswith("headroom 3.0 GiB") for line in wide[1::2])
 
 
 class ProcessTableApp(App):
