@@ -11,6 +11,7 @@ import asyncio
 import pathlib
 import sys
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -58,7 +59,12 @@ REPLAY_BINDINGS = (
     Binding("p", "replay_peak", "Peak", show=False),
 )
 REPLAY_ACTIONS = frozenset(b.action.split("(")[0] for b in REPLAY_BINDINGS)
-PLAN_MEMO_SIZE = 256
+# plans memoized, least recently used evicted first: a tick needs one per live pool and, with the Plan screen
+# shown, one per preset machine and this one. "This machine" is re-sampled every THIS_MACHINE_RESAMPLE_S with
+# what is in use now, so it is a new machine (and a new plan) every 5 s: a memo of 256 cleared only when full
+# held up to 256 plans with their specs (21 minutes of re-samples), part of the Live screen's resident memory
+# growing over its first half hour (bench/live_rss_trend.py, issue 20)
+PLAN_MEMO_SIZE = 24
 # the logged figures vLLM's plan reads (planner/engines/vllm/explain.py): a new one re-plans
 PLAN_FIGURES = ("total", "max_model_len", "utilization")
 # None: measure it (MemTotal - MemAvailable - what the experiment holds); the lesson assumes 10 GiB on a Spark
@@ -238,7 +244,7 @@ class MemsightApp(App[int]):
         self.plan_error = ""
         self.refresh_count = 0
         self._plan_key: tuple | None = None
-        self._plan_memo: dict[tuple, Any] = {}
+        self._plan_memo: OrderedDict[tuple, Any] = OrderedDict()  # (inputs, machine, spec key) -> Plan | str
         self._this: Machine | None = None
         self._this_t = float("-inf")
         self._plan_result: PlanResult | None = None
@@ -1056,14 +1062,17 @@ class MemsightApp(App[int]):
         if cpu:
             inputs = replace(inputs, overhead_bytes=0)
         key = (inputs, machine, source.spec_key if source is not None else "")
-        if key not in self._plan_memo:
-            if len(self._plan_memo) > PLAN_MEMO_SIZE:
-                self._plan_memo.clear()
-            try:
-                self._plan_memo[key] = make_plan(inputs, machine=machine, spec=spec)
-            except ValueError as exc:  # PlannerError is a ValueError: shown inline, never a crash
-                self._plan_memo[key] = str(exc)
-        return self._plan_memo[key]
+        memo = self._plan_memo
+        if key in memo:
+            memo.move_to_end(key)
+            return memo[key]
+        try:
+            memo[key] = make_plan(inputs, machine=machine, spec=spec)
+        except ValueError as exc:  # PlannerError is a ValueError: shown inline, never a crash
+            memo[key] = str(exc)
+        while len(memo) > PLAN_MEMO_SIZE:
+            memo.popitem(last=False)
+        return memo[key]
 
     def _this_machine(self, state: MonitorState, *, force: bool) -> Machine | None:
         from tui.screens.view_model import THIS_MACHINE_RESAMPLE_S  # noqa: PLC0415  (beside the note on it)

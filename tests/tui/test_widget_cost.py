@@ -132,3 +132,30 @@ def test_the_live_screen_imports_the_agents_table_only_when_an_agent_shows():
     # without agents the table is hidden; its module brings Textual's DataTable (0.3 MiB)
     printed = _printed_by_a_fresh_interpreter(AGENTS_TABLE_ON_DEMAND)
     assert printed == ["False", "agents-missing", "gap-chart", "True", "1"]
+
+
+async def test_the_plans_kept_stay_few_while_this_machine_changes_every_resample():
+    """"This machine" is sampled again every THIS_MACHINE_RESAMPLE_S with what is in use now, a new machine
+    and a new plan each time: the memo keeps the PLAN_MEMO_SIZE used last (it kept up to 256, cleared only
+    when full: the Live screen's resident memory grew on a machine whose processes came and went), and the
+    Live screen plans the machine as sampled last."""
+    from tui.app import PLAN_MEMO_SIZE  # noqa: PLC0415
+    from tui.screens.view_model import THIS_MACHINE_RESAMPLE_S  # noqa: PLC0415
+
+    state = gb10_state()
+    app = app_on(state)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        for i in range(1, 3 * PLAN_MEMO_SIZE):  # another 64 MiB in use at each re-sample
+            os_snap = replace(state.os, t=state.os.t + i * THIS_MACHINE_RESAMPLE_S,
+                              mem_available=state.os.mem_available - i * 64 * 2**20)  # fmt: skip
+            app.monitor.current = replace(state, t=state.t + i * THIS_MACHINE_RESAMPLE_S, os=os_snap)
+            app.refresh_data()
+        await pilot.pause()
+        kept = len(app._plan_memo)
+        planned = [plan.machine for plan in app._plan_result.live_plans.values()]
+        this = app._this
+        await pilot.press("q")
+    assert 0 < kept <= PLAN_MEMO_SIZE
+    assert planned and all(m.os_reserve_bytes == this.os_reserve_bytes for m in planned)
+    assert this.os_reserve_bytes > (3 * PLAN_MEMO_SIZE - 2) * 64 * 2**20  # the last sample's reserve
