@@ -163,8 +163,8 @@ class RssHistory:
         """Append a sample; keep the newest one at or before the window's start, drop the older ones."""
         self.times.append(t)
         self.rss.append(rss)
-        drop = 0
-        while len(self.times) - drop >= 2 and self.times[drop + 1] <= t - window_s:
+        start, drop = t - window_s, 0
+        while len(self.times) - drop >= 2 and self.times[drop + 1] <= start:
             drop += 1
         if drop:
             del self.times[:drop], self.rss[:drop]
