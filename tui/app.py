@@ -19,6 +19,7 @@ from textual.app import App
 from textual.binding import Binding
 
 from tui import options
+from tui.render_caches import bound_render_caches
 from tui.screens.live import LiveScreen, LiveView
 
 if TYPE_CHECKING:
@@ -217,6 +218,7 @@ class MemsightApp(App[int]):
         first_status: str = "",
     ) -> None:
         super().__init__()
+        bound_render_caches()  # Textual's cache of every style drawn, bounded (tui/render_caches.py)
         self.monitor = monitor
         # memsight watch / demo: the monitor and the options are made by setup() after the first frame, so
         # that frame waits for neither the collectors nor the planner (issue 20); what setup raised is kept
