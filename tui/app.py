@@ -218,7 +218,7 @@ class MemsightApp(App[int]):
         first_status: str = "",
     ) -> None:
         super().__init__()
-        bound_render_caches()  # Textual's cache of every style drawn, bounded (tui/render_caches.py)
+        bound_render_caches()  # Textual's style codes and Rich's cell widths, bounded (tui/render_caches.py)
         self.monitor = monitor
         # memsight watch / demo: the monitor and the options are made by setup() after the first frame, so
         # that frame waits for neither the collectors nor the planner (issue 20); what setup raised is kept
