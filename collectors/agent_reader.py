@@ -17,64 +17,15 @@ from dataclasses import dataclass
 
 from collectors import agent_format as fmt
 from collectors.errors import CollectorError
+from collectors.recording_format import record_fields
 from collectors.snapshots import AgentRecord
 from planner import limits  # a stdlib-only leaf: the limits every reader shares
-
-
-def _opt_int(x: float) -> int | None:
-    return None if x != x else int(x)
-
-
-_MAX_DEVICES = 4096  # a device index at or above this is not a device
-
-
-def _check_numbers(v: dict[str, float]) -> None:
-    """CollectorError unless every number is NaN (unknown) or finite within the limits: a slot is written by
-    another process, so it is input like any file (inf in one slot crashed `watch` before this check)."""
-    for name, x in v.items():
-        if x != x:
-            continue
-        if not math.isfinite(x) or abs(x) > limits.MAX_MEASURED:
-            raise CollectorError(f"agent record field {name} is {x!r}, not a finite number within 2**63")
-    t, device = v["t"], v["device"]
-    if t != t or not 0 <= t <= limits.MAX_TIMESTAMP:
-        raise CollectorError(f"agent record time {t!r} is not a time (0 .. {limits.bound('MAX_TIMESTAMP')})")
-    if device != device or not -1 <= device < _MAX_DEVICES or device != int(device):  # -1: the CPU
-        raise CollectorError(f"agent record device {device!r} is not a device index")
 
 
 def decode(values: tuple) -> AgentRecord:
     """A slot payload (RECORD_FIELDS floats + label bytes) -> AgentRecord; CollectorError for a payload with
     a non-finite or out-of-range number (the reader counts it as a bad record and goes on)."""
-    *numbers, label = values
-    v = dict(zip(fmt.RECORD_FIELDS, numbers, strict=True))
-    _check_numbers(v)
-    return AgentRecord(
-        **{name: FIELD_VALUE[name](x) for name, x in v.items()},
-        step_label=label.rstrip(b"\0").decode("utf-8", "replace"),
-    )
-
-
-def _cuda_state(x: float) -> str:
-    index = _opt_int(x)
-    return fmt.CUDA_STATES[index] if index is not None and 0 <= index < 3 else "unknown"
-
-
-def _opt_float(x: float) -> float | None:
-    return None if x != x else x
-
-
-# each record field's value from the float the ring (or a recording) holds, NaN for unknown
-FIELD_VALUE = {
-    **dict.fromkeys(fmt.RECORD_FIELDS, _opt_int),
-    "t": float,
-    "device": int,
-    "cuda_state": _cuda_state,
-    "is_integrated": lambda x: None if x != x else bool(x),
-    "step_index": lambda x: int(x) if x == x else 0,
-    "step_t": _opt_float,
-    "tick_cost_s": _opt_float,
-}
+    return AgentRecord(**record_fields(values))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,47 +1,5 @@
-"""Recording to a file (JSON lines): the writer, and the format both it and the reader share.
-
-One JSON object per line, `"k"` saying which kind. Format 2 (this writer) writes each stream as it changes:
-  header      {"k":"header","version":2,"created":t,"host":...,"hz":...,"agent_hz":...,"proc_lines":"entry"}
-  os          {"k":"os","t", <OS fields that changed>, "skipped"?, "source"?, "w"? (the growth window
-               most rows share), and the process table only when it changed: "procs":[[pid,start_ticks,
-               name,rss,growth,is_new,user(,window)],...] in full (a row without a window has "w"), or
-               "pset":[rows added or changed; [pid,start,rss,growth] when only those changed] + "pdel":
-               [[pid,start_ticks] gone]: the previous table with those rows, largest RSS first
-               (apply_proc_delta)}
-  proc        {"k":"proc","pid","start","cmdline"}        (each time a process enters the table, before the
-               os line it is in: a reader needs the command lines of the current table alone. A header
-               without "proc_lines":"entry" (written before it) declared each process the first time only)
-  nvml        {"k":"nvml","t","status","available","driver","devices":[{...DeviceInfo...}]} when the
-               devices or the driver's answer changed, else {"k":"nvml","t","dset":[{"index", the fields of
-               that device that changed}]}; nothing while nothing changed
-  agent_meta  {"k":"agent_meta","pid","start","cmdline","path","hz"}
-  agent       {"k":"agent","pid","start","t","dev", "r":[RECORD_FIELDS..., label] (the first record of a
-               device) or "d":[index, value, ...] (the values that changed since that device's previous
-               record; tick_cost_s rounded to the microsecond), and "status","alive","lost","sr" (the rate
-               the agent sampled at, 0.1 Hz) only when they changed}
-  agent_info  {"k":"agent_info","pid","start","t","info":{...}}   (each new version of the agent's info file:
-               tracked models' config, caches, phase peaks, hook status; collectors/agent_info.py)
-  vllm        {"k":"vllm","t","url","status","available","num_gpu_blocks","block_size",
-               "gpu_memory_utilization","samples","models":[{...VLLMModelStats...}]}   (--vllm-url only)
-  engine      {"k":"engine","t","url","kind","status","available","kv_usage","kv_tokens_used",
-               "kv_tokens_total","running","waiting","loads":[{name,size,size_vram,context_length}],
-               "slots":[{id,n_ctx,processing}]}                            (--engine-url only)
-  engine_log  {"k":"engine_log","t","engine","stage","devices":[{device,weights,kv,activations,overhead}],
-               "ranks","figures":{name: value}}   (each time the followed child log says something new)
-  alert       {"k":"alert","t","kind","severity","message","pid","device","value"}  (raised during the run)
-  pool        {"k":"pool","t","files":[[pid,bytes],...],"files_source","dev_shm_used","kernel_log":{...}}
-              (every few seconds: what the pool's decomposition reads beyond meminfo, collectors/pool.py)
-  summary     {"k":"summary","t",...collectors.summary.summary_to_json...}         (last line, at the end)
-  skip        {"k":"skip","t","source":"agents","path","reason"}   (an agent file or directory not read: why)
-  scope       {"k":"scope","t","own":[pid,...]}   (`memsight run`: the command's own agents, each time the set
-               grows; a replay sums those alone in its chart and summary, as the run did)
-Every KEYFRAME_S seconds the OS and NVML lines and each agent's next record are written in full again, so
-a line lost in the middle (a bad sector, a hand edit) costs at most that long of those streams (the reader
-skips their changes until the next full line, and counts them). Format 1 wrote every os line and agent
-record in full (the process table at every OS tick); collectors/recording.py reads both and turns format 2
-back into format 1's events, so everything downstream reads one shape.
-Numbers are bytes; null is unknown; the string "unsupported" never appears for a number (DeviceInfo keeps
-its `unsupported` list instead).
+"""Recording to a file (JSON lines): the writer. The format it writes, and that collectors/recording.py reads,
+is described in collectors/recording_format.py, with the constants and table functions both sides share.
 
 Appends are flushed at least once a second, so a crash loses at most the last second; a reader skips a
 truncated last line (and counts any other unreadable line instead of failing).
@@ -51,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import operator
 import os
 import socket
 import time
@@ -61,8 +18,16 @@ from typing import Any
 
 from collectors import agent_format as fmt
 from collectors.errors import CollectorError
-from collectors.snapshots import (
+from collectors.recording_format import (
+    FORMAT_VERSION,
+    KEYFRAME_S,
     OS_FIELDS,
+    PROC_LINES_ON_ENTRY,
+    TICK_COST,
+    proc_delta,
+    recorded_record_fields,
+)
+from collectors.snapshots import (
     AgentRecord,
     Alert,
     NVMLSnapshot,
@@ -72,16 +37,6 @@ from collectors.snapshots import (
 )
 from collectors.summary import RunSummary, alert_to_json, summary_to_json
 
-FORMAT_VERSION = 2
-READ_VERSIONS = (1, 2)  # collectors/recording.py reads these
-KEYFRAME_S = 60.0
-# the header's "proc_lines": a proc line precedes each entry of a process into the table (not its first alone)
-PROC_LINES_ON_ENTRY = "entry"
-# an os line's fields besides t and the process table ("w": the growth window most rows share)
-OS_SCALARS = (*OS_FIELDS, "skipped", "source", "w")
-AGENT_CARRIED = ("status", "alive", "lost", "sr")  # per agent, written when they change
-TICK_COST = fmt.RECORD_FIELDS.index("tick_cost_s")
-ALERT_KEYS = ("t", "kind", "severity", "message", "pid", "device", "value")
 PENDING_MAX_BYTES = 256 * 1024  # lines held before a write, between the once-a-second flushes
 
 
@@ -109,13 +64,8 @@ def record_values(r: AgentRecord) -> list:
 
 
 def record_from_values(values: list) -> AgentRecord:
-    from collectors.agent_reader import decode  # noqa: PLC0415
-
-    *numbers, label = values
-    if len(numbers) != len(fmt.RECORD_FIELDS):
-        raise CollectorError(f"agent record with {len(numbers)} numbers, expected {len(fmt.RECORD_FIELDS)}")
-    floats = tuple(math.nan if v is None else float(v) for v in numbers)
-    return decode((*floats, str(label).encode()))
+    """An agent line's "r" as the AgentRecord it was written from (CollectorError: not one)."""
+    return AgentRecord(**recorded_record_fields(values))
 
 
 def proc_row(p: ProcessInfo) -> list:
@@ -130,57 +80,6 @@ def common_window(rows: list[list]) -> float:
     for row in rows:
         counts[row[7]] = counts.get(row[7], 0) + 1
     return max(counts, key=lambda w: (counts[w], w)) if counts else 0.0
-
-
-def with_window(rows: list[list], window: float | None) -> list[list]:
-    """Format 2's rows (7 values: the table's window; 8: their own) as format 1 writes them (8 values)."""
-    return [row if len(row) == 8 else [*row, 0.0 if window is None else window] for row in rows]
-
-
-def apply_proc_delta(previous: list[list], pset: list[list], pdel: list[list]) -> list[list]:
-    """The process table after a format-2 change: `previous` without the `pdel` (pid, start) rows, with the
-    `pset` rows replacing theirs or added ([pid, start, rss, growth]: only those two changed), largest RSS
-    first (ties keep their order; unchanged rows stay the same objects). ValueError when a row to remove or
-    update is not in the table."""
-    table = {(row[0], row[1]): row for row in previous}
-    for key in pdel:
-        if table.pop((key[0], key[1]), None) is None:
-            raise ValueError(f"process {key[0]} (start {key[1]}) removed but not in the table")
-    for row in pset:
-        key = (row[0], row[1])
-        if len(row) == 4:
-            old = table.get(key)
-            if old is None:
-                raise ValueError(f"process {key[0]} (start {key[1]}) updated but not in the table")
-            row = [*old[:3], row[2], row[3], *old[5:]]
-        table[key] = row
-    return sorted(table.values(), key=_RSS, reverse=True)  # a stable sort: reversed, ties keep their order
-
-
-_RSS = operator.itemgetter(3)
-
-
-def proc_delta(previous: list[list] | None, rows: list[list]) -> dict:
-    """The shortest exact way to write `rows` after `previous` (both as format 2 writes them): {}
-    (unchanged), {"pset", "pdel"} or {"procs"} (the first table, or when the change would not give back
-    these rows in this order)."""
-    if previous is not None and rows == previous:
-        return {}
-    if previous is None:
-        return {"procs": rows}
-    before = {(row[0], row[1]): row for row in previous}
-    now = {(row[0], row[1]) for row in rows}
-    pset = []
-    for row in rows:
-        old = before.get((row[0], row[1]))
-        if old == row:
-            continue
-        only_size = old is not None and old[:3] == row[:3] and old[5:] == row[5:]
-        pset.append([*row[:2], row[3], row[4]] if only_size else row)
-    pdel = [[pid, start] for pid, start in before if (pid, start) not in now]
-    if len(pset) * 2 > len(rows) or apply_proc_delta(previous, pset, pdel) != rows:
-        return {"procs": rows}
-    return {"pset": pset, "pdel": pdel} if pdel else {"pset": pset}
 
 
 class Recorder:
@@ -461,11 +360,16 @@ class Recorder:
 
 
 def __getattr__(name: str) -> Any:
-    """The reading half moved to collectors/recording.py (issue 20); old imports keep working."""
+    """The reading half moved to collectors/recording.py, the format's shared names to
+    collectors/recording_format.py (issue 20); old imports keep working."""
     if name in _MOVED:
         import collectors.recording as reading  # noqa: PLC0415
 
         return getattr(reading, name)
+    if name in _FORMAT:
+        import collectors.recording_format as recording_format  # noqa: PLC0415
+
+        return getattr(recording_format, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -473,3 +377,6 @@ _MOVED = frozenset(
     {"Recording", "read_recording", "summarize", "check_event", "os_snapshot_from", "nvml_snapshot_from",
      "vllm_snapshot_from", "vllm_source_id", "RecordingReader"}
 )  # fmt: skip
+_FORMAT = frozenset(
+    {"READ_VERSIONS", "OS_SCALARS", "AGENT_CARRIED", "ALERT_KEYS", "with_window", "apply_proc_delta"}
+)

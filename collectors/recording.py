@@ -10,42 +10,28 @@ in the same single pass.
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import math
-import operator
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from collectors import agent_format as fmt
-from collectors.agent_reader import FIELD_VALUE
 from collectors.errors import CollectorError
-from collectors.recorder import (
+from collectors.recording_format import (
     AGENT_CARRIED,
     ALERT_KEYS,
+    FIELD_VALUE,
+    OS_FIELDS,
     OS_SCALARS,
     READ_VERSIONS,
     apply_proc_delta,
-    record_from_values,
+    recorded_record_fields,
     with_window,
-)
-from collectors.snapshots import (
-    OS_FIELDS,
-    DeviceInfo,
-    GpuProcess,
-    NVMLSnapshot,
-    OSSnapshot,
-    ProcessInfo,
-    VLLMModelStats,
-    VLLMSnapshot,
 )
 from planner import limits  # a stdlib-only leaf: the limits every reader shares
 
 
-@dataclass(frozen=True, slots=True)
-class Recording:
+class Recording(NamedTuple):
     header: dict
     events: tuple[dict, ...]  # every line after the header, in file order (format 1's complete events)
     bad_lines: int  # unreadable lines skipped (a truncated last line included)
@@ -192,8 +178,7 @@ class RecordingReader:
         self.events = self._events()
 
 
-@dataclass(frozen=True, slots=True)
-class ReaderPosition:
+class ReaderPosition(NamedTuple):
     offset: int
     line_number: int
     decoder: Decoder
@@ -499,9 +484,6 @@ _AGENT_FIELDS = {
     "sr": "num?",
 }  # fmt: skip
 _AGENT_V2_FIELDS = {"pid": "int", "start": "int", "t": "time", "dev": "int"}
-_CLASS_FIELDS = {
-    DeviceInfo: _DEVICE_FIELDS, GpuProcess: _GPU_PROCESS_FIELDS, VLLMModelStats: _VLLM_MODEL_FIELDS,
-}  # fmt: skip
 
 
 _MEASURED = float(limits.MAX_MEASURED)
@@ -545,10 +527,10 @@ def _check_fields(obj: Any, fields: dict[str, str], where: str = "") -> None:
             raise ValueError(f"{where}{name} is {shown}, expected {kind.rstrip('?')}")
 
 
-def _check_list(items: list, fields: dict[str, str], cls: type, where: str) -> None:
-    """Each item becomes cls(**item): its fields checked, none unknown, every one without a default given
-    (list fields are filled in by the converters)."""
-    allowed, required = _names(cls)
+def _check_list(items: list, fields: dict[str, str], names: tuple[frozenset, frozenset], where: str) -> None:
+    """Each item becomes a snapshot class's instance (cls(**item)): its fields checked, none unknown, every
+    one it must hold given. `names`: (the fields it may hold, those it must), _item_names'."""
+    allowed, required = names
     for item in items:
         _check_fields(item, fields, where)
         extra = set(item) - allowed
@@ -559,19 +541,23 @@ def _check_list(items: list, fields: dict[str, str], cls: type, where: str) -> N
             raise ValueError(f"{where}{sorted(missing)[0]} is missing")
 
 
-@functools.cache
-def _names(cls: type) -> tuple[frozenset[str], frozenset[str]]:
-    """The fields dataclass `cls` allows and those it requires (computed once: nvml lines are many)."""
-    fields = _CLASS_FIELDS[cls]
-    allowed = frozenset(f.name for f in dataclasses.fields(cls))
-    required = frozenset(
-        f.name
-        for f in dataclasses.fields(cls)
-        if f.default is dataclasses.MISSING
-        and f.default_factory is dataclasses.MISSING
-        and fields.get(f.name) != "list-"
-    )
-    return allowed, required
+def _item_names(fields: dict[str, str], defaulted: frozenset[str]) -> tuple[frozenset[str], frozenset[str]]:
+    """(the fields an item may hold, those it must): those with a default in its class (`defaulted`) and the
+    "list-" ones (the converters fill them in) may be left out."""
+    required = frozenset(n for n, kind in fields.items() if kind != "list-" and n not in defaulted)
+    return frozenset(fields), required
+
+
+# The lists whose items become snapshot classes: an nvml line's devices (DeviceInfo) and their processes
+# (GpuProcess), a vllm line's models (VLLMModelStats). Their fields are written out above rather than read
+# from the classes, so that reading a recording never loads collectors/snapshots.py (`memsight replay
+# --json`, issue 20); tests/collectors/test_recording_checks.py holds them equal to the classes' fields and
+# defaults.
+_DEVICE_NAMES = _item_names(_DEVICE_FIELDS, frozenset({"errors"}))
+_GPU_PROCESS_NAMES = _item_names(_GPU_PROCESS_FIELDS, frozenset())
+_VLLM_MODEL_NAMES = _item_names(
+    _VLLM_MODEL_FIELDS, frozenset({"prefix_cache_metrics", "gpu_prefix_cache_hit_rate", "cpu_cache_usage"})
+)
 
 
 def _check_strings(items: list | None, where: str) -> None:
@@ -604,16 +590,16 @@ def check_event(e: dict) -> None:
     elif k == "nvml":
         _check_fields(e, _NVML_FIELDS, "nvml event: ")
         devices = e.get("devices") or []
-        _check_list(devices, _DEVICE_FIELDS, DeviceInfo, "nvml device: ")
+        _check_list(devices, _DEVICE_FIELDS, _DEVICE_NAMES, "nvml device: ")
         for d in devices:
-            _check_list(d.get("processes") or [], _GPU_PROCESS_FIELDS, GpuProcess, "nvml process: ")
+            _check_list(d.get("processes") or [], _GPU_PROCESS_FIELDS, _GPU_PROCESS_NAMES, "nvml process: ")
             _check_strings(d.get("unsupported"), "nvml device: unsupported")
             _check_strings(d.get("errors"), "nvml device: errors")
     elif k == "vllm":
         _check_fields(e, _VLLM_FIELDS, "vllm event: ")
         _check_strings(e.get("refused"), "vllm event: refused")
         models = e.get("models") or []
-        _check_list(models, _VLLM_MODEL_FIELDS, VLLMModelStats, "vllm model: ")
+        _check_list(models, _VLLM_MODEL_FIELDS, _VLLM_MODEL_NAMES, "vllm model: ")
         for m in models:
             _check_strings(m.get("prefix_cache_metrics"), "vllm model: prefix_cache_metrics")
     elif k == "pool":
@@ -649,126 +635,12 @@ def check_event(e: dict) -> None:
             raise ValueError(f"agent event: r must hold {len(fmt.RECORD_FIELDS)} numbers and a label")
         if not _fits(r[-1], "str"):
             raise ValueError("agent event: the record's label is not a string")
-        record_from_values(r)  # CollectorError (a ValueError) for out-of-range times and devices
-
-
-# ------------------------------------------------------------------------------------------ to snapshots
-def os_snapshot_from(
-    event: dict, cmdlines: dict[tuple[int, int], str], known: dict[tuple[int, int], ProcessInfo] | None = None
-) -> OSSnapshot:
-    """`known`: the processes of the previous snapshot (pid, start -> ProcessInfo), replaced by this one's: a
-    process identical to its previous self (every field, of the same type) is that object, so the snapshots
-    a replay keeps (a minute of them per checkpoint) share their unchanged processes. A process `cmdlines`
-    does not name keeps its command line from `known` (a recording that declares processes as they enter
-    the table: `cmdlines` holds those declared for this line alone)."""
-    procs = []
-    now = {}
-    for row in event.get("procs", []):
-        pid, start, name, rss, growth, is_new, user = row[:7]
-        window = row[7] if len(row) > 7 else 0.0
-        before = known.get((pid, start)) if known is not None else None
-        cmdline = cmdlines.get((pid, start))
-        if cmdline is None:
-            cmdline = before.cmdline if before is not None else ""
-        info = ProcessInfo(
-            pid=pid,
-            name=name,
-            cmdline=cmdline,
-            user=user,
-            rss=rss,
-            growth_bytes=growth,
-            is_new=bool(is_new),
-            start_ticks=start,
-            growth_window_s=window,
-        )
-        if known is not None:
-            if before is not None and _identical(_PROCESS_FIELDS(before), _PROCESS_FIELDS(info)):
-                info = before
-            now[(pid, start)] = info
-        procs.append(info)
-    if known is not None:
-        known.clear()
-        known.update(now)
-    # a "?" field of _OS_FIELDS may be missing: check_event reads that as null, and so does this
-    return OSSnapshot(
-        t=event["t"],
-        mem_total=event["mem_total"],
-        mem_available=event["mem_available"],
-        cached=event.get("cached"),
-        shmem=event.get("shmem"),
-        swap_total=event["swap_total"],
-        swap_free=event["swap_free"],
-        psi_some_avg10=event.get("psi_some_avg10"),
-        psi_full_avg10=event.get("psi_full_avg10"),
-        oom_kill=event.get("oom_kill"),
-        processes=tuple(procs),
-        skipped_processes=event.get("skipped", 0),
-        source=event.get("source", "proc"),  # recordings made before psutil fallback: all /proc
-        mem_free=event.get("mem_free"),  # these five: null in recordings made before they were sampled
-        buffers=event.get("buffers"),
-        anon_pages=event.get("anon_pages"),
-        sreclaimable=event.get("sreclaimable"),
-        kernel=event.get("kernel"),
-    )
-
-
-_PROCESS_FIELDS = operator.attrgetter(*(f.name for f in dataclasses.fields(ProcessInfo)))
-
-
-def _identical(a: tuple, b: tuple) -> bool:
-    """Equal values of the same types (1 and 1.0, False and 0 differ: a replay's output tells them apart)."""
-    return all(x == y and type(x) is type(y) for x, y in zip(a, b, strict=True))
-
-
-def vllm_snapshot_from(event: dict) -> VLLMSnapshot:
-    models = tuple(
-        VLLMModelStats(**{**m, "prefix_cache_metrics": tuple(m.get("prefix_cache_metrics", ()))})
-        for m in event.get("models", [])
-    )
-    snap = VLLMSnapshot(
-        t=event["t"],
-        url=event.get("url", ""),
-        status=event["status"],
-        available=event["available"],
-        models=models,
-        num_gpu_blocks=event.get("num_gpu_blocks"),
-        block_size=event.get("block_size"),
-        gpu_memory_utilization=event.get("gpu_memory_utilization"),
-        samples=event.get("samples", 0),
-        refused=tuple(event.get("refused", ())),
-    )
-    # imported here: its module brings prometheus_client, which a recording without vLLM never needs
-    from collectors.vllm_metrics import checked_snapshot  # noqa: PLC0415
-
-    return checked_snapshot(snap)  # a recording made before values were checked, or an edited one
+        recorded_record_fields(r)  # CollectorError (a ValueError) for out-of-range times and devices
 
 
 def vllm_source_id(model_name: str, engine: str | None) -> str:
     """The `memsight replay --json` id of one vLLM engine: vllm:<model_name>[:<engine>]."""
     return f"vllm:{model_name}" if engine is None else f"vllm:{model_name}:{engine}"
-
-
-def nvml_snapshot_from(event: dict) -> NVMLSnapshot:
-    devices = []
-    for d in event.get("devices", []):
-        procs = tuple(GpuProcess(**p) for p in d.get("processes", []))
-        devices.append(
-            DeviceInfo(
-                **{
-                    **d,
-                    "processes": procs,
-                    "unsupported": tuple(d.get("unsupported", ())),
-                    "errors": tuple(d.get("errors", ())),
-                }
-            )
-        )
-    return NVMLSnapshot(
-        status=event["status"],
-        available=event["available"],
-        devices=tuple(devices),
-        t=event["t"],
-        driver_version=event.get("driver"),
-    )
 
 
 # ------------------------------------------------------------------------------------------ summary
@@ -804,7 +676,7 @@ class _Stats:
     def appender(self, convert: Any = None) -> Any:
         """The append of a list of values to fold later; `convert`: each value that is not an int of at
         most 2**53 (its own float) becomes convert(float(value), or NaN for None) first, None skipped (an
-        agent's record value, as record_from_values reads it)."""
+        agent's record value, as recorded_record_fields reads it)."""
         if self.pending is None:
             self.pending = []
         self.convert = convert
@@ -1138,7 +1010,7 @@ class Summary:
 
 _OS_STATS = frozenset(OS_FIELDS)
 _FIELD_INDEX = {name: i for i, name in enumerate(fmt.RECORD_FIELDS)}
-# each summarized field of an agent's record: its name, index and conversion (record_from_values')
+# each summarized field of an agent's record: its name, index and conversion (recorded_record_fields')
 _SUMMARY_AT = tuple((name, _FIELD_INDEX[name], FIELD_VALUE[name]) for name in AGENT_SUMMARY_FIELDS)
 _ALLOCATED, _RESERVED, _CUDA_STATE = (_FIELD_INDEX[n] for n in ("allocated", "reserved", "cuda_state"))
 
@@ -1148,15 +1020,15 @@ def _summarize_agent(e: dict, changed: tuple | None, source, cmdlines: dict) -> 
     src = source(f"agent:{e['pid']}:{e['start']}:{int(values[1])}", "agent", e["pid"])
     src.cmdline = cmdlines.get((e["pid"], e["start"]), "")
     if changed is None:  # the whole record
-        r = record_from_values(values)
-        stats = {name: getattr(r, name) for name in AGENT_SUMMARY_FIELDS}
-        if r.reserved is not None and r.allocated is not None:
-            stats["gap"] = r.reserved - r.allocated
-        src.add(r.t, stats)
-        src.status = r.cuda_state
+        r = recorded_record_fields(values)
+        stats = {name: r[name] for name in AGENT_SUMMARY_FIELDS}
+        if r["reserved"] is not None and r["allocated"] is not None:
+            stats["gap"] = r["reserved"] - r["allocated"]
+        src.add(r["t"], stats)
+        src.status = r["cuda_state"]
         return
 
-    def value(index: int, convert):  # as record_from_values makes it
+    def value(index: int, convert):  # as recorded_record_fields makes it
         x = values[index]
         return convert(math.nan if x is None else float(x))
 
@@ -1214,6 +1086,8 @@ def _summarize_nvml(e: dict, t: float, source) -> None:
 
 
 def _summarize_vllm(e: dict, t: float, source) -> None:
+    from collectors.recording_snapshots import vllm_snapshot_from  # noqa: PLC0415  (vLLM's recordings only)
+
     snap = vllm_snapshot_from(e)
     if not snap.models:  # a failed scrape: one "vllm" source that says why
         src = source("vllm", "vllm", None)
@@ -1235,3 +1109,12 @@ def _summarize_vllm(e: dict, t: float, source) -> None:
             },
         )
         src.status = snap.status
+
+
+def __getattr__(name: str) -> Any:
+    """The snapshot builders moved to collectors/recording_snapshots.py (issue 20): old imports still work."""
+    if name in ("os_snapshot_from", "nvml_snapshot_from", "vllm_snapshot_from"):
+        import collectors.recording_snapshots as snapshots  # noqa: PLC0415
+
+        return getattr(snapshots, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

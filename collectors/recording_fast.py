@@ -23,8 +23,6 @@ import json
 import math
 from typing import Any
 
-from collectors.agent_reader import FIELD_VALUE
-from collectors.recorder import OS_SCALARS
 from collectors.recording import (
     _ALLOCATED,
     _CHARS,
@@ -43,7 +41,7 @@ from collectors.recording import (
     _is_key,
     _Stats,
 )
-from collectors.snapshots import OS_FIELDS
+from collectors.recording_format import FIELD_VALUE, OS_FIELDS, OS_SCALARS
 from planner import limits
 
 

@@ -84,25 +84,7 @@ def short_command(cmdline: str, max_words: int = 3, width: int = 40) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-# The numeric fields of an OSSnapshot that are sampled into rings and recorded (one list for both).
-OS_FIELDS = (
-    "mem_total",
-    "mem_available",
-    "cached",
-    "shmem",
-    "swap_total",
-    "swap_free",
-    "psi_some_avg10",
-    "psi_full_avg10",
-    "oom_kill",
-    "mem_free",
-    "buffers",
-    "anon_pages",
-    "sreclaimable",
-    "kernel",
-)
-
-
+# its numeric fields that are sampled into rings and recorded: collectors/recording_format.py's OS_FIELDS
 @dataclass(frozen=True, slots=True)
 class OSSnapshot:
     """Host memory at time t (bytes; from /proc/meminfo, /proc/pressure/memory, /proc/vmstat, or from
