@@ -19,7 +19,7 @@ from textual.app import App
 from textual.binding import Binding
 
 from tui import options
-from tui.render_caches import bound_render_caches
+from tui.render_caches import bound_render_caches, drop_strip_caches
 from tui.screens.live import LiveScreen, LiveView
 
 if TYPE_CHECKING:
@@ -219,6 +219,7 @@ class MemsightApp(App[int]):
     ) -> None:
         super().__init__()
         bound_render_caches()  # Textual's style codes and Rich's cell widths, bounded (tui/render_caches.py)
+        drop_strip_caches()  # and no Strip keeps the strips it was cropped, divided or styled into
         self.monitor = monitor
         # memsight watch / demo: the monitor and the options are made by setup() after the first frame, so
         # that frame waits for neither the collectors nor the planner (issue 20); what setup raised is kept

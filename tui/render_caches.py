@@ -1,5 +1,5 @@
-"""Two process-wide caches of Textual and Rich, bounded: a screen that redraws changing figures all day must
-not keep every style and every string it ever drew.
+"""Caches of Textual and Rich that a screen redrawing changing figures all day should not keep: two
+process-wide caches bounded, and the seven caches of every Strip dropped.
 
 - Textual keeps the ANSI codes of the Rich styles it writes in `Strip.render_ansi`, 16,384 entries. Text
   drawn through Textual's Content (every Static and Label whose text changes) carries its screen offset in
@@ -11,10 +11,20 @@ not keep every style and every string it ever drew.
 - Rich keeps the cell width of each string under 512 characters it measured in `cached_cell_len`, 4,096
   entries: 2,317 strings and 612 KiB after those 7 minutes (each figure that changed is a new string). A
   miss costs one set test for a string of single-width characters, so 1,024 entries are enough.
+- Textual gives every Strip (one line of segments) seven FIFO caches of its own: the strips it made by
+  cropping, dividing, styling, filtering, padding, extending and offsetting that line. Each is an object and
+  a dict (~130 bytes empty), and each strip they keep has seven more. The Live screen at 160x48 held
+  1,921 strips after drawing the Plan screen and coming back, 647 without these caches (the same screen,
+  tests/tui/test_strip_caches.py), and under process churn they are much of what pymalloc's arenas fill
+  with between frames: in a probe (not a bench) of four Live screens side by side with a process started
+  every 2 s, the screen without them held 45.8 MiB at 8 minutes against 49.2. A strip is immutable and
+  each of these methods is pure, so a miss makes the same strip again: the Live screen redraws only the
+  widgets whose figures changed (issue 20), and their strips are new anyway.
 
-`bound_render_caches()` puts each function in a smaller cache, once per process (the app calls it when it is
-made). A Textual or Rich without one of these caches has nothing to bound there; a test holds the installed
-versions to both.
+`bound_render_caches()` puts each function in a smaller cache, once per process, and `drop_strip_caches()`
+makes every Strip made from then on share one cache that keeps nothing (the app calls both when it is made).
+A Textual or Rich without one of these caches, or whose Strip is not the one described here, is left as it
+is; a test holds the installed versions to all three.
 """
 
 from __future__ import annotations
@@ -25,6 +35,13 @@ from typing import Any
 
 RENDER_ANSI_ENTRIES = 256
 CELL_LEN_ENTRIES = 1024
+# Strip's per-line caches (textual/strip.py: Strip.__init__), each a FIFOCache read with get() and written
+# with [key] = value, and the other attributes its __init__ sets
+STRIP_CACHES = (
+    "_divide_cache", "_crop_cache", "_style_cache", "_filter_cache", "_line_length_cache",
+    "_crop_extend_cache", "_offsets_cache",
+)  # fmt: skip
+STRIP_LAZY = ("_render_cache", "_link_ids", "_cell_count")  # None until asked for
 
 
 def render_ansi_cache() -> Any:
@@ -75,3 +92,67 @@ def _replace_everywhere(old: Any, new: Any) -> None:
             for attr, value in list(vars(module).items()):
                 if value is old:
                     setattr(module, attr, new)
+
+
+class _KeepsNothing:
+    """A FIFOCache that keeps nothing: every get() misses, every store is dropped (one for every Strip)."""
+
+    __slots__ = ()
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return default
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        pass
+
+    def __len__(self) -> int:
+        return 0
+
+
+KEEPS_NOTHING = _KeepsNothing()
+
+
+def strip_is_as_described() -> bool:
+    """Whether this Textual's Strip has exactly the attributes STRIP_CACHES and STRIP_LAZY name, besides its
+    segments and cell length, set as described there (a Strip made by its own __init__ is looked at)."""
+    from textual.cache import FIFOCache  # noqa: PLC0415
+    from textual.strip import Strip  # noqa: PLC0415
+
+    slots = set(getattr(Strip, "__slots__", ()))
+    if slots != {"_segments", "_cell_length", *STRIP_CACHES, *STRIP_LAZY}:
+        return False
+    strip = object.__new__(Strip)
+    _original_strip_init(Strip)(strip, [], 0)
+    return all(isinstance(getattr(strip, name), FIFOCache) for name in STRIP_CACHES) and all(
+        getattr(strip, name) is None for name in STRIP_LAZY
+    )
+
+
+def _original_strip_init(strip_class: type) -> Any:
+    init = strip_class.__init__
+    return getattr(init, "_memsight_original", init)
+
+
+def drop_strip_caches() -> bool:
+    """Every Strip made from now on shares KEEPS_NOTHING for its seven caches (its results unchanged: each
+    is made again when asked for again). False, and nothing changed, where this Textual's Strip is not the
+    one described above."""
+    from textual.strip import Strip  # noqa: PLC0415
+
+    if getattr(Strip.__init__, "_memsight_original", None) is not None:
+        return True
+    if not strip_is_as_described():
+        return False
+    original = Strip.__init__
+
+    def __init__(self: Any, segments: Any, cell_length: int | None = None) -> None:
+        self._segments = list(segments)
+        self._cell_length = cell_length
+        self._divide_cache = self._crop_cache = self._style_cache = self._filter_cache = KEEPS_NOTHING
+        self._line_length_cache = self._crop_extend_cache = self._offsets_cache = KEEPS_NOTHING
+        self._render_cache = self._link_ids = self._cell_count = None
+
+    __init__._memsight_original = original  # type: ignore[attr-defined]
+    __init__.__doc__ = original.__doc__
+    Strip.__init__ = __init__
+    return True
