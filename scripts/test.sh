@@ -10,4 +10,8 @@ cd "$(dirname "$0")/.."
 # its own, and where PYTHONDONTWRITEBYTECODE is set (this project's VM) each would compile it again
 .venv/bin/python -m compileall -q -j 0 collectors planner tui scripts bench > /dev/null
 .venv/bin/ruff check .
-.venv/bin/python -m pytest -q "$@"
+# three pytest-xdist workers, on CI's 2 cores too: many tests spend seconds waiting on a real command (a
+# sleeping child, agent ticks, a 10 s window), and the third worker runs while they wait. --dist loadgroup hands
+# out the tests one at a time, the longest first (RUN_FIRST in tests/conftest.py), and keeps the tests that share
+# one expensive module fixture (their xdist_group) on one worker. `bash scripts/test.sh -n 0`: one process.
+.venv/bin/python -m pytest -q -n 3 --dist loadgroup "$@"

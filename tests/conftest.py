@@ -25,6 +25,39 @@ SHARED_FIXTURES = SHARED / "fixtures"
 HANG_GUARD_S = 60  # a hang guard for the CLI in a subprocess, not a speed check
 
 
+# scripts/test.sh runs the suite on three pytest-xdist workers (--dist loadgroup: each test is handed, in
+# collection order, to the first worker with room). The tests that take longest (each starts torch and
+# transformers in processes of its own, or waits seconds on a real command) are collected first, so that every
+# worker starts on them and the short tests fill in around them, rather than one of them starting last and
+# running alone at the end. A name here that no longer matches only loses its place; no test is left out.
+RUN_FIRST = (
+    "tests/tui/test_lab.py::test_edge_is_the_largest_batch_that_really_holds",
+    "tests/collectors/test_gpu_check.py::test_cpu_smoke_run_executes_every_code_path_with_exact_figures",
+    "tests/tui/test_lab.py::test_fragment_records_three_gap_series",
+    "tests/tui/test_lab.py::test_two_processes_and_the_second_process_alert_in_the_recording",
+    "tests/collectors/test_footprint.py::test_the_builders_memory_stops_growing_once_its_chart_history_is_full",
+    "tests/tui/test_run_lifecycle.py::test_a_run_keeps_its_agents_figures_after_the_command_exits",
+    "tests/collectors/test_autotrack_run.py",
+    "tests/collectors/test_autotrack.py",
+    "tests/tui/test_lab.py",
+    "tests/tui/test_run_scope.py",
+    "tests/collectors/test_run_replay_alerts.py",
+    "tests/collectors/test_recording_format.py::test_format1_recordings_replay_exactly_as_the_format1_reader_did",
+    "tests/tui/test_app.py::test_every_screen_at_each_size_and_resizing",
+    "tests/tui/test_plan_fields.py",
+    "tests/collectors/test_flight.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    """The longest tests first (RUN_FIRST, in its order); the rest keep their order."""
+
+    def rank(item) -> int:
+        return next((i for i, name in enumerate(RUN_FIRST) if item.nodeid.startswith(name)), len(RUN_FIRST))
+
+    items.sort(key=rank)  # stable: within a rank, collection order
+
+
 def run_memsight(*args: str, **popen_kwargs) -> subprocess.CompletedProcess:
     """The real CLI in a subprocess, no stdin; a hang fails the test (TimeoutExpired) instead of blocking the
     suite."""

@@ -21,6 +21,9 @@ from tests.conftest import REPO_ROOT
 
 pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
+# every test reads the module's one recording: they run on one pytest-xdist worker (scripts/test.sh's --dist
+# loadgroup), so that the run is made once, not once on each worker
+pytestmark = pytest.mark.xdist_group("autotrack_run_recording")
 
 SCRIPT = REPO_ROOT / "collectors" / "data" / "demo_transformers_generate.py"
 CONFIG = json.loads((REPO_ROOT / "collectors" / "data" / "demo_transformers_config.json").read_text())

@@ -21,6 +21,9 @@ from tests.collectors.builders import os_snapshot
 from tests.conftest import REPO_ROOT, SHARED_FIXTURES, needs_shared
 
 MiB, GiB = 2**20, 2**30
+# the tests that read the module's one recording run on one pytest-xdist worker (scripts/test.sh's --dist
+# loadgroup), so that it is recorded once, not once on each worker
+SHARES_THE_RECORDING = pytest.mark.xdist_group("run_replay_alerts_recording")
 
 CHILD = textwrap.dedent("""
     import time
@@ -65,6 +68,7 @@ def recording(tmp_path_factory):
     return out
 
 
+@SHARES_THE_RECORDING
 def test_record_shows_child_rss_rise_and_fall_and_cuda_not_initialized(recording):
     proc = subprocess.run(
         [sys.executable, "-m", "tui.cli", "replay", str(recording), "--json"],
@@ -91,6 +95,7 @@ def test_record_shows_child_rss_rise_and_fall_and_cuda_not_initialized(recording
     assert available["max"] - available["min"] > 100 * MiB
 
 
+@SHARES_THE_RECORDING
 def test_truncated_last_line_is_tolerated(recording, tmp_path):
     data = recording.read_bytes()
     cut = tmp_path / "cut.jsonl"
@@ -100,6 +105,7 @@ def test_truncated_last_line_is_tolerated(recording, tmp_path):
     assert summarize(rec)["sources"]
 
 
+@SHARES_THE_RECORDING
 def test_replay_monitor_steps_and_seeks(recording):
     replay = ReplayMonitor(recording)
     assert replay.duration_s > 4
