@@ -360,23 +360,14 @@ class Recorder:
 
 
 def __getattr__(name: str) -> Any:
-    """The reading half moved to collectors/recording.py, the format's shared names to
-    collectors/recording_format.py (issue 20); old imports keep working."""
+    """The reading half moved to collectors/recording.py (issue 20); old imports keep working."""
     if name in _MOVED:
         import collectors.recording as reading  # noqa: PLC0415
 
         return getattr(reading, name)
-    if name in _FORMAT:
-        import collectors.recording_format as recording_format  # noqa: PLC0415
-
-        return getattr(recording_format, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 _MOVED = frozenset(
-    {"Recording", "read_recording", "summarize", "check_event", "os_snapshot_from", "nvml_snapshot_from",
-     "vllm_snapshot_from", "vllm_source_id", "RecordingReader"}
+    {"Recording", "read_recording", "summarize", "check_event", "vllm_source_id", "RecordingReader"}
 )  # fmt: skip
-_FORMAT = frozenset(
-    {"READ_VERSIONS", "OS_SCALARS", "AGENT_CARRIED", "ALERT_KEYS", "with_window", "apply_proc_delta"}
-)

@@ -1110,11 +1110,3 @@ def _summarize_vllm(e: dict, t: float, source) -> None:
         )
         src.status = snap.status
 
-
-def __getattr__(name: str) -> Any:
-    """The snapshot builders moved to collectors/recording_snapshots.py (issue 20): old imports still work."""
-    if name in ("os_snapshot_from", "nvml_snapshot_from", "vllm_snapshot_from"):
-        import collectors.recording_snapshots as snapshots  # noqa: PLC0415
-
-        return getattr(snapshots, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
