@@ -689,21 +689,37 @@ class _Stats:
             return
         values = pending
         kinds = set(map(type, values))
-        exact = kinds == _INT and -_EXACT <= min(values) and max(values) <= _EXACT
-        if self.convert is not None and not exact:
-            values = [_converted(v, self.convert) for v in values]
-            kinds = set(map(type, values))
-        if not kinds <= _NUMBER or (float in kinds and any(map(math.isnan, values))):
-            values = [v for v in values if (type(v) is int or type(v) is float) and v == v]
-        if values:
-            low, high, self.last = min(values), max(values), values[-1]
-            if self.min is None:
-                self.min, self.max = low, high
-            else:
-                if low < self.min:
-                    self.min = low
-                if high > self.max:
-                    self.max = high
+        if kinds == _INT:  # (the common case: sizes and counts, each its own float)
+            low, high = min(values), max(values)
+            exact = -_EXACT <= low and high <= _EXACT
+        else:
+            exact = False
+        if not exact:
+            if self.convert is not None:
+                values = [_converted(v, self.convert) for v in values]
+                kinds = set(map(type, values))
+            if not kinds <= _NUMBER:
+                values = [v for v in values if type(v) is int or type(v) is float]
+            if not values:
+                pending.clear()
+                return
+            low, high = min(values), max(values)
+            # a NaN anywhere but first is passed over by min() and max() (every comparison with it is false),
+            # so only a NaN first or last changes their answers
+            if low != low or high != high or values[-1] != values[-1]:
+                values = [v for v in values if v == v]
+                if not values:
+                    pending.clear()
+                    return
+                low, high = min(values), max(values)
+        self.last = values[-1]
+        if self.min is None:
+            self.min, self.max = low, high
+        else:
+            if low < self.min:
+                self.min = low
+            if high > self.max:
+                self.max = high
         pending.clear()
 
     def to_json(self) -> dict:

@@ -5,8 +5,9 @@ scalars and the process table copied and sorted, an agent's whole record rebuilt
 what changed. A day's recording is a million lines, nearly all of them format 2's changes: an OS line of a
 few figures and the process rows that changed, an agent's changed values, a device's changed fields. Those
 are read here, each value checked as the Decoder checks it and appended to its statistics' values to fold
-(_Stats.appender: folded by min() and max() every _FOLD_EVERY lines, not one call per value). Any
-other line (a declaration, a line written in full, an alert), and any line that fails a check here, goes
+(_Stats.appender: folded by min() and max() every _FOLD_EVERY lines, not one call per value), and so is
+an OS line written in full (once a minute: its figures and its table). Any other line (a declaration, an
+agent's or a device's line written in full, an alert), and any line that fails a check here, goes
 through the general reader as it is, which refuses it or reads it in its own terms: what is skipped, and
 why, is the general reader's word, and the document is the same byte for byte
 (tests/collectors/test_replay_streaming.py compares the two on fuzzed recordings).
@@ -309,10 +310,8 @@ class _Folder:
                 pdel = value
             elif name == "procs":
                 procs = value
-        if procs is not _ABSENT:  # a new table (more than half of it changed), whatever pset says
-            if len(given) == len(OS_SCALARS):
-                return False  # written in full (once a minute): the general reader
-            changed = self._table_replaced(procs)
+        if procs is not _ABSENT:  # a new table (more than half of it changed, or once a minute with every
+            changed = self._table_replaced(procs)  # figure: then each is given), whatever pset says
             if changed is None:
                 return False
         elif pset is _ABSENT and pdel is _ABSENT:
