@@ -236,18 +236,17 @@ class _Folder:
                 else:
                     return False  # not a DeviceInfo field
             changed[index] = change
-        merged = []
+        # the Decoder's event and its devices updated in place (nothing else holds them: summarize has read
+        # them, and the general reader makes new ones from them)
         for index, entry in devices.items():
             device, src, processes, appends = entry
             _seen(src, t)
             change = changed.get(index)
             if change is None:
-                merged.append(device)
                 for _, process, _ in processes:
                     _seen(process, t)
                 continue
-            device = entry[0] = {**device, **change}
-            merged.append(device)
+            device.update(change)
             for name in _DEVICE_SUMMED:
                 if name in change:
                     appends[name](change[name])
@@ -269,7 +268,7 @@ class _Folder:
                 if used is not None:
                     total += used
             appends["processes_used"](total)
-        self.nvml_event = self.decoder.nvml = {**event, "t": t, "devices": merged}
+        event["t"] = t
         return True
 
     # ---- an OS line of changes
