@@ -14,6 +14,13 @@ second half of the run (a least-squares slope: a monitor whose memory still grow
 --churn S starts a short-lived process every S seconds while they run (a Python child holding 1-80 MiB for
 0.5-4 s, each with a command line of its own, from a fixed seed), as a machine running experiments starts and
 ends them: both monitors list them, and what a monitor keeps per process it has seen shows as growth.
+
+--agents S starts an experiment's process with memsight's agent every S seconds, each running 0.75 S seconds
+(AGENT_RUN: the real agent, its allocator counters served by a GPU's stand-in and moving as a run's do): the
+Live screen shows its agents table and the gap chart of its allocator, as it does beside a real experiment,
+and runs come and go as in a day of them. memsight watches an agent directory of this run's own
+(MEMSIGHT_AGENT_DIR), with or without --agents: the machine's other agents (a test suite's, another
+experiment's) are not in its figures.
 """
 
 from __future__ import annotations
@@ -22,14 +29,16 @@ import argparse
 import os
 import random
 import re
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
 import psutil
-from monitor_cpu import Drain, compile_memsight, load, programs, spawn, stop
+from monitor_cpu import REPO, Drain, compile_memsight, load, programs, spawn, stop
 
 MARKS_MIN = (1, 5, 10, 20, 30, 60, 120)
 
@@ -54,30 +63,89 @@ def churn(every_s: float, stop: threading.Event) -> int:
     return started
 
 
+# an experiment's process with memsight's agent (collectors/agent.py, at its default 10 Hz) on "cuda:0": the
+# allocator's counters come from collectors/torch_stats.py's RecordedCuda, the stand-in for a GPU that this
+# machine may lack, and move as a run's do (a model loaded, a KV cache filling, activations coming and going)
+AGENT_RUN = """
+import random, sys, time
+from collectors.agent import Agent
+from collectors.torch_stats import RecordedCuda
+seed, lasts, directory = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+rng, GiB = random.Random(seed), 2**30
+weights = rng.randint(2, 40) * GiB
+stats = {"allocated_bytes.all.current": weights, "reserved_bytes.all.current": weights + GiB,
+         "allocated_bytes.all.peak": weights, "active_bytes.all.current": weights,
+         "inactive_split_bytes.all.current": 0, "num_alloc_retries": 0, "num_ooms": 0,
+         "segment.all.current": 40}
+cuda = RecordedCuda({0: stats}, mem_info={0: (80 * GiB - weights, 80 * GiB)})
+stats = cuda.memory_stats(0)  # (its own copy: the one it serves)
+agent = Agent(directory=directory, cuda=cuda)
+agent.open()
+end = time.monotonic() + lasts
+while time.monotonic() < end:
+    allocated = weights + rng.randint(0, 12 * GiB)
+    reserved = max(stats["reserved_bytes.all.current"], allocated + rng.randint(0, 2 * GiB))
+    stats.update({"allocated_bytes.all.current": allocated, "reserved_bytes.all.current": reserved,
+                  "allocated_bytes.all.peak": max(stats["allocated_bytes.all.peak"], allocated),
+                  "active_bytes.all.current": allocated,
+                  "inactive_split_bytes.all.current": reserved - allocated,
+                  "segment.all.current": 40 + (reserved - weights) // GiB})
+    agent.tick()
+    time.sleep(0.1)
+agent.stop()
+"""
+
+
+def agent_runs(every_s: float, directory: str, stop: threading.Event) -> int:
+    """Start an experiment with memsight's agent (AGENT_RUN) every `every_s` seconds, each running 0.75
+    every_s, until `stop`; the number started."""
+    children, started = [], 0
+    while not stop.wait(every_s):
+        started += 1
+        argv = [sys.executable, "-c", AGENT_RUN, str(started), f"{0.75 * every_s:.1f}", directory]
+        children.append(subprocess.Popen(argv, cwd=REPO))
+        children = [c for c in children if c.poll() is None]
+    for child in children:
+        child.wait()
+    return started
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--every", type=float, default=30.0, help="seconds between readings")
     parser.add_argument("--hz", type=float, default=2.0)
     parser.add_argument("--churn", type=float, help="start a short-lived process every CHURN seconds")
+    parser.add_argument("--agents", type=float, help="start an experiment with an agent every AGENTS seconds")
     args = parser.parse_args(argv)
     if args.minutes * 60 < 2 * args.every:
         parser.error("--minutes must hold at least two readings (--every seconds apart)")
-    if args.churn is not None and not args.churn > 0:
-        parser.error("--churn must be a positive number of seconds")
+    for name in ("churn", "agents"):
+        if getattr(args, name) is not None and not getattr(args, name) > 0:
+            parser.error(f"--{name} must be a positive number of seconds")
     cols, rows = 160, 48
     compile_memsight()
+    agent_dir = tempfile.mkdtemp(prefix="memsight-rss-trend-agents-")
     progs = programs(args.hz, None, "")  # no others: their home folder is not used
+    argv_, mark, figures, env = progs["memsight"]
+    progs["memsight"] = (argv_, mark, figures, dict(env, MEMSIGHT_AGENT_DIR=agent_dir))
     running: dict[str, tuple[psutil.Process, int]] = {}
     readings: dict[str, list[tuple[float, float]]] = {name: [] for name in progs}
     churned = f", a process started every {args.churn:g} s" if args.churn else ""
+    churned += f", an agent's run every {args.agents:g} s" if args.agents else ""
     print(f"{args.hz:g} Hz, terminal {cols}x{rows}, {args.minutes:g} min, RSS every {args.every:g} s"
-          f"{churned}, {os.cpu_count()} CPUs, load average before: {load()}")  # fmt: skip
+          f"{churned}, {os.cpu_count()} CPUs, load average before: {load()}", flush=True)  # fmt: skip
     started = time.perf_counter()
-    stop_churn, churn_result = threading.Event(), []
+    stop_churn, churn_result, runs_result = threading.Event(), [], []
+    starters = []
     if args.churn:
-        churner = threading.Thread(target=lambda: churn_result.append(churn(args.churn, stop_churn)))
-        churner.start()
+        starters.append(threading.Thread(target=lambda: churn_result.append(churn(args.churn, stop_churn))))
+    if args.agents:
+        starters.append(threading.Thread(
+            target=lambda: runs_result.append(agent_runs(args.agents, agent_dir, stop_churn))
+        ))  # fmt: skip
+    for starter in starters:
+        starter.start()
     try:
         for name, (argv_, mark, figures, env) in progs.items():
             pid, fd = spawn(argv_, cols, rows, env)
@@ -90,14 +158,18 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(max(0.0, next_at - time.perf_counter()))
             for name, (proc, _) in running.items():
                 readings[name].append((next_at - started, proc.memory_info().rss / 2**20))
+            now = ", ".join(f"{name} {points[-1][1]:.2f}" for name, points in readings.items())
+            print(f"  {(next_at - started) / 60:6.1f} min: {now} MiB, load {load()}", flush=True)
             next_at += args.every
     finally:
         stop_churn.set()
-        if args.churn:
-            churner.join()
+        for starter in starters:
+            starter.join()
         for proc, fd in running.values():
             stop(proc, fd)
+        shutil.rmtree(agent_dir, ignore_errors=True)
     started_line = f"; {churn_result[0]} processes started" if churn_result else ""
+    started_line += f"; {runs_result[0]} agents' runs started" if runs_result else ""
     print(f"load average after: {load()}{started_line}")
     marks = [m for m in MARKS_MIN if m * 60 <= args.minutes * 60 + 1e-6]
     for name, points in readings.items():

@@ -1,4 +1,4 @@
-"""Caches of Textual and Rich that a screen redrawing changing figures all day should not keep: two
+"""Caches of Textual and Rich that a screen redrawing changing figures all day should not keep: four
 process-wide caches bounded, and the seven caches of every Strip dropped.
 
 - Textual keeps the ANSI codes of the Rich styles it writes in `Strip.render_ansi`, 16,384 entries. Text
@@ -11,6 +11,13 @@ process-wide caches bounded, and the seven caches of every Strip dropped.
 - Rich keeps the cell width of each string under 512 characters it measured in `cached_cell_len`, 4,096
   entries: 2,317 strings and 612 KiB after those 7 minutes (each figure that changed is a new string). A
   miss costs one set test for a string of single-width characters, so 1,024 entries are enough.
+- Rich keeps the sum of each two styles it added in `Style._add`, and Textual each style it put on the
+  screen's background in `ANSIToTruecolor.truecolor_style`, 1,024 entries each. The gap chart, shown once an
+  agent is (tui/widgets/gap_chart.py), marks each run of its characters with its offset, as Content does: a
+  style per run and place, 250-600 new ones a minute that fill both caches within the first half hour, and
+  hold them, ~0.4 KiB an entry. With agents coming and going every 60 s, the Live screen held 44.5 MiB at 8
+  minutes with both at 256 entries against 45.4 MiB at 1,024, for the same CPU (21.0 s each; a probe of two
+  Live screens side by side, the one bounded from its start, not a bench). A miss costs a style sum.
 - Textual gives every Strip (one line of segments) seven FIFO caches of its own: the strips it made by
   cropping, dividing, styling, filtering, padding, extending and offsetting that line. Each is an object and
   a dict (~130 bytes empty), and each strip they keep has seven more. The Live screen at 160x48 held
@@ -23,10 +30,11 @@ process-wide caches bounded, and the seven caches of every Strip dropped.
   bench/monitor_cpu.py read 0.87x the minimal app's after the change (0.79-1.11) against 0.76x (0.69-0.80)
   before, one run each with spreads that overlap.
 
-`bound_render_caches()` puts each function in a smaller cache, once per process, and `drop_strip_caches()`
-makes every Strip made from then on share one cache that keeps nothing (the app calls both when it is made).
-A Textual or Rich without one of these caches, or whose Strip is not the one described here, is left as it
-is; a test holds the installed versions to all three.
+`bound_render_caches()` puts each of the four functions in a smaller cache, once per process, and
+`drop_strip_caches()` makes every Strip made from then on share one cache that keeps nothing (the app calls
+both when it is made). A Textual or Rich without one of these caches, or whose Strip is not the one described
+here, is left as it is; tests/tui/test_render_caches.py and test_strip_caches.py hold the installed versions
+to all of them.
 """
 
 from __future__ import annotations
@@ -37,6 +45,8 @@ from typing import Any
 
 RENDER_ANSI_ENTRIES = 256
 CELL_LEN_ENTRIES = 1024
+STYLE_ADD_ENTRIES = 256
+TRUECOLOR_ENTRIES = 256
 # Strip's per-line caches (textual/strip.py: Strip.__init__), each a FIFOCache read with get() and written
 # with [key] = value, and the other attributes its __init__ sets
 STRIP_CACHES = (
@@ -60,30 +70,61 @@ def cell_len_cache() -> Any:
     return _lru_wrapper(getattr(rich.cells, "cached_cell_len", None))
 
 
+def style_add_cache() -> Any:
+    """Rich's `Style._add` lru_cache wrapper (the sum of two styles), or None where this Rich has none."""
+    from rich.style import Style  # noqa: PLC0415
+
+    return _lru_wrapper(Style.__dict__.get("_add"))
+
+
+def truecolor_style_cache() -> Any:
+    """Textual's `ANSIToTruecolor.truecolor_style` lru_cache wrapper (a style's colours on the screen's
+    background), or None where this Textual has none."""
+    from textual.filter import ANSIToTruecolor  # noqa: PLC0415
+
+    return _lru_wrapper(ANSIToTruecolor.__dict__.get("truecolor_style"))
+
+
 def _lru_wrapper(candidate: Any) -> Any:
     if callable(getattr(candidate, "cache_info", None)) and hasattr(candidate, "__wrapped__"):
         return candidate
     return None
 
 
-def bound_render_caches(render_ansi: int = RENDER_ANSI_ENTRIES, cell_len: int = CELL_LEN_ENTRIES) -> int:
-    """Textual's render_ansi cache holds at most `render_ansi` styles, and Rich's cell widths at most
-    `cell_len` strings, from now on (the same functions, their results unchanged). Returns how many of the
-    two caches are bounded; calling it again changes nothing more."""
+def bound_render_caches() -> int:
+    """From now on Textual's render_ansi cache holds at most RENDER_ANSI_ENTRIES styles, Rich's cell widths
+    at most CELL_LEN_ENTRIES strings, Rich's sums of two styles STYLE_ADD_ENTRIES and Textual's styles on
+    the background TRUECOLOR_ENTRIES (the same functions, their results unchanged). Returns how many of the
+    four caches are bounded; calling it again changes nothing more."""
+    from rich.style import Style  # noqa: PLC0415
+    from textual.filter import ANSIToTruecolor  # noqa: PLC0415
     from textual.strip import Strip  # noqa: PLC0415
 
     bounded = 0
     wrapper = render_ansi_cache()
     if wrapper is not None:
-        if wrapper.cache_info().maxsize != render_ansi:
-            Strip.render_ansi = classmethod(functools.lru_cache(maxsize=render_ansi)(wrapper.__wrapped__))
+        if wrapper.cache_info().maxsize != RENDER_ANSI_ENTRIES:
+            Strip.render_ansi = classmethod(_smaller(wrapper, RENDER_ANSI_ENTRIES))
         bounded += 1
     wrapper = cell_len_cache()
     if wrapper is not None:
-        if wrapper.cache_info().maxsize != cell_len:
-            _replace_everywhere(wrapper, functools.lru_cache(maxsize=cell_len)(wrapper.__wrapped__))
+        if wrapper.cache_info().maxsize != CELL_LEN_ENTRIES:
+            _replace_everywhere(wrapper, _smaller(wrapper, CELL_LEN_ENTRIES))
         bounded += 1
+    for owner, name, find, entries in (
+        (Style, "_add", style_add_cache, STYLE_ADD_ENTRIES),
+        (ANSIToTruecolor, "truecolor_style", truecolor_style_cache, TRUECOLOR_ENTRIES),
+    ):
+        wrapper = find()
+        if wrapper is not None:
+            if wrapper.cache_info().maxsize != entries:
+                setattr(owner, name, _smaller(wrapper, entries))  # (a method: the wrapper binds as one)
+            bounded += 1
     return bounded
+
+
+def _smaller(wrapper: Any, entries: int) -> Any:
+    return functools.lru_cache(maxsize=entries)(wrapper.__wrapped__)
 
 
 def _replace_everywhere(old: Any, new: Any) -> None:

@@ -28,8 +28,8 @@ class AgentsTable(DataTable):
             self._add_columns()
 
     def _add_columns(self) -> None:
-        # as Text: a str label is parsed as Rich markup, whose first use imports Rich's table of emoji names
-        # (0.5 MiB resident, for a header that has none)
+        # as Text, as every cell: a str is parsed as Rich markup, whose first use imports Rich's table of
+        # emoji names (0.5 MiB resident, for figures that have none)
         self.add_columns(*(Text(name) for name in self.COLUMNS))
 
     def update_rows(self, rows: tuple[AgentRow, ...]) -> bool:
@@ -48,11 +48,11 @@ class AgentsTable(DataTable):
                 pid,
                 Text(r.label, style=style),
                 Text(r.where, style=style),
-                figure(r.allocated, unit),
-                figure(r.reserved, unit),
+                Text(figure(r.allocated, unit)),  # (Text, not str: see _add_columns)
+                Text(figure(r.reserved, unit)),
                 Text(figure(r.gap, unit), style="red" if r.gap and r.gap > 2**30 else ""),
-                "—" if r.retries is None else str(r.retries),
-                "—" if r.ooms is None else str(r.ooms),
+                Text("—" if r.retries is None else str(r.retries)),
+                Text("—" if r.ooms is None else str(r.ooms)),
                 key=r.key or None,  # one row per agent and device: the pid alone repeats (DuplicateKey)
             )
         return True
