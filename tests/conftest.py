@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -17,6 +20,13 @@ import pytest
 # a terminal: handled here, SIGINT is reset to its default in each child at exec.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+# The agents the tests start (memsight run's children, the agent tests' processes) write into a directory of
+# the suite's own, never the machine's default one (/tmp/memsight-<uid>, $XDG_RUNTIME_DIR/memsight): a
+# memsight the developer keeps open would list them, and its figures would no longer be the experiment's.
+# Every process a test starts with the suite's environment inherits it; a test that builds its own names it.
+AGENT_DIR = os.environ.setdefault("MEMSIGHT_AGENT_DIR", tempfile.mkdtemp(prefix="memsight-test-agents-"))
+atexit.register(shutil.rmtree, AGENT_DIR, ignore_errors=True)
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 SHARED = REPO_ROOT.parent / "shared"

@@ -112,7 +112,8 @@ def test_headless_record_follows_a_real_child_log(tmp_path):
         capture_output=True,
         text=True,
         timeout=120,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO_ROOT), "HOME": str(tmp_path)},
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO_ROOT), "HOME": str(tmp_path),
+             "MEMSIGHT_AGENT_DIR": str(tmp_path / "agents")},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "KV Cache is allocated" in done.stdout  # the user still sees CMD's output
