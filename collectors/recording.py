@@ -687,32 +687,11 @@ class _Stats:
         pending = self.pending
         if not pending:
             return
-        values = pending
-        kinds = set(map(type, values))
-        if kinds == _INT:  # (the common case: sizes and counts, each its own float)
-            low, high = min(values), max(values)
-            exact = -_EXACT <= low and high <= _EXACT
-        else:
-            exact = False
-        if not exact:
-            if self.convert is not None:
-                values = [_converted(v, self.convert) for v in values]
-                kinds = set(map(type, values))
-            if not kinds <= _NUMBER:
-                values = [v for v in values if type(v) is int or type(v) is float]
-            if not values:
-                pending.clear()
-                return
-            low, high = min(values), max(values)
-            # a NaN anywhere but first is passed over by min() and max() (every comparison with it is false),
-            # so only a NaN first or last changes their answers
-            if low != low or high != high or values[-1] != values[-1]:
-                values = [v for v in values if v == v]
-                if not values:
-                    pending.clear()
-                    return
-                low, high = min(values), max(values)
-        self.last = values[-1]
+        span = _span(pending, self.convert)
+        pending.clear()
+        if span is None:
+            return
+        low, high, self.last = span
         if self.min is None:
             self.min, self.max = low, high
         else:
@@ -720,7 +699,6 @@ class _Stats:
                 self.min = low
             if high > self.max:
                 self.max = high
-        pending.clear()
 
     def to_json(self) -> dict:
         self.fold()
@@ -730,6 +708,32 @@ class _Stats:
 _INT = {int}
 _NUMBER = {int, float}
 _EXACT = 2**53  # an integer up to this is its own float
+
+
+def _span(values: list, convert: Any) -> tuple | None:
+    """(min, max, last) of the numbers among a batch of values (None, a bool, a string and NaN are none), as
+    _Stats.add() of each in turn would find them; None when there is no number. `convert`: _Stats.convert."""
+    kinds = set(map(type, values))
+    if kinds == _INT:  # (the common case: sizes and counts, each its own float)
+        low, high = min(values), max(values)
+        if -_EXACT <= low and high <= _EXACT:
+            return low, high, values[-1]
+    if convert is not None:
+        values = [_converted(v, convert) for v in values]
+        kinds = set(map(type, values))
+    if not kinds <= _NUMBER:
+        values = [v for v in values if type(v) is int or type(v) is float]
+    if not values:
+        return None
+    low, high = min(values), max(values)
+    # a NaN anywhere but first is passed over by min() and max() (every comparison with it is false), so only
+    # a NaN first or last changes their answers
+    if low != low or high != high or values[-1] != values[-1]:
+        values = [v for v in values if v == v]
+        if not values:
+            return None
+        low, high = min(values), max(values)
+    return low, high, values[-1]
 
 
 def _converted(value: Any, convert: Any) -> Any:
