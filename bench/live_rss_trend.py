@@ -49,18 +49,28 @@ def slope_per_hour(points: list[tuple[float, float]]) -> float:
     return statistics.linear_regression(ts, vs).slope * 3600
 
 
-def churn(every_s: float, stop: threading.Event) -> int:
-    """Start a short-lived child every `every_s` seconds until `stop`; the number started."""
-    rng, children, started = random.Random(20), [], 0
+def start_every(every_s: float, stop: threading.Event, argv_of) -> int:
+    """Start the process argv_of(n) names (n: 1, 2, ...) every `every_s` seconds until `stop`, then wait for
+    those still running; the number started."""
+    children, started = [], 0
     while not stop.wait(every_s):
         started += 1
-        held, lasts = rng.randint(1, 80), rng.uniform(0.5, 4.0)
-        code = f"import time; held = bytearray({held} * 2**20); time.sleep({lasts:.2f})  # job {started}"
-        children.append(subprocess.Popen([sys.executable, "-c", code]))
+        children.append(subprocess.Popen(argv_of(started), cwd=REPO))
         children = [c for c in children if c.poll() is None]
     for child in children:
         child.wait()
     return started
+
+
+def churn_argv(rng: random.Random):
+    """argv_of for --churn: a Python child holding 1-80 MiB for 0.5-4 s, drawn from `rng`."""
+
+    def argv_of(n: int) -> list[str]:
+        held, lasts = rng.randint(1, 80), rng.uniform(0.5, 4.0)
+        code = f"import time; held = bytearray({held} * 2**20); time.sleep({lasts:.2f})  # job {n}"
+        return [sys.executable, "-c", code]
+
+    return argv_of
 
 
 # an experiment's process with memsight's agent (collectors/agent.py, at its default 10 Hz) on "cuda:0": the
@@ -96,18 +106,9 @@ agent.stop()
 """
 
 
-def agent_runs(every_s: float, directory: str, stop: threading.Event) -> int:
-    """Start an experiment with memsight's agent (AGENT_RUN) every `every_s` seconds, each running 0.75
-    every_s, until `stop`; the number started."""
-    children, started = [], 0
-    while not stop.wait(every_s):
-        started += 1
-        argv = [sys.executable, "-c", AGENT_RUN, str(started), f"{0.75 * every_s:.1f}", directory]
-        children.append(subprocess.Popen(argv, cwd=REPO))
-        children = [c for c in children if c.poll() is None]
-    for child in children:
-        child.wait()
-    return started
+def agent_run_argv(every_s: float, directory: str):
+    """argv_of for --agents: AGENT_RUN for 0.75 every_s seconds, writing into `directory`."""
+    return lambda n: [sys.executable, "-c", AGENT_RUN, str(n), f"{0.75 * every_s:.1f}", directory]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,14 +137,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.hz:g} Hz, terminal {cols}x{rows}, {args.minutes:g} min, RSS every {args.every:g} s"
           f"{churned}, {os.cpu_count()} CPUs, load average before: {load()}", flush=True)  # fmt: skip
     started = time.perf_counter()
-    stop_churn, churn_result, runs_result = threading.Event(), [], []
+    stop_starting, churn_result, runs_result = threading.Event(), [], []
     starters = []
-    if args.churn:
-        starters.append(threading.Thread(target=lambda: churn_result.append(churn(args.churn, stop_churn))))
-    if args.agents:
-        starters.append(threading.Thread(
-            target=lambda: runs_result.append(agent_runs(args.agents, agent_dir, stop_churn))
-        ))  # fmt: skip
+    for every_s, argv_of, result in (
+        (args.churn, churn_argv(random.Random(20)), churn_result),
+        (args.agents, agent_run_argv(args.agents or 0.0, agent_dir), runs_result),
+    ):
+        if every_s:
+            starters.append(threading.Thread(
+                target=lambda e=every_s, a=argv_of, r=result: r.append(start_every(e, stop_starting, a))
+            ))  # fmt: skip
     for starter in starters:
         starter.start()
     try:
@@ -162,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {(next_at - started) / 60:6.1f} min: {now} MiB, load {load()}", flush=True)
             next_at += args.every
     finally:
-        stop_churn.set()
+        stop_starting.set()
         for starter in starters:
             starter.join()
         for proc, fd in running.values():
