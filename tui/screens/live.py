@@ -287,8 +287,7 @@ class LiveScreen(Screen):
 
     def _agents_table(self, view: LiveView) -> AgentsTable | None:
         """The agents' table, mounted when the first agent shows (below the note on missing agents, above the
-        chart); None until then. Without agents it is hidden, and its module brings Textual's DataTable
-        (0.3 MiB resident) to a screen that would not show it."""
+        chart); None until then: a screen without agents holds no table."""
         if self._agents is None and view.agents:
             from tui.widgets.agents_table import AgentsTable  # noqa: PLC0415
 
