@@ -360,14 +360,20 @@ class Recorder:
 
 
 def __getattr__(name: str) -> Any:
-    """The reading half moved to collectors/recording.py (issue 20); old imports keep working."""
+    """The reading half moved out (issue 20): the reader to collectors/recording.py, its checks to
+    recording_checks.py, the --json document to recording_summary.py; old imports keep working."""
     if name in _MOVED:
-        import collectors.recording as reading  # noqa: PLC0415
+        import importlib  # noqa: PLC0415
 
-        return getattr(reading, name)
+        return getattr(importlib.import_module(_MOVED[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-_MOVED = frozenset(
-    {"Recording", "read_recording", "summarize", "check_event", "vllm_source_id", "RecordingReader"}
-)  # fmt: skip
+_MOVED = {
+    "Recording": "collectors.recording",
+    "read_recording": "collectors.recording",
+    "RecordingReader": "collectors.recording",
+    "check_event": "collectors.recording_checks",
+    "summarize": "collectors.recording_summary",
+    "vllm_source_id": "collectors.recording_summary",
+}

@@ -24,25 +24,26 @@ import json
 import math
 from typing import Any
 
-from collectors.recording import (
-    _ALLOCATED,
+from collectors.recording import RecordingReader, _is_key
+from collectors.recording_checks import (
     _CHARS,
-    _CUDA_STATE,
     _DEVICE_FIELDS,
-    _EXACT,
     _GPU_PROCESS_FIELDS,
     _KINDS,
     _LATEST,
     _MEASURED,
     _OS_FIELDS,
-    _RESERVED,
-    _SUMMARY_AT,
-    RecordingReader,
-    Summary,
-    _is_key,
-    _Stats,
 )
 from collectors.recording_format import FIELD_VALUE, OS_FIELDS, OS_SCALARS
+from collectors.recording_summary import (
+    _ALLOCATED,
+    _CUDA_STATE,
+    _EXACT,
+    _RESERVED,
+    _SUMMARY_AT,
+    Summary,
+    _Stats,
+)
 from planner import limits
 
 

@@ -35,7 +35,8 @@ from collectors.alerts import AlertOptions
 from collectors.errors import CollectorError
 from collectors.pool import pool_detail_from
 from collectors.recorder import PROC_LINES_ON_ENTRY, record_from_values
-from collectors.recording import ReaderPosition, RecordingReader, check_event
+from collectors.recording import ReaderPosition, RecordingReader
+from collectors.recording_checks import check_event
 from collectors.recording_snapshots import nvml_snapshot_from, os_snapshot_from, vllm_snapshot_from
 from collectors.snapshots import MonitorState
 from collectors.state import StateBuilder, unpack

@@ -60,7 +60,8 @@ def read_any(path: str):
 
 
 def main(args: argparse.Namespace, name: str) -> int:
-    from collectors.recording import RecordingReader, summarize  # noqa: PLC0415
+    from collectors.recording import RecordingReader  # noqa: PLC0415
+    from collectors.recording_summary import summarize  # noqa: PLC0415
 
     if args.json:
         path, ends = read_any(args.file)

@@ -531,7 +531,8 @@ def run_json(record: str, recording_failed: str | None, state) -> dict:  # noqa:
     (none when nothing did: then the monitor's last alerts), and the summary is the monitor's own, which the
     file lost."""
     from collectors.errors import CollectorError  # noqa: PLC0415
-    from collectors.recording import read_recording, summarize  # noqa: PLC0415
+    from collectors.recording import read_recording  # noqa: PLC0415
+    from collectors.recording_summary import summarize  # noqa: PLC0415
     from collectors.summary import alert_to_json, summary_to_json  # noqa: PLC0415
 
     if recording_failed is None:

@@ -69,7 +69,8 @@ def digest(state) -> str:
 
 
 def golden(path: pathlib.Path) -> dict:
-    from collectors.recording import read_recording, summarize
+    from collectors.recording import read_recording
+    from collectors.recording_summary import summarize
     from collectors.replay import ReplayMonitor
     from collectors.summary import summary_to_json
 

@@ -276,7 +276,8 @@ def test_memsight_run_serves_prometheus_and_scrapes_vllm_end_to_end(tmp_path):
     import sys
     import time
 
-    from collectors.recording import read_recording, summarize
+    from collectors.recording import read_recording
+    from collectors.recording_summary import summarize
     from tests.collectors.builders import serve_body
     from tests.collectors.test_vllm_metrics import V1_TWO_ENGINES
 

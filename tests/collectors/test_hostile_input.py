@@ -20,7 +20,8 @@ from collectors.agent_reader import AgentReader
 from collectors.errors import CollectorError
 from collectors.monitor import Monitor
 from collectors.nvml_collector import NVMLCollector
-from collectors.recording import read_recording, summarize
+from collectors.recording import read_recording
+from collectors.recording_summary import summarize
 from collectors.replay import ReplayMonitor, demo_recording_path
 from tests.conftest import REPO_ROOT, run_memsight
 

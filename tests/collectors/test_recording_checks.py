@@ -1,6 +1,6 @@
 """Reading a recording does not load the snapshot classes (issue 20: `memsight replay --json` pays for what
 its document needs, not for the live monitor's model), and the checks that stand in for those classes hold to
-them: the fields recording.py writes out for the lists whose items become DeviceInfo, GpuProcess and
+them: the fields recording_checks.py writes out for the lists whose items become DeviceInfo, GpuProcess and
 VLLMModelStats are the classes' own, with the same defaults. A behaviour test (which modules a fresh
 interpreter loaded), not a timing one: bench/replay_cost.py measures the CPU."""
 
@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from collectors import recording
+from collectors import recording_checks
 from collectors.snapshots import DeviceInfo, GpuProcess, VLLMModelStats
 from tests.conftest import REPO_ROOT
 
@@ -22,9 +22,9 @@ from tests.conftest import REPO_ROOT
 @pytest.mark.parametrize(
     ("cls", "kinds", "names"),
     [
-        (DeviceInfo, recording._DEVICE_FIELDS, recording._DEVICE_NAMES),
-        (GpuProcess, recording._GPU_PROCESS_FIELDS, recording._GPU_PROCESS_NAMES),
-        (VLLMModelStats, recording._VLLM_MODEL_FIELDS, recording._VLLM_MODEL_NAMES),
+        (DeviceInfo, recording_checks._DEVICE_FIELDS, recording_checks._DEVICE_NAMES),
+        (GpuProcess, recording_checks._GPU_PROCESS_FIELDS, recording_checks._GPU_PROCESS_NAMES),
+        (VLLMModelStats, recording_checks._VLLM_MODEL_FIELDS, recording_checks._VLLM_MODEL_NAMES),
     ],
     ids=["device", "gpu-process", "vllm-model"],
 )
@@ -47,12 +47,12 @@ def test_a_device_missing_a_field_its_class_needs_is_refused_and_one_with_an_unk
         "free": None, "unified": True, "utilization_gpu": 12.0, "processes": [], "unsupported": ["total"],
     }  # fmt: skip
     event = {"k": "nvml", "t": 1.7e9, "status": "ok", "available": True, "devices": [device]}
-    recording.check_event(event)  # errors has a default: it may be left out
+    recording_checks.check_event(event)  # errors has a default: it may be left out
     DeviceInfo(**{**device, "processes": (), "unsupported": ("total",)})  # and the class agrees
     with pytest.raises(ValueError, match="nvml device: uuid is missing"):
-        recording.check_event({**event, "devices": [{k: v for k, v in device.items() if k != "uuid"}]})
+        recording_checks.check_event({**event, "devices": [{k: v for k, v in device.items() if k != "uuid"}]})
     with pytest.raises(ValueError, match="nvml device: has unknown field 'fan'"):
-        recording.check_event({**event, "devices": [{**device, "fan": 3}]})
+        recording_checks.check_event({**event, "devices": [{**device, "fan": 3}]})
 
 
 CODE = """

@@ -18,8 +18,9 @@ from collectors import agent_format as fmt
 from collectors.monitor import Monitor
 from collectors.nvml_collector import NVMLCollector
 from collectors.recorder import KEYFRAME_S, Recorder, record_from_values
-from collectors.recording import RecordingReader, read_recording, summarize
+from collectors.recording import RecordingReader, read_recording
 from collectors.recording_snapshots import nvml_snapshot_from, os_snapshot_from
+from collectors.recording_summary import summarize
 from collectors.snapshots import DeviceInfo, GpuProcess, NVMLSnapshot, OSSnapshot, ProcessInfo
 from tests.collectors.replay_fingerprint import GOLDEN, V1_RECORDINGS, golden
 from tests.conftest import REPO_ROOT

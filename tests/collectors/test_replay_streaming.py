@@ -12,7 +12,8 @@ import pytest
 from collectors import recorder
 from collectors.errors import CollectorError
 from collectors.recorder import Recorder
-from collectors.recording import RecordingReader, Summary, summarize
+from collectors.recording import RecordingReader
+from collectors.recording_summary import Summary, summarize
 from collectors.snapshots import DeviceInfo, GpuProcess, NVMLSnapshot, ProcessInfo
 from tests.collectors.builders import GiB, os_snapshot
 from tests.collectors.test_recording_format import _record as _agent_record

@@ -13,7 +13,8 @@ import pytest
 
 from collectors.alerts import AlertOptions, evaluate
 from collectors.errors import CollectorError
-from collectors.recording import read_recording, summarize
+from collectors.recording import read_recording
+from collectors.recording_summary import summarize
 from collectors.replay import ReplayMonitor, demo_recording_path
 from collectors.snapshots import NVMLSnapshot, ProcessInfo
 from collectors.state import StateBuilder

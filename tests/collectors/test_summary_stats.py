@@ -1,7 +1,7 @@
-"""A field's statistics in `memsight replay --json` (collectors/recording.py's _Stats): the values the fast
-reader appends and folds in batches give what add() of each in turn gives, to the type (1 and 1.0 print
-differently), whatever the batch holds: NaN first, last or between, numbers that are no numbers, integers
-past 2**53, and the conversion an agent's values go through."""
+"""A field's statistics in `memsight replay --json` (collectors/recording_summary.py's _Stats): the values
+the fast reader appends and folds in batches give what add() of each in turn gives, to the type (1 and 1.0
+print differently), whatever the batch holds: NaN first, last or between, numbers that are no numbers,
+integers past 2**53, and the conversion an agent's values go through."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import random
 
 import pytest
 
-from collectors.recording import _converted, _Stats
 from collectors.recording_format import FIELD_VALUE
+from collectors.recording_summary import _converted, _Stats
 
 VALUES = (0, 1, 1.0, -1, 2.5, -2.5, 2**53, 2**53 + 1, -(2**53) - 1, 2**62, 1e300, math.nan, None, True, "7")
 

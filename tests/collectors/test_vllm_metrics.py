@@ -13,7 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from collectors.errors import CollectorError
-from collectors.recording import read_recording, summarize
+from collectors.recording import read_recording
+from collectors.recording_summary import summarize
 from collectors.snapshots import VLLMModelStats
 from collectors.vllm_metrics import (
     VLLMMetrics,

@@ -410,7 +410,8 @@ def run_gguf(data: bytes, folder: pathlib.Path) -> str:
 def run_recording(data: bytes, folder: pathlib.Path) -> str:
     """read_recording, the --json summary, and a replay stepped to its end: an event that passed the checks
     on reading and still failed in the replay is a crash (the live view would count and skip it)."""
-    from collectors.recording import read_recording, summarize
+    from collectors.recording import read_recording
+    from collectors.recording_summary import summarize
     from collectors.replay import ReplayMonitor
 
     path = _write(folder, "r.jsonl", data)

@@ -161,7 +161,8 @@ def _recorded_run(tmp_path, warn_gib: float):
 
 
 def test_a_recording_holds_the_alerts_raised_the_process_names_and_the_summary(tmp_path):
-    from collectors.recording import read_recording, summarize  # noqa: PLC0415
+    from collectors.recording import read_recording  # noqa: PLC0415
+    from collectors.recording_summary import summarize  # noqa: PLC0415
 
     # a warning threshold of 100,000 GiB: this machine's headroom is under it, so the rule fires at once
     path, monitor = _recorded_run(tmp_path, warn_gib=100_000)
