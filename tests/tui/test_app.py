@@ -459,6 +459,32 @@ async def test_two_ranks_one_row_each_busiest_marked_and_per_rank_plan():
         assert figure.second_roof[1][-1] == MACHINES["h100"].peak_tflops_bf16 * 1000.0
 
 
+async def test_headroom_read_from_the_agents_is_out_of_their_devices_total_not_host_memory():
+    """No NVML (a container without its library) on two discrete GPUs: the headroom is the agents' smallest
+    cuda free (mem_get_info), and its gauge reads it out of that device's total; it read "70.0 GiB of
+    23.5 GiB" (host MemTotal) and drew the bar full."""
+    from collectors.snapshots import NVMLSnapshot  # noqa: PLC0415
+    from collectors.state import headroom_of  # noqa: PLC0415
+    from tests.tui.fixed_states import H100_TOTAL, two_rank_state  # noqa: PLC0415
+
+    state = two_rank_state()
+    agents = tuple(
+        replace(view, latest=(replace(view.latest[0], cuda_free=free, cuda_total=H100_TOTAL),))
+        for view, free in zip(state.agents, (30 * GIB, 20 * GIB), strict=True)
+    )
+    nvml = NVMLSnapshot(status="no NVML library: libnvidia-ml.so.1 not found", available=False, devices=())
+    free, source = headroom_of(state.os, nvml, agents, unified=False)
+    state = replace(state, nvml=nvml, agents=agents, headroom_bytes=free, headroom_source=source)
+    assert state.os.mem_total != H100_TOTAL
+    app, _ = make_app(state)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        gauge = app.screen.query_one("#headroom")
+        assert (gauge.data.headroom_bytes, gauge.data.total_bytes) == (20 * GIB, H100_TOTAL)
+        assert gauge.data.source == "device free (agent)"
+        assert "20.0 GiB of 79.6 GiB" in text_of(gauge)
+
+
 async def test_the_lessons_things_to_try_on_the_plan_screen():
     """'Putting it together' (seeds/003): each edit redraws the figure with the planner's numbers, which are
     the lesson's: 8B BF16 8K x 8 -> Spark ~100, H100 ~62, 4090 6 and misses by ~1.4 GiB; 128K -> 4090 none,

@@ -308,7 +308,9 @@ def bucket_comparisons(
 
 
 def headroom(state: MonitorState, thresholds: AlertOptions) -> HeadroomData:
-    if state.unified or not state.nvml.available or not any(not d.unified for d in state.nvml.devices):
+    if state.headroom_source == "device free (agent)":  # no NVML (a container without its library)
+        total = _agents_device_total(state.agents)
+    elif state.unified or not state.nvml.available or not any(not d.unified for d in state.nvml.devices):
         total = state.os.mem_total if state.os else None
     else:
         discrete = [d for d in state.nvml.devices if not d.unified and d.free is not None]
@@ -323,6 +325,14 @@ def headroom(state: MonitorState, thresholds: AlertOptions) -> HeadroomData:
         thresholds.headroom_critical_bytes,
         missing,
     )
+
+
+def _agents_device_total(agents: tuple[AgentView, ...]) -> int | None:
+    """The total of the device the agents' headroom is read from (the one with the least free memory, as
+    collectors/state.py's headroom_of picks it): the headroom is out of that device, not of host memory."""
+    records = [r for view in agents for r in view.latest if r.cuda_free is not None]
+    tightest = min(records, key=lambda r: r.cuda_free, default=None)
+    return None if tightest is None else tightest.cuda_total
 
 
 def run_scope(state: MonitorState, own: frozenset[int]) -> MonitorState:
