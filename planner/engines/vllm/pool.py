@@ -255,114 +255,96 @@ def vllm_pool(
     notes: list[str] = []
     engine = _engine_for(version, ver, engine, notes)
     _check_sizes(
-        max_model_len=max_model_len,
-        block_size=block_size,
-        max_num_seqs=max_num_seqs,
-        non_torch_bytes=non_torch_bytes,
-        cudagraph_bytes=cudagraph_bytes,
-        activation_bytes=activation_bytes,
-        kv_pool_bytes=kv_pool_bytes,
-        total_bytes=total_bytes,
-        gpu_memory_utilization=gpu_memory_utilization,
+        max_model_len=max_model_len, block_size=block_size, max_num_seqs=max_num_seqs,
+        non_torch_bytes=non_torch_bytes, cudagraph_bytes=cudagraph_bytes, activation_bytes=activation_bytes,
+        kv_pool_bytes=kv_pool_bytes, total_bytes=total_bytes, gpu_memory_utilization=gpu_memory_utilization,
         max_num_batched_tokens=max_num_batched_tokens,
-    )
-    if max_num_batched_tokens is None or max_num_seqs is None:
-        max_num_batched_tokens, max_num_seqs = _scheduler_limits(
-            spec,
-            version,
-            engine,
-            max_model_len=max_model_len,
-            max_num_batched_tokens=max_num_batched_tokens,
-            max_num_seqs=max_num_seqs,
-            usage_context=usage_context,
-            total_bytes=total_bytes if scheduler_total_bytes is None else scheduler_total_bytes,
-            device_name=device_name,
-            cuda_capability=cuda_capability,
-            notes=notes,
-        )
+    )  # fmt: skip
+    max_num_batched_tokens, max_num_seqs = _scheduler_limits(
+        spec, version, engine, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens,
+        max_num_seqs=max_num_seqs, usage_context=usage_context,
+        total_bytes=total_bytes if scheduler_total_bytes is None else scheduler_total_bytes,
+        device_name=device_name, cuda_capability=cuda_capability, notes=notes,
+    )  # fmt: skip
 
     topology: Topology = make_topology(spec, tp, pp, pp_layers)
     per_stage = _weights_per_stage(spec, topology, weights_bytes, weight_format, notes)
-    profile: ProfileActivation | None = None
-    if activation_bytes is None:
-        profile = profile_activation(
-            spec,
-            max_num_batched_tokens=max_num_batched_tokens,
-            max_num_seqs=max_num_seqs,
-            version=version,
-            engine=engine,
-            tp=topology.tp,
-            weight_format=weight_format,
-            cuda_capability=cuda_capability,
-            sampler_path=sampler_path,
-            sm_count=sm_count,
-            dp=data_parallel,
-        )
-        stage_activation = _stage_activations(spec, profile, topology.pp, notes)
-    else:
-        stage_activation = [activation_bytes] * topology.pp
+    profile, stage_activation = _activation_per_stage(
+        spec, topology, activation_bytes, max_num_batched_tokens=max_num_batched_tokens,
+        max_num_seqs=max_num_seqs, version=version, engine=engine, weight_format=weight_format,
+        cuda_capability=cuda_capability, sampler_path=sampler_path, sm_count=sm_count, dp=data_parallel,
+        notes=notes,
+    )  # fmt: skip
     graphs = _deducted_graphs(
         version, ver, engine, cudagraph_bytes, estimate_cudagraphs, kv_pool_bytes, notes
     )
+    _note_given_pool(version, ver, kv_pool_bytes, notes)
+
+    hybrid, block_size = _hybrid_pages(
+        spec, topology, version=version, ver=ver, engine=engine, kv_dtype=kv_dtype, block_size=block_size,
+        max_model_len=max_model_len, cuda_capability=cuda_capability,
+        mamba_ssm_cache_dtype=mamba_ssm_cache_dtype, enable_prefix_caching=enable_prefix_caching,
+        hybrid_manager=hybrid_manager, notes=notes,
+    )  # fmt: skip
+    stage_groups, stage_block_bytes = _stage_groups(
+        spec, topology, version=ver, engine=engine, kv_dtype=kv_dtype, block_size=block_size,
+        max_model_len=max_model_len, hybrid_manager=hybrid_manager, notes=notes, hybrid=hybrid,
+        lookahead_tokens=_lookahead_tokens(ver, pp, async_scheduling, max_num_batched_tokens),
+    )  # fmt: skip
+    budget = _Budget(
+        total_bytes=total_bytes, gpu_memory_utilization=gpu_memory_utilization, kv_pool_bytes=kv_pool_bytes,
+        non_torch_bytes=non_torch_bytes, graphs_bytes=graphs,
+        exact_request=engine == "V1" and ver >= (0, 14, 0),
+    )  # fmt: skip
+    ranks = _rank_pools(topology, stage_block_bytes, per_stage, stage_activation, budget)
+    asked = _Asked(version, ver, engine, total_bytes, gpu_memory_utilization, kv_pool_bytes, non_torch_bytes,
+                   max_model_len, max_num_batched_tokens, max_num_seqs)  # fmt: skip
+    return _pool_from_ranks(
+        ranks, stage_groups, topology, asked, block_size=block_size, graphs=graphs, profile=profile,
+        hybrid=hybrid, notes=notes,
+    )  # fmt: skip
+
+
+def _activation_per_stage(
+    spec: ModelSpec, topology: Topology, activation_bytes: int | None, *, max_num_batched_tokens: int,
+    max_num_seqs: int, version: str, engine: str, weight_format: str | None,
+    cuda_capability: tuple[int, int] | None, sampler_path: str | None, sm_count: int | None, dp: int,
+    notes: list[str],
+) -> tuple[ProfileActivation | None, list[int]]:  # fmt: skip
+    """(the prediction, each stage's activation peak): the given peak, or profile_activation()'s."""
+    if activation_bytes is not None:
+        return None, [activation_bytes] * topology.pp
+    profile = profile_activation(
+        spec, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs, version=version,
+        engine=engine, tp=topology.tp, weight_format=weight_format, cuda_capability=cuda_capability,
+        sampler_path=sampler_path, sm_count=sm_count, dp=dp,
+    )  # fmt: skip
+    return profile, _stage_activations(spec, profile, topology.pp, notes)
+
+
+def _note_given_pool(version: str, ver: Version, kv_pool_bytes: int | None, notes: list[str]) -> None:
+    """Before 0.11 a given pool cannot come from vLLM's own flag, so say where it is assumed to come from."""
     if kv_pool_bytes is not None and ver < (0, 11, 0):
         notes.append(
             f"vLLM {version} has no --kv-cache-memory-bytes; the pool is taken as given (e.g. from a log)"
         )
 
-    hybrid: HybridPages | None = None
-    if _has_state_layers(spec):
-        hybrid = hybrid_for_pool(
-            spec,
-            version=version,
-            ver=ver,
-            engine=engine,
-            kv_dtype=kv_dtype,
-            tp=topology.tp,
-            block_size=block_size,
-            max_model_len=max_model_len,
-            cuda_capability=cuda_capability,
-            mamba_ssm_cache_dtype=mamba_ssm_cache_dtype,
-            enable_prefix_caching=enable_prefix_caching,
-            hybrid_manager=hybrid_manager,
-            notes=notes,
-        )
-        block_size = hybrid.block_size
 
-    stage_groups, stage_block_bytes = _stage_groups(
-        spec,
-        topology,
-        version=ver,
-        engine=engine,
-        kv_dtype=kv_dtype,
-        block_size=block_size,
-        max_model_len=max_model_len,
-        lookahead_tokens=_lookahead_tokens(ver, pp, async_scheduling, max_num_batched_tokens),
-        hybrid_manager=hybrid_manager,
-        notes=notes,
-        hybrid=hybrid,
-    )
-    budget = _Budget(
-        total_bytes=total_bytes,
-        gpu_memory_utilization=gpu_memory_utilization,
-        kv_pool_bytes=kv_pool_bytes,
-        non_torch_bytes=non_torch_bytes,
-        graphs_bytes=graphs,
-        exact_request=engine == "V1" and ver >= (0, 14, 0),
-    )
-    ranks = _rank_pools(topology, stage_block_bytes, per_stage, stage_activation, budget)
-    asked = _Asked(version, ver, engine, total_bytes, gpu_memory_utilization, kv_pool_bytes, non_torch_bytes,
-                   max_model_len, max_num_batched_tokens, max_num_seqs)  # fmt: skip
-    return _pool_from_ranks(
-        ranks,
-        stage_groups,
-        topology,
-        asked,
-        block_size=block_size,
-        graphs=graphs,
-        profile=profile,
-        hybrid=hybrid,
-        notes=notes,
-    )
+def _hybrid_pages(
+    spec: ModelSpec, topology: Topology, *, version: str, ver: Version, engine: str, kv_dtype: str,
+    block_size: int, max_model_len: int, cuda_capability: tuple[int, int] | None, mamba_ssm_cache_dtype: str,
+    enable_prefix_caching: bool | None, hybrid_manager: bool, notes: list[str],
+) -> tuple[HybridPages | None, int]:  # fmt: skip
+    """(the unified pages, the block size they impose) with state layers; without, (None, block_size)."""
+    if not _has_state_layers(spec):
+        return None, block_size
+    hybrid = hybrid_for_pool(
+        spec, version=version, ver=ver, engine=engine, kv_dtype=kv_dtype, tp=topology.tp,
+        block_size=block_size, max_model_len=max_model_len, cuda_capability=cuda_capability,
+        mamba_ssm_cache_dtype=mamba_ssm_cache_dtype, enable_prefix_caching=enable_prefix_caching,
+        hybrid_manager=hybrid_manager, notes=notes,
+    )  # fmt: skip
+    return hybrid, hybrid.block_size
 
 
 @dataclass(frozen=True, slots=True)
@@ -537,6 +519,8 @@ def _scheduler_limits(
     notes: list[str],
 ) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs): the given ones, the version's defaults for the others."""
+    if max_num_batched_tokens is not None and max_num_seqs is not None:
+        return max_num_batched_tokens, max_num_seqs  # both given: no defaults read, so nothing to note
     default_tokens, default_seqs, why = default_scheduler_limits(
         version,
         engine,
