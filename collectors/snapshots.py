@@ -476,3 +476,10 @@ class MonitorState:
         if self.os is None:
             return {}
         return {(p.pid, p.start_ticks): held_bytes(p) for p in self.os.processes}
+
+
+def tightest_agent_record(views: tuple[AgentView, ...]) -> AgentRecord | None:
+    """The agents' latest record of the device with the least free memory (their mem_get_info): where the
+    headroom is read from when NVML gives no device's free memory. None when no agent reports one."""
+    records = [r for view in views for r in view.latest if r.cuda_free is not None]
+    return min(records, key=lambda r: r.cuda_free, default=None)

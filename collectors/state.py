@@ -41,6 +41,7 @@ from collectors.snapshots import (
     ProcessBytes,
     VLLMSnapshot,
     sampled_rate,
+    tightest_agent_record,
 )
 from collectors.summary import SummaryAccumulator
 
@@ -650,9 +651,9 @@ def headroom_of(
     frees = [d.free for d in nvml.devices if d.free is not None]
     if frees:
         return min(frees), "device free (NVML)"
-    agent_frees = [r.cuda_free for v in views for r in v.latest if r.cuda_free is not None]
-    if agent_frees:
-        return min(agent_frees), "device free (agent)"
+    tightest = tightest_agent_record(views)
+    if tightest is not None:
+        return tightest.cuda_free, "device free (agent)"
     if os_snap is not None and not nvml.devices:
         return os_snap.mem_available, "MemAvailable"  # no GPU at all: host memory is the only pool
     return None, "unknown"

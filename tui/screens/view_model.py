@@ -15,7 +15,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from collectors.alerts import AlertOptions
-from collectors.snapshots import AgentView, DeviceInfo, MeasuredBuckets, MonitorState, short_command
+from collectors.snapshots import (
+    AgentView,
+    DeviceInfo,
+    MeasuredBuckets,
+    MonitorState,
+    short_command,
+    tightest_agent_record,
+)
 from collectors.summary import PEAK_KEYS, RunSummary, clock
 from planner.budget import PlanInputs
 from tui.widgets.data import (
@@ -309,7 +316,8 @@ def bucket_comparisons(
 
 def headroom(state: MonitorState, thresholds: AlertOptions) -> HeadroomData:
     if state.headroom_source == "device free (agent)":  # no NVML (a container without its library)
-        total = _agents_device_total(state.agents)
+        tightest = tightest_agent_record(state.agents)  # the device headroom_of read: out of its total
+        total = None if tightest is None else tightest.cuda_total
     elif state.unified or not state.nvml.available or not any(not d.unified for d in state.nvml.devices):
         total = state.os.mem_total if state.os else None
     else:
@@ -325,14 +333,6 @@ def headroom(state: MonitorState, thresholds: AlertOptions) -> HeadroomData:
         thresholds.headroom_critical_bytes,
         missing,
     )
-
-
-def _agents_device_total(agents: tuple[AgentView, ...]) -> int | None:
-    """The total of the device the agents' headroom is read from (the one with the least free memory, as
-    collectors/state.py's headroom_of picks it): the headroom is out of that device, not of host memory."""
-    records = [r for view in agents for r in view.latest if r.cuda_free is not None]
-    tightest = min(records, key=lambda r: r.cuda_free, default=None)
-    return None if tightest is None else tightest.cuda_total
 
 
 def run_scope(state: MonitorState, own: frozenset[int]) -> MonitorState:
