@@ -66,38 +66,67 @@ class OllamaPlan:
 
 
 def predict(spec: ModelSpec, arguments: OllamaArguments) -> OllamaPlan:
+    """Ollama's settings (its release's defaults where not given), then what its runner allocates and what
+    its scheduler estimates."""
     train_ctx = spec.max_position_embeddings
     defaults = defaults_for(arguments.version, arguments.total_vram_bytes, train_ctx)
     num_ctx = arguments.num_ctx or defaults.num_ctx
     parallel = arguments.num_parallel or defaults.num_parallel
     flash = defaults.flash_attention if arguments.flash_attention is None else arguments.flash_attention
-    kv_type = (arguments.kv_cache_type or defaults.kv_cache_type).lower()
     notes: list[str] = []
-    if kv_type != "f16" and not flash:
-        notes.append(
-            f"Ollama keeps an f16 cache without flash attention: {kv_type} is ignored (llm/server.go)"
-        )
-        kv_type = "f16"
+    kv_type = _kv_type(arguments, defaults, flash, notes)
     fmt = arguments.weight_format or LIBRARY_FORMAT
     context = num_ctx * parallel
     if context < parallel:
         raise PlannerError(f"num_ctx {num_ctx} is below one token per parallel request")
     blocks = len(spec.layers)
     gpu = blocks + 1 if arguments.gpu_layers is None else max(0, min(arguments.gpu_layers, blocks + 1))
-    gpu_layers, output_on_gpu = gpu_layers_from(gpu, blocks)
-    if arguments.runner == "llama":
-        kv, weights, n_layers = _llama_runner(
-            spec, fmt, gpu, context, parallel, arguments.batch, kv_type, flash
+    kv, weights, n_layers = _allocations(spec, arguments, fmt, gpu, context, parallel, kv_type, flash)
+    estimate = ollama_estimate(spec, fmt, context, parallel, arguments.batch, kv_type)
+    terms = _terms(arguments, fmt, gpu, blocks, num_ctx, parallel, kv_type, kv, weights, n_layers, estimate)
+    if train_ctx and num_ctx > train_ctx:
+        notes.append(f"num_ctx {num_ctx:,} is past the model's trained context {train_ctx:,}")
+    notes.append("the compute graph is not derived: the total is weights + KV")
+    return OllamaPlan(arguments, defaults, num_ctx, parallel, kv_type, flash, fmt, estimate, kv, weights, gpu,
+                      terms, tuple(notes))  # fmt: skip
+
+
+def _kv_type(arguments: OllamaArguments, defaults: OllamaDefaults, flash: bool, notes: list[str]) -> str:
+    """The cache type Ollama really runs: a quantized cache needs flash attention, and without it Ollama
+    falls back to f16 silently, so the plan says so."""
+    kv_type = (arguments.kv_cache_type or defaults.kv_cache_type).lower()
+    if kv_type != "f16" and not flash:
+        notes.append(
+            f"Ollama keeps an f16 cache without flash attention: {kv_type} is ignored (llm/server.go)"
         )
-    elif arguments.runner == "ollama":
+        kv_type = "f16"
+    return kv_type
+
+
+def _allocations(
+    spec: ModelSpec, arguments: OllamaArguments, fmt: str, gpu: int, context: int, parallel: int,
+    kv_type: str, flash: bool,
+) -> tuple[dict[str, int], dict[str, int], int]:  # fmt: skip
+    """(KV per device, weights per device, KV layers) as the chosen runner allocates them: Ollama's own
+    engine and the llama.cpp runner pad and place the cache differently."""
+    gpu_layers, output_on_gpu = gpu_layers_from(gpu, len(spec.layers))
+    if arguments.runner == "llama":
+        return _llama_runner(spec, fmt, gpu, context, parallel, arguments.batch, kv_type, flash)
+    if arguments.runner == "ollama":
         layers = ollama_kv_layers(spec, context, parallel, arguments.batch, kv_type, flash)
         kv, n_layers = kv_by_device(layers, gpu_layers), len(layers)
-        weights = weights_by_device(spec, fmt, gpu_layers, output_on_gpu)
-    else:
-        raise PlannerError(f"unknown Ollama runner {arguments.runner!r}: ollama (its own engine) or llama")
-    estimate = ollama_estimate(spec, fmt, context, parallel, arguments.batch, kv_type)
+        return kv, weights_by_device(spec, fmt, gpu_layers, output_on_gpu), n_layers
+    raise PlannerError(f"unknown Ollama runner {arguments.runner!r}: ollama (its own engine) or llama")
+
+
+def _terms(
+    arguments: OllamaArguments, fmt: str, gpu: int, blocks: int, num_ctx: int, parallel: int, kv_type: str,
+    kv: dict[str, int], weights: dict[str, int], n_layers: int, estimate: OllamaEstimate,
+) -> tuple[Term, ...]:  # fmt: skip
+    """The worksheet's terms, each saying whether its setting was given or Ollama's default, since the
+    default context and parallelism change from release to release."""
     how = {True: "given", False: "default"}
-    terms = (
+    return (
         Term(
             "weights on GPU", weights["GPU"], "PREDICTED", f"planner.formats {fmt}: {gpu}/{blocks + 1} layers"
         ),
@@ -111,29 +140,11 @@ def predict(spec: ModelSpec, arguments: OllamaArguments) -> OllamaPlan:
             "KV cache",
             sum(kv.values()),
             "PREDICTED",
-            f"{context:,} cells ({how[arguments.num_ctx is not None]} num_ctx {num_ctx:,} x "
+            f"{num_ctx * parallel:,} cells ({how[arguments.num_ctx is not None]} num_ctx {num_ctx:,} x "
             f"{how[arguments.num_parallel is not None]} parallel {parallel}) x {n_layers} layers, "
             f"{kv_type}",
         ),
         Term("Ollama's KV estimate", estimate.kv, "PREDICTED", "llm/memory.go: context x layers x KV width"),
-    )
-    if train_ctx and num_ctx > train_ctx:
-        notes.append(f"num_ctx {num_ctx:,} is past the model's trained context {train_ctx:,}")
-    notes.append("the compute graph is not derived: the total is weights + KV")
-    return OllamaPlan(
-        arguments,
-        defaults,
-        num_ctx,
-        parallel,
-        kv_type,
-        flash,
-        fmt,
-        estimate,
-        kv,
-        weights,
-        gpu,
-        terms,
-        tuple(notes),
     )
 
 

@@ -271,36 +271,65 @@ def _weight_format(log: SGLangLog, given: Mapping[str, Any], model_id: str) -> t
 
 
 def explain(log: SGLangLog, options: Mapping[str, Any]) -> Worksheet:
+    """The log's figures beside the pool predicted from its server arguments (the module's rule), on the
+    worksheet every engine shares."""
     run = _resolve(log, options)
     cell, mla = cell_bytes(run.spec, run.pool_inputs.kv_dtype, run.pool_inputs.tp)
     pool = None if run.missing else sglang_pool(run.pool_inputs)
+    rows = _rows(log, run, pool, cell)
+    return Worksheet(
+        engine="sglang",
+        line=_summary_line(log, pool, cell, mla, run.pool_inputs.mem_fraction_static),
+        title=f"SGLang ({run.era.label})",
+        model=run.model_id,
+        identity=(("sglang_version", run.era.label), ("engine", "sglang")),
+        stage=log.stage,
+        inputs=run.inputs,
+        terms=_terms(run, pool),
+        rows=rows,
+        labels=ROW_LABELS,
+        notes=tuple(_notes(run, pool)),
+        counts=COUNTS,
+        absolute=frozenset(),
+    )
+
+
+def _terms(run: _Run, pool: SGLangPool | None) -> tuple[Term, ...]:
+    """The predicted terms, top to bottom; none when the log lacks an input of the pool, so no term stands
+    for a figure that was not predicted."""
+    if pool is None:
+        return ()
     fraction = run.pool_inputs.mem_fraction_static
+    return (
+        Term("free at start", run.pool_inputs.free_before_weights, "log", "Load weight begin. avail mem"),
+        Term("weights", pool.weights, pool.weights_how, pool.weights_source),
+        Term(
+            "headroom",
+            pool.headroom,
+            "PREDICTED",
+            f"free at start x (1 - {fraction:g}): outside the static part (graphs, activations)",
+        ),
+        Term("KV budget", max(pool.rest, 0), "PREDICTED", SOURCE_POOL),
+        Term(
+            "KV pool",
+            pool.kv_bytes,
+            "PREDICTED",
+            f"(tokens + page) x {pool.cell:,} B per token (planner.kv cell; memory_pool.py buffers)",
+        ),
+        Term(
+            "req_to_token",
+            pool.req_to_token,
+            "PREDICTED",
+            f"{pool.req_pool_size:,} requests x (context_len + 4) x int32 (ReqToTokenPool)",
+        ),
+    )
+
+
+def _notes(run: _Run, pool: SGLangPool | None) -> list[str]:
+    """The pool's own notes first, then the spec's assumptions, then why the pool is missing or capped and
+    what makes the log's figures not comparable with the whole model's."""
     notes = list(run.spec.assumptions)
-    terms: tuple[Term, ...] = ()
     if pool is not None:
-        terms = (
-            Term("free at start", run.pool_inputs.free_before_weights, "log", "Load weight begin. avail mem"),
-            Term("weights", pool.weights, pool.weights_how, pool.weights_source),
-            Term(
-                "headroom",
-                pool.headroom,
-                "PREDICTED",
-                f"free at start x (1 - {fraction:g}): outside the static part (graphs, activations)",
-            ),
-            Term("KV budget", max(pool.rest, 0), "PREDICTED", SOURCE_POOL),
-            Term(
-                "KV pool",
-                pool.kv_bytes,
-                "PREDICTED",
-                f"(tokens + page) x {pool.cell:,} B per token (planner.kv cell; memory_pool.py buffers)",
-            ),
-            Term(
-                "req_to_token",
-                pool.req_to_token,
-                "PREDICTED",
-                f"{pool.req_pool_size:,} requests x (context_len + 4) x int32 (ReqToTokenPool)",
-            ),
-        )
         notes = [*pool.notes, *notes]
         cap = run.pool_inputs.max_total_tokens
         if cap is not None and pool.profiled_tokens > cap:
@@ -316,33 +345,22 @@ def explain(log: SGLangLog, options: Mapping[str, Any]) -> Worksheet:
             "dense "
             "part, so the weights and the pool are not comparable with the whole model's; the per-token KV is"
         )
-    rows = _rows(log, run, pool, cell)
+    return notes
+
+
+def _summary_line(log: SGLangLog, pool: SGLangPool | None, cell: int, mla: bool, fraction: float) -> str:
+    """The worksheet's first line: the predicted pool beside the logged tokens, or only the bytes per token
+    where the log lacks what the pool needs."""
     tokens = log.smallest("kv_tokens") or log.smallest("max_total_num_tokens")
     logged = f"{int(tokens.value):,} tokens" if tokens else "tokens: not in the log"
     if pool is not None:
-        line = (
+        return (
             f"SGLang: predicted KV pool {pool.kv_bytes / GiB:.2f} GiB / {pool.tokens:,} tokens "
             f"({cell:,} B per "
             f"token, mem_fraction_static {fraction:g}); logged {logged}"
         )
-    else:
-        latent = " (MLA latent)" if mla else ""
-        line = f"SGLang: predicted {cell:,} B per token{latent}; logged {logged}; pool not predicted"
-    return Worksheet(
-        engine="sglang",
-        line=line,
-        title=f"SGLang ({run.era.label})",
-        model=run.model_id,
-        identity=(("sglang_version", run.era.label), ("engine", "sglang")),
-        stage=log.stage,
-        inputs=run.inputs,
-        terms=terms,
-        rows=rows,
-        labels=ROW_LABELS,
-        notes=tuple(notes),
-        counts=COUNTS,
-        absolute=frozenset(),
-    )
+    latent = " (MLA latent)" if mla else ""
+    return f"SGLang: predicted {cell:,} B per token{latent}; logged {logged}; pool not predicted"
 
 
 def _rows(log: SGLangLog, run: _Run, pool: SGLangPool | None, cell: int) -> tuple[Row, ...]:

@@ -64,16 +64,9 @@ class SGLangPlan:
 
 
 def predict(spec: ModelSpec, arguments: SGLangArguments) -> SGLangPlan:
-    if arguments.free_bytes is None and arguments.total_bytes is None:
-        raise PlannerError(
-            "SGLang sizes its pool from the GPU's free memory: give --gpu NAME, --total-gib X or --free-gib X"
-        )
+    """SGLang's defaults for the release and GPU, the free memory at start, then the pool (pool.py)."""
+    free, free_how, free_source = _free_at_start(arguments)
     notes: list[str] = []
-    if arguments.free_bytes is not None:
-        free, free_how, free_source = arguments.free_bytes, "given", "--free-gib (an earlier run's log)"
-    else:
-        total = arguments.total_bytes or 0
-        free, free_how, free_source = total - STARTUP_BYTES, "PREDICTED", STARTUP_SOURCE
     gpu_mib = (arguments.total_bytes if arguments.total_bytes is not None else free + STARTUP_BYTES) / 2**20
     defaults = defaults_for(
         arguments.version,
@@ -90,20 +83,12 @@ def predict(spec: ModelSpec, arguments: SGLangArguments) -> SGLangPlan:
     era = era_of(arguments.version)
     pool = sglang_pool(
         PoolInputs(
-            spec=spec,
-            free_before_weights=free,
-            mem_fraction_static=fraction,
-            context_len=context,
-            era=era,
-            tp=arguments.tp,
-            pp=arguments.pp,
-            page_size=arguments.page_size,
-            kv_dtype=arguments.kv_dtype,
-            weight_format=arguments.weight_format,
-            max_total_tokens=arguments.max_total_tokens,
+            spec=spec, free_before_weights=free, mem_fraction_static=fraction, context_len=context, era=era,
+            tp=arguments.tp, pp=arguments.pp, page_size=arguments.page_size, kv_dtype=arguments.kv_dtype,
+            weight_format=arguments.weight_format, max_total_tokens=arguments.max_total_tokens,
             max_running_requests=arguments.max_running_requests,
         )
-    )
+    )  # fmt: skip
     capture = tuple(bs for bs in defaults.capture_bs if bs <= pool.req_pool_size)
     if pool.refused:
         notes.append(
@@ -111,9 +96,32 @@ def predict(spec: ModelSpec, arguments: SGLangArguments) -> SGLangPlan:
             f"{fraction:g} "
             "('Not enough memory. Please try to increase --mem-fraction-static.')"
         )
+    terms = _terms(arguments, defaults, pool, (free, free_how, free_source), fraction, context)
+    return SGLangPlan(arguments, defaults, free, free_how, pool, capture, terms, (*notes, *pool.notes))
+
+
+def _free_at_start(arguments: SGLangArguments) -> tuple[int, str, str]:
+    """(free memory before loading, how known, source): SGLang's pool is a fraction of this, not of the
+    device total, so a run's logged figure wins over the total less the EMPIRICAL start-up cost."""
+    if arguments.free_bytes is None and arguments.total_bytes is None:
+        raise PlannerError(
+            "SGLang sizes its pool from the GPU's free memory: give --gpu NAME, --total-gib X or --free-gib X"
+        )
+    if arguments.free_bytes is not None:
+        return arguments.free_bytes, "given", "--free-gib (an earlier run's log)"
+    total = arguments.total_bytes or 0
+    return total - STARTUP_BYTES, "PREDICTED", STARTUP_SOURCE
+
+
+def _terms(
+    arguments: SGLangArguments, defaults: Defaults, pool: SGLangPool, free: tuple[int, str, str],
+    fraction: float, context: int,
+) -> tuple[Term, ...]:  # fmt: skip
+    """The worksheet's terms, top to bottom: the headroom is what mem_fraction_static leaves outside the
+    static part, so its term says whether the fraction was given or SGLang's default."""
     fraction_how = "given" if arguments.mem_fraction_static else "default"
-    terms = (
-        Term("free at start", free, free_how, free_source),
+    return (
+        Term("free at start", *free),
         Term("weights", pool.weights, pool.weights_how, pool.weights_source),
         Term(
             "headroom",
@@ -130,7 +138,6 @@ def predict(spec: ModelSpec, arguments: SGLangArguments) -> SGLangPlan:
             f"{pool.req_pool_size:,} requests x (context_len {context:,} + 4) x int32",
         ),
     )
-    return SGLangPlan(arguments, defaults, free, free_how, pool, capture, terms, (*notes, *pool.notes))
 
 
 def plan_json(plan: SGLangPlan) -> dict:

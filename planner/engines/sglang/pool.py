@@ -140,39 +140,13 @@ def predicted_weights(spec: ModelSpec, fmt: str | None, tp: int, pp: int) -> tup
 
 
 def sglang_pool(inputs: PoolInputs) -> SGLangPool:
+    """The pool as SGLang sizes it (the module's rule), the buffers it then allocates and the request
+    limits that follow from its tokens."""
     spec = inputs.spec
-    if not 0 < inputs.mem_fraction_static < 1:
-        raise PlannerError(f"mem_fraction_static must be between 0 and 1, got {inputs.mem_fraction_static}")
-    if inputs.page_size < 1:
-        raise PlannerError(f"page_size must be >= 1, got {inputs.page_size}")
-    notes: list[str] = []
-    topology = make_topology(spec, inputs.tp, inputs.pp)
-    # every stage sizes its own pool, then the smallest wins (0.5.6 model_runner.py:1734-1742); before PP
-    # existed there was one stage
-    cells = []
-    for stage in range(inputs.pp):
-        cell, mla = cell_bytes(spec, inputs.kv_dtype, inputs.tp, range(*_stage_range(topology, stage)))
-        cells.append((cell, mla))
-    cell, mla = max(cells)
-    if cell <= 0:
-        raise PlannerError(
-            f"{spec.name}: no attention layer keeps a KV cache; SGLang's token pool is not sized"
-        )
-    if any(layer.attention is not None and layer.attention.kind == "sliding" for layer in spec.layers):
-        notes.append(
-            "sliding-window layers counted in full: SGLang's hybrid SWA pool (a second, window-sized pool "
-            "for those layers) is not modelled"
-        )
-    if any(
-        layer.attention is not None and layer.attention.kind not in ("full", "sliding", "mla")
-        for layer in spec.layers
-    ):
-        notes.append("state layers (Mamba / linear attention): SGLang's separate state pool is not modelled")
-    if inputs.weights_override is not None:
-        weights, how, source = inputs.weights_override, "log", "the weights as given"
-    else:
-        weights, source = predicted_weights(spec, inputs.weight_format, inputs.tp, inputs.pp)
-        how = "PREDICTED"
+    _check_pool_inputs(inputs)
+    cell, mla = _widest_stage_cell(spec, inputs)
+    notes = _layers_not_modelled(spec)
+    weights, how, source = _pool_weights(inputs)
     free_before = inputs.free_before_weights
     free_after = free_before - weights
     headroom = int(free_before * (1 - inputs.mem_fraction_static))
@@ -187,6 +161,72 @@ def sglang_pool(inputs: PoolInputs) -> SGLangPool:
         k_bytes, v_bytes = rows * cell, 0
     else:
         k_bytes = v_bytes = rows * cell // 2
+    max_num_reqs, pool_size, req_to_token, running = _request_pool(inputs, tokens)
+    free_after_pool = free_after - k_bytes - v_bytes - req_to_token
+    return SGLangPool(
+        cell=cell, weights=weights, weights_how=how, weights_source=source, free_after_weights=free_after,
+        headroom=headroom, rest=rest, profiled_tokens=profiled, tokens=tokens, k_bytes=k_bytes,
+        v_bytes=v_bytes, mla=mla, max_num_reqs=max_num_reqs, req_pool_size=pool_size,
+        req_to_token=req_to_token, max_running_requests=running, free_after_pool=free_after_pool,
+        notes=tuple(notes),
+    )  # fmt: skip
+
+
+def _check_pool_inputs(inputs: PoolInputs) -> None:
+    """Refuse a fraction outside (0, 1) and a page under one token before any arithmetic rests on them: the
+    headroom and the page rounding would be nonsense, not an error."""
+    if not 0 < inputs.mem_fraction_static < 1:
+        raise PlannerError(f"mem_fraction_static must be between 0 and 1, got {inputs.mem_fraction_static}")
+    if inputs.page_size < 1:
+        raise PlannerError(f"page_size must be >= 1, got {inputs.page_size}")
+
+
+def _widest_stage_cell(spec: ModelSpec, inputs: PoolInputs) -> tuple[int, bool]:
+    """(bytes per token, MLA) of the stage with the widest cell: every stage sizes its own pool, then the
+    smallest wins (0.5.6 model_runner.py:1734-1742), and that is the widest cell's; before PP existed there
+    was one stage."""
+    topology = make_topology(spec, inputs.tp, inputs.pp)
+    cells = []
+    for stage in range(inputs.pp):
+        cell, mla = cell_bytes(spec, inputs.kv_dtype, inputs.tp, range(*_stage_range(topology, stage)))
+        cells.append((cell, mla))
+    cell, mla = max(cells)
+    if cell <= 0:
+        raise PlannerError(
+            f"{spec.name}: no attention layer keeps a KV cache; SGLang's token pool is not sized"
+        )
+    return cell, mla
+
+
+def _layers_not_modelled(spec: ModelSpec) -> list[str]:
+    """Notes on the layers SGLang gives pools of their own (a window-sized SWA pool, a state pool), which
+    this pool's arithmetic does not separate."""
+    notes: list[str] = []
+    if any(layer.attention is not None and layer.attention.kind == "sliding" for layer in spec.layers):
+        notes.append(
+            "sliding-window layers counted in full: SGLang's hybrid SWA pool (a second, window-sized pool "
+            "for those layers) is not modelled"
+        )
+    if any(
+        layer.attention is not None and layer.attention.kind not in ("full", "sliding", "mla")
+        for layer in spec.layers
+    ):
+        notes.append("state layers (Mamba / linear attention): SGLang's separate state pool is not modelled")
+    return notes
+
+
+def _pool_weights(inputs: PoolInputs) -> tuple[int, str, str]:
+    """(weights, how known, source): the logged or given weights win, since SGLang's figure is the drop in
+    free memory across loading, which a prediction of the tensors alone can miss."""
+    if inputs.weights_override is not None:
+        return inputs.weights_override, "log", "the weights as given"
+    weights, source = predicted_weights(inputs.spec, inputs.weight_format, inputs.tp, inputs.pp)
+    return weights, "PREDICTED", source
+
+
+def _request_pool(inputs: PoolInputs, tokens: int) -> tuple[int, int, int, int]:
+    """(max_num_reqs, request pool size, req_to_token bytes, max running requests): the request pool is
+    sized from the tokens unless --max-running-requests is given, and its +1 slot depends on the release."""
     if inputs.max_running_requests is not None:
         max_num_reqs = inputs.max_running_requests
     else:
@@ -196,27 +236,7 @@ def sglang_pool(inputs: PoolInputs) -> SGLangPool:
     running = min(max(tokens, 0) // 2, pool_size)
     if inputs.max_running_requests is not None:
         running = min(inputs.max_running_requests, pool_size)
-    free_after_pool = free_after - k_bytes - v_bytes - req_to_token
-    return SGLangPool(
-        cell=cell,
-        weights=weights,
-        weights_how=how,
-        weights_source=source,
-        free_after_weights=free_after,
-        headroom=headroom,
-        rest=rest,
-        profiled_tokens=profiled,
-        tokens=tokens,
-        k_bytes=k_bytes,
-        v_bytes=v_bytes,
-        mla=mla,
-        max_num_reqs=max_num_reqs,
-        req_pool_size=pool_size,
-        req_to_token=req_to_token,
-        max_running_requests=running,
-        free_after_pool=free_after_pool,
-        notes=tuple(notes),
-    )
+    return max_num_reqs, pool_size, req_to_token, running
 
 
 def _stage_range(topology, stage: int) -> tuple[int, int]:  # noqa: ANN001

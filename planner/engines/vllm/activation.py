@@ -190,9 +190,44 @@ def _forward_phase(
     copy under TP, quantized GEMMs' temporaries and the fused-MoE buffers (`dp`: data-parallel ranks whose
     tokens a MoE layer all-gathers)."""
     a = ACTIVATION_BYTES  # BF16/FP16 activations (vLLM runs fp32 checkpoints in 16 bits by default)
+    n = tokens
+    forward, at_down, at_o_proj = _eager_decoder_layer(spec, n, tp, terms)
+    if tp > 1:
+        # v0.6.6:distributed/parallel_state.py _all_reduce_out_place (pynccl.all_reduce: empty_like): the
+        # reduced copy of down_proj's output sits next to the original.
+        after_reduce = n * a * (at_down + spec.hidden_size)
+        terms.append(f"forward, tp={tp}: the all-reduce after down_proj is out of place: {after_reduce:,} B")
+        forward = max(forward, after_reduce)
+    in_down_gemm = _quantized_down_gemm(spec, n, tp, fmt, ver, rule, cuda_capability, at_down, terms)
+    if in_down_gemm is not None:
+        forward = max(forward, in_down_gemm)
+    kept_workspace = _kept_workspace_transient(spec, n, tp, fmt, ver, engine, cuda_capability, terms, dp)
+    if kept_workspace is not None:
+        forward = max(n * a * at_o_proj, kept_workspace)
+    elif spec.num_experts:
+        moe_peak = fused_moe_forward_bytes(spec, n, tp=tp, fmt=fmt, activation_bytes=a)
+        if moe_peak is None:
+            terms.append(
+                "MoE layers: counted with the dense-equivalent width (experts per token x expert width + "
+                f"shared); the {fmt} expert kernels' buffers are not derived"
+            )
+        else:  # moe.py: the Triton fused_experts buffers
+            terms.extend(moe_peak.terms)
+            forward = max(forward, moe_peak.peak_bytes)
+    if engine == "V1":
+        terms.append(
+            "V1 compiles the model (torch.compile/inductor frees each buffer after its last use), so its "
+            "forward peak can be lower than this eager figure; --enforce-eager runs exactly this"
+        )
+    return forward
+
+
+def _eager_decoder_layer(spec: ModelSpec, n: int, tp: int, terms: list[str]) -> tuple[int, int, int]:
+    """(the layer's peak, its width at down_proj, at o_proj; widths in elements per token): the dense
+    figure every other term of the forward phase is compared with or built on."""
+    a = ACTIVATION_BYTES
     h = spec.hidden_size
     mlp = ceil_div(spec.intermediate_size, tp)  # column-parallel gate_up / row-parallel down split I over TP
-    n = tokens
     # Forward phase (eager). Tensors alive inside the last decoder layer (v0.7.3:model_executor/models/
     # llama.py LlamaModel.forward / LlamaDecoderLayer.forward; qwen2.py the same): the layer input the model
     # loop still holds (h), the residual (h; fused_add_rms_norm works in place), the normed MLP input (h),
@@ -214,46 +249,42 @@ def _forward_phase(
         + ("LlamaMLP frees gate_up before down_proj" if frees_gate_up else "the MLP keeps gate_up to the end")
         + ")"
     )
-    if tp > 1:
-        # v0.6.6:distributed/parallel_state.py _all_reduce_out_place (pynccl.all_reduce: empty_like): the
-        # reduced copy of down_proj's output sits next to the original.
-        after_reduce = n * a * (at_down + h)
-        terms.append(f"forward, tp={tp}: the all-reduce after down_proj is out of place: {after_reduce:,} B")
-        forward = max(forward, after_reduce)
-    if fmt in ("awq", "gptq") and (cuda_capability is None or cuda_capability >= (8, 0)):
-        # vLLM serves 4-bit AWQ/GPTQ with the Marlin kernels on sm >= 80 (awq_marlin / gptq_marlin).
-        # csrc/quantization/gptq_marlin/gptq_marlin.cu gptq_marlin_gemm allocates a_tmp [M, K] (always up to
-        # 0.7.x, only with act-order from 0.8.5) and an fp32 c_tmp [determine_reduce_max_m(M), N].
-        act_order = spec.quantization is not None and spec.quantization.desc_act
-        a_tmp = n * mlp * a if (ver < (0, 8, 5) or act_order) else 0
-        c_tmp = _marlin_reduce_rows(n) * h * FP32_BYTES
-        in_down_gemm = n * a * at_down + a_tmp + c_tmp  # down_proj's output is allocated by the GEMM
-        terms.append(
-            f"Marlin {fmt} down_proj GEMM: + a_tmp {a_tmp:,} B (M x K x {a}) + fp32 c_tmp {c_tmp:,} B "
-            f"({_marlin_reduce_rows(n)} x h x 4) (gptq_marlin.cu gptq_marlin_gemm, vLLM {rule})"
-        )
-        forward = max(forward, in_down_gemm)
-    elif fmt in ("awq", "gptq"):
+    return forward, at_down, at_o_proj
+
+
+def _quantized_down_gemm(
+    spec: ModelSpec,
+    n: int,
+    tp: int,
+    fmt: str,
+    ver: Version,
+    rule: str,
+    cuda_capability: tuple[int, int] | None,
+    at_down: int,
+    terms: list[str],
+) -> int | None:
+    """The peak inside down_proj's GEMM where vLLM runs 4-bit AWQ/GPTQ on Marlin, whose temporaries sit on
+    top of the layer's tensors; None otherwise (below sm 80 the kernels' temporaries are not modelled, and
+    the terms say so)."""
+    if fmt not in ("awq", "gptq"):
+        return None
+    if cuda_capability is not None and cuda_capability < (8, 0):
         terms.append(f"{fmt} below sm 80 uses non-Marlin kernels whose temporaries are not modelled")
-    kept_workspace = _kept_workspace_transient(spec, n, tp, fmt, ver, engine, cuda_capability, terms, dp)
-    if kept_workspace is not None:
-        forward = max(n * a * at_o_proj, kept_workspace)
-    elif spec.num_experts:
-        moe_peak = fused_moe_forward_bytes(spec, n, tp=tp, fmt=fmt, activation_bytes=a)
-        if moe_peak is None:
-            terms.append(
-                "MoE layers: counted with the dense-equivalent width (experts per token x expert width + "
-                f"shared); the {fmt} expert kernels' buffers are not derived"
-            )
-        else:  # moe.py: the Triton fused_experts buffers
-            terms.extend(moe_peak.terms)
-            forward = max(forward, moe_peak.peak_bytes)
-    if engine == "V1":
-        terms.append(
-            "V1 compiles the model (torch.compile/inductor frees each buffer after its last use), so its "
-            "forward peak can be lower than this eager figure; --enforce-eager runs exactly this"
-        )
-    return forward
+        return None
+    # vLLM serves 4-bit AWQ/GPTQ with the Marlin kernels on sm >= 80 (awq_marlin / gptq_marlin).
+    # csrc/quantization/gptq_marlin/gptq_marlin.cu gptq_marlin_gemm allocates a_tmp [M, K] (always up to
+    # 0.7.x, only with act-order from 0.8.5) and an fp32 c_tmp [determine_reduce_max_m(M), N].
+    a = ACTIVATION_BYTES
+    mlp = ceil_div(spec.intermediate_size, tp)
+    act_order = spec.quantization is not None and spec.quantization.desc_act
+    a_tmp = n * mlp * a if (ver < (0, 8, 5) or act_order) else 0
+    c_tmp = _marlin_reduce_rows(n) * spec.hidden_size * FP32_BYTES
+    in_down_gemm = n * a * at_down + a_tmp + c_tmp  # down_proj's output is allocated by the GEMM
+    terms.append(
+        f"Marlin {fmt} down_proj GEMM: + a_tmp {a_tmp:,} B (M x K x {a}) + fp32 c_tmp {c_tmp:,} B "
+        f"({_marlin_reduce_rows(n)} x h x 4) (gptq_marlin.cu gptq_marlin_gemm, vLLM {rule})"
+    )
+    return in_down_gemm
 
 
 def _kept_workspace_transient(
@@ -534,12 +565,33 @@ def profile_activation(
         spec, tokens=n, rows=r, ver=ver, engine=engine, sampler_path=sampler_path, sm_count=sm_count,
         terms=terms,
     )  # fmt: skip
-    hidden, logits, sampler, sampler_path = phase_s.hidden, phase_s.logits, phase_s.sampler, phase_s.path
+    held = _run_buffers(spec, version, engine, n, r, cuda_capability, terms)
+    return _profile_peak(
+        forward, phase_s, kept, held, rule=rule, ver=ver, engine=engine, tp=tp, n=n, r=r, terms=terms
+    )
 
-    inputs, workspace, buffers = _run_buffers(spec, version, engine, n, r, cuda_capability, terms)
+
+def _profile_peak(
+    forward_phase: int,
+    phase_s: _SamplerPhase,
+    kept: int,
+    held: tuple[int, int, int],
+    *,
+    rule: str,
+    ver: Version,
+    engine: str,
+    tp: int,
+    n: int,
+    r: int,
+    terms: list[str],
+) -> ProfileActivation:
+    """The peak the driver rank logs, and the other ranks' (`held`: _run_buffers' inputs, workspace and
+    buffers): what the run keeps counts only where the version logs the absolute peak, and which ranks
+    sample changes from version to version."""
+    inputs, workspace, buffers = held
+    hidden, logits, sampler, sampler_path = phase_s.hidden, phase_s.logits, phase_s.sampler, phase_s.path
     transient_only = engine == "V1" and ver >= (0, 27, 0)
     kept = 0 if transient_only else kept + workspace
-    forward_phase = forward
     sampler_phase = hidden + logits + sampler
     peak = max(forward_phase, sampler_phase) + inputs + kept + buffers
     phase = "forward" if forward_phase >= sampler_phase else "sampler"
@@ -559,25 +611,13 @@ def profile_activation(
             else "TP ranks > 0 skip the sampler"
         )
     )
+    non_driver_peak = non_driver if tp > 1 and not all_ranks_sample else peak
     return ProfileActivation(
-        version=rule,
-        engine=engine,
-        tokens=n,
-        sequences=r,
-        forward_bytes=forward_phase,
-        hidden_bytes=hidden,
-        logits_bytes=logits,
-        sampler_bytes=sampler,
-        sampler_path=sampler_path,
-        input_bytes=inputs,
-        kept_bytes=kept,
-        peak_bytes=peak,
-        non_driver_peak_bytes=non_driver if tp > 1 and not all_ranks_sample else peak,
-        phase=phase,
-        terms=tuple(terms),
-        buffer_bytes=buffers,
-        forward_only_peak_bytes=non_driver,
-    )
+        version=rule, engine=engine, tokens=n, sequences=r, forward_bytes=forward_phase, hidden_bytes=hidden,
+        logits_bytes=logits, sampler_bytes=sampler, sampler_path=sampler_path, input_bytes=inputs,
+        kept_bytes=kept, peak_bytes=peak, non_driver_peak_bytes=non_driver_peak, phase=phase,
+        terms=tuple(terms), buffer_bytes=buffers, forward_only_peak_bytes=non_driver,
+    )  # fmt: skip
 
 
 def v1_persistent_buffer_bytes(

@@ -561,22 +561,69 @@ def _predict_pool(
     profile run, what 0.27+ counts as consumed after its baseline (runner_v2.py) and the CUDA-graph estimate,
     each needing the pool's resolved scheduler limits first."""
     spec, device = run.spec, run.device
+    activation_notes: list[str] = []
+    size = _PoolSizer(run, non_torch.bytes)
+    # The graph estimate needs the pool's resolved max_num_seqs, so the pool is sized once without graphs,
+    # then again with them deducted.
+    pool = size(run.max_num_seqs, run.max_num_batched_tokens, 0)
+    non_torch = with_consumed(
+        non_torch, run.spec, version=run.version, engine=run.engine, pool=pool,
+        fmt=run.weight_format or spec.default_format, capability=device.capability if device else None,
+        tp=run.tp, dp=run.dp, expert_parallel=run.expert_parallel,
+    )  # fmt: skip
+    size.non_torch_bytes = non_torch.bytes
+    extra_weights, weight_notes = _weights_beyond_checkpoint(run)
+    encoder, tower = _multimodal_parts(
+        run, setting, pool, extra_weights, weight_notes, activation_notes, notes
+    )
+    if any(extra_weights):
+        stage_weights = {r.pp_stage: r.weights_bytes for r in pool.ranks}
+        size.weights_per_stage = [stage_weights[s] + extra_weights[s] for s in range(run.pp)]
+        pool = size(pool.max_num_seqs, pool.max_num_batched_tokens, 0)
+    if encoder is not None:
+        size.activation_given = _with_encoder(pool, encoder, activation_notes)
+        pool = size(pool.max_num_seqs, pool.max_num_batched_tokens, 0)
+    graphs = predicted_cudagraphs(
+        run.version,
+        run.engine,
+        pool.max_num_seqs,
+        enforce_eager=run.enforce_eager,
+        setup=run.graphs,
+        platform=run.platform,
+        tp=run.tp,
+        max_num_batched_tokens=pool.max_num_batched_tokens,
+    )
+    if graphs.bytes:
+        pool = size(pool.max_num_seqs, pool.max_num_batched_tokens, graphs.bytes)
+    return pool, graphs, weight_notes, activation_notes, tower, non_torch
+
+
+@dataclass(slots=True)
+class _PoolSizer:
+    """vllm_pool with the run's settings. What _predict_pool learns between sizings (the non-torch with
+    what 0.27+ consumes, the weights beyond the checkpoint, the profile run with the encoder's) is set here
+    as it is learnt, since each needs a pool sized before it."""
+
+    run: _Run
+    non_torch_bytes: int
     weights_per_stage: list[int] | None = None
     activation_given: int | None = None  # set when the profile run has more than the decoder (an encoder)
-    activation_notes: list[str] = []
 
-    def pool_with(max_num_seqs, max_num_batched_tokens, cudagraph_bytes):
+    def __call__(
+        self, max_num_seqs: int | None, max_num_batched_tokens: int | None, cudagraph_bytes: int
+    ) -> VLLMPool:
+        run, device = self.run, self.run.device
         return vllm_pool(
-            spec,
+            run.spec,
             max_model_len=run.max_model_len,
             version=run.version,
             engine=run.engine,
             total_bytes=run.total_bytes,
             gpu_memory_utilization=run.utilization,
             weight_format=run.weight_format,
-            weights_bytes=weights_per_stage,
-            activation_bytes=activation_given,
-            non_torch_bytes=non_torch_bytes,
+            weights_bytes=self.weights_per_stage,
+            activation_bytes=self.activation_given,
+            non_torch_bytes=self.non_torch_bytes,
             kv_dtype=run.kv_dtype,
             tp=run.tp,
             pp=run.pp,
@@ -594,48 +641,20 @@ def _predict_pool(
             data_parallel=run.dp,
         )
 
-    # The graph estimate needs the pool's resolved max_num_seqs, so the pool is sized once without graphs,
-    # then again with them deducted.
-    non_torch_bytes = non_torch.bytes
-    pool = pool_with(run.max_num_seqs, run.max_num_batched_tokens, 0)
-    non_torch = with_consumed(
-        non_torch, run.spec, version=run.version, engine=run.engine, pool=pool,
-        fmt=run.weight_format or spec.default_format, capability=device.capability if device else None,
-        tp=run.tp, dp=run.dp, expert_parallel=run.expert_parallel,
-    )  # fmt: skip
-    non_torch_bytes = non_torch.bytes
-    extra_weights, weight_notes = _weights_beyond_checkpoint(run)
-    encoder, tower = _multimodal_parts(
-        run, setting, pool, extra_weights, weight_notes, activation_notes, notes
+
+def _with_encoder(pool: VLLMPool, encoder: Any, activation_notes: list[str]) -> int:
+    """The profile run's peak with a vision encoder: the encoder runs first and its outputs stay cached
+    while the decoder's dummy run goes, so the peak is the worse of the two moments, not the decoder's."""
+    decoder = pool.activation_bytes
+    kept = pool.activation_profile.kept_bytes if pool.activation_profile else 0
+    activation_given = max(encoder.peak_bytes + kept, decoder + encoder.output_bytes)
+    activation_notes.append(
+        f"profile run peak = max(encoder {encoder.peak_bytes:,} + kept {kept:,}, decoder {decoder:,} + "
+        f"encoder outputs {encoder.output_bytes:,}) = {activation_given:,} B "
+        "(v0.24.0:vllm/v1/worker/gpu_model_runner.py:6239-6312: the encoder runs first, its outputs stay "
+        "in the encoder cache during the decoder's dummy run)"
     )
-    if any(extra_weights):
-        stage_weights = {r.pp_stage: r.weights_bytes for r in pool.ranks}
-        weights_per_stage = [stage_weights[s] + extra_weights[s] for s in range(run.pp)]
-        pool = pool_with(pool.max_num_seqs, pool.max_num_batched_tokens, 0)
-    if encoder is not None:
-        decoder = pool.activation_bytes
-        kept = pool.activation_profile.kept_bytes if pool.activation_profile else 0
-        activation_given = max(encoder.peak_bytes + kept, decoder + encoder.output_bytes)
-        activation_notes.append(
-            f"profile run peak = max(encoder {encoder.peak_bytes:,} + kept {kept:,}, decoder {decoder:,} + "
-            f"encoder outputs {encoder.output_bytes:,}) = {activation_given:,} B "
-            "(v0.24.0:vllm/v1/worker/gpu_model_runner.py:6239-6312: the encoder runs first, its outputs stay "
-            "in the encoder cache during the decoder's dummy run)"
-        )
-        pool = pool_with(pool.max_num_seqs, pool.max_num_batched_tokens, 0)
-    graphs = predicted_cudagraphs(
-        run.version,
-        run.engine,
-        pool.max_num_seqs,
-        enforce_eager=run.enforce_eager,
-        setup=run.graphs,
-        platform=run.platform,
-        tp=run.tp,
-        max_num_batched_tokens=pool.max_num_batched_tokens,
-    )
-    if graphs.bytes:
-        pool = pool_with(pool.max_num_seqs, pool.max_num_batched_tokens, graphs.bytes)
-    return pool, graphs, weight_notes, activation_notes, tower, non_torch
+    return activation_given
 
 
 def _weights_beyond_checkpoint(run: _Run) -> tuple[list[int], list[str]]:

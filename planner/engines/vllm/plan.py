@@ -95,36 +95,78 @@ def _device_total(
 
 def predict(spec: Any, arguments: VLLMArguments, plan: Any) -> VLLMPool:
     """vLLM's pool per rank for `plan` (planner.budget.Plan: its inputs, machine and per-rank weights)."""
-    inputs = plan.inputs
     version = arguments.version or DEFAULT_VLLM_VERSION
     engine = (arguments.engine or default_engine(parse_version(version))).upper()
-    capability = arguments.cuda_capability or plan.machine.cuda_capability
     notes: list[str] = []
     per_stage: Sequence[int] | int = _weights_per_stage(spec, arguments, plan, notes)
     recorded = _recorded_device(arguments, plan)
-    non_torch = None
-    if arguments.non_torch_bytes is None and arguments.kv_pool_bytes is None:
-        non_torch = predicted_non_torch(
-            version,
-            engine,
-            inputs.tp * inputs.pp,
-            tp=inputs.tp,
-            enforce_eager=arguments.enforce_eager,
-            device=recorded,
-        )
+    non_torch = _predicted_non_torch(arguments, plan, version, engine, recorded)
     total = _device_total(arguments, plan, recorded, notes)
+    sizing = _Sizing(spec, arguments, plan, version, engine, total, per_stage, recorded)
+    if non_torch is not None:
+        # What 0.27+ holds after the profile beyond the weights needs the pool's resolved scheduler limits.
+        non_torch = with_consumed(
+            non_torch, spec, version=version, engine=engine, pool=sizing.pool(non_torch.bytes, 0),
+            fmt=plan.weights.format, capability=sizing.capability, tp=plan.inputs.tp,
+        )  # fmt: skip
+        notes.append(f"non-torch {_g(non_torch.bytes)} GiB PREDICTED: {non_torch.source}")
+    non_torch_bytes = non_torch.bytes if non_torch is not None else arguments.non_torch_bytes or 0
+    pool = _with_graphs(sizing, non_torch_bytes, notes)
+    if arguments.kv_pool_bytes is None and arguments.weights_bytes is None:
+        notes.append("weights per rank are the plan's (busiest rank of each pipeline stage)")
+    if arguments.kv_pool_bytes is not None:
+        return pool
+    return replace(pool, notes=(*pool.notes, *notes))
 
-    def pool_with(cudagraph_bytes: int) -> VLLMPool:
+
+def _predicted_non_torch(
+    arguments: VLLMArguments, plan: Any, version: str, engine: str, recorded: Device | None
+) -> Any:
+    """The non-torch memory the version's rules predict; None when the user gave it, or gave the pool
+    itself, so no prediction stands beside a figure read from a log."""
+    if arguments.non_torch_bytes is not None or arguments.kv_pool_bytes is not None:
+        return None
+    inputs = plan.inputs
+    return predicted_non_torch(
+        version,
+        engine,
+        inputs.tp * inputs.pp,
+        tp=inputs.tp,
+        enforce_eager=arguments.enforce_eager,
+        device=recorded,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Sizing:
+    """What every sizing of the pool shares: it is sized up to three times, since what 0.27+ consumes beyond
+    the weights and the graph estimate both need the scheduler limits an earlier sizing resolves."""
+
+    spec: Any
+    arguments: VLLMArguments
+    plan: Any
+    version: str
+    engine: str
+    total: int | None
+    per_stage: Sequence[int] | int
+    recorded: Device | None
+
+    @property
+    def capability(self) -> tuple[int, int] | None:
+        return self.arguments.cuda_capability or self.plan.machine.cuda_capability
+
+    def pool(self, non_torch_bytes: int, cudagraph_bytes: int) -> VLLMPool:
+        arguments, inputs, recorded = self.arguments, self.plan.inputs, self.recorded
         return vllm_pool(
-            spec,
+            self.spec,
             max_model_len=arguments.max_model_len or inputs.context + inputs.output_tokens,
-            version=version,
-            engine=engine,
-            total_bytes=total if total is not None else plan.capacity_bytes,
+            version=self.version,
+            engine=self.engine,
+            total_bytes=self.total if self.total is not None else self.plan.capacity_bytes,
             gpu_memory_utilization=arguments.gpu_memory_utilization,
-            weights_bytes=per_stage,
+            weights_bytes=self.per_stage,
             activation_bytes=arguments.activation_bytes,
-            non_torch_bytes=non_torch.bytes if non_torch is not None else arguments.non_torch_bytes or 0,
+            non_torch_bytes=non_torch_bytes,
             cudagraph_bytes=cudagraph_bytes,
             kv_pool_bytes=arguments.kv_pool_bytes,
             block_size=inputs.block_size,
@@ -135,8 +177,8 @@ def predict(spec: Any, arguments: VLLMArguments, plan: Any) -> VLLMPool:
             max_num_batched_tokens=arguments.max_num_batched_tokens,
             max_num_seqs=arguments.max_num_seqs,
             usage_context=arguments.usage_context,
-            device_name=arguments.gpu_name or plan.machine.device_name,
-            cuda_capability=capability,
+            device_name=arguments.gpu_name or self.plan.machine.device_name,
+            cuda_capability=self.capability,
             sm_count=recorded.sm_count if recorded is not None else None,
             scheduler_total_bytes=recorded.scheduler_total_bytes if recorded is not None else None,
             sampler_path=arguments.sampler_path,
@@ -144,32 +186,25 @@ def predict(spec: Any, arguments: VLLMArguments, plan: Any) -> VLLMPool:
             mamba_ssm_cache_dtype=arguments.mamba_ssm_cache_dtype,
         )
 
-    if non_torch is not None:
-        # What 0.27+ holds after the profile beyond the weights needs the pool's resolved scheduler limits.
-        non_torch = with_consumed(
-            non_torch, spec, version=version, engine=engine, pool=pool_with(0), fmt=plan.weights.format,
-            capability=capability, tp=inputs.tp,
-        )  # fmt: skip
-        notes.append(f"non-torch {_g(non_torch.bytes)} GiB PREDICTED: {non_torch.source}")
+
+def _with_graphs(sizing: _Sizing, non_torch_bytes: int, notes: list[str]) -> VLLMPool:
+    """The pool with the CUDA graphs deducted: the given figure, or the estimate, which counts the capture
+    sizes that follow the max_num_seqs the pool resolves, so the pool is sized once without graphs first."""
+    arguments = sizing.arguments
     if arguments.cudagraph_bytes is not None or arguments.kv_pool_bytes is not None:
-        pool = pool_with(arguments.cudagraph_bytes or 0)
-    else:
-        # The estimate counts the capture sizes, which follow the max_num_seqs the pool resolves.
-        pool = pool_with(0)
-        graphs = predicted_cudagraphs(
-            version,
-            engine,
-            pool.max_num_seqs,
-            enforce_eager=arguments.enforce_eager,
-            platform=recorded.platform if recorded is not None else "cuda",
-            tp=inputs.tp,
-            max_num_batched_tokens=pool.max_num_batched_tokens,
-        )
-        if graphs.bytes:
-            pool = pool_with(graphs.bytes)
-        notes.append(f"CUDA graphs {_g(graphs.bytes)} GiB PREDICTED: {graphs.source}")
-    if arguments.kv_pool_bytes is None and arguments.weights_bytes is None:
-        notes.append("weights per rank are the plan's (busiest rank of each pipeline stage)")
-    if arguments.kv_pool_bytes is not None:
-        return pool
-    return replace(pool, notes=(*pool.notes, *notes))
+        return sizing.pool(non_torch_bytes, arguments.cudagraph_bytes or 0)
+    pool = sizing.pool(non_torch_bytes, 0)
+    recorded = sizing.recorded
+    graphs = predicted_cudagraphs(
+        sizing.version,
+        sizing.engine,
+        pool.max_num_seqs,
+        enforce_eager=arguments.enforce_eager,
+        platform=recorded.platform if recorded is not None else "cuda",
+        tp=sizing.plan.inputs.tp,
+        max_num_batched_tokens=pool.max_num_batched_tokens,
+    )
+    if graphs.bytes:
+        pool = sizing.pool(non_torch_bytes, graphs.bytes)
+    notes.append(f"CUDA graphs {_g(graphs.bytes)} GiB PREDICTED: {graphs.source}")
+    return pool
