@@ -344,6 +344,12 @@ class Agent:
         self.mem_info_interval_s = mem_info_interval_s
         # walking a cache costs ~1 us per tensor: at most every kv_refresh_s (KV grows a token at a time)
         self.kv_refresh_s = kv_refresh_s
+        self._init_sampler_state()
+        self._init_tracking_state()
+        self._init_status_state()
+
+    def _init_sampler_state(self) -> None:
+        """The sampler's state: the KV walk's last result, the ring file, the thread (nothing open yet)."""
         self._kv: dict[int, int] | None = None
         self._kv_t = -math.inf
         self.pid = os.getpid()
@@ -356,6 +362,9 @@ class Agent:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._rss = _SelfRss()
+
+    def _init_tracking_state(self) -> None:
+        """The models and caches tracked (by the script or automatically) and what was read of them."""
         self._models: list[weakref.ref] = []
         self._caches: list[Any] = []  # weakrefs where possible, else the object (lists of tensors)
         # ids of objects tracked automatically (collectors/autotrack.py), and models found nested in another
@@ -369,6 +378,9 @@ class Agent:
         self._largest: dict | None = None  # the cache summary holding the most bytes seen so far
         self._largest_bytes = 0
         self._untracked: list[str] = []
+
+    def _init_status_state(self) -> None:
+        """The info file's state, the slow readings' last values, the marked step and the problems seen."""
         self.info_path: str | None = None
         self.info_interval_s = 0.2
         self._info_t = -math.inf

@@ -153,6 +153,45 @@ def _cache(raw: Any) -> TrackedCache:
     )
 
 
+def _model(m: Any) -> TrackedModel:
+    if not isinstance(m, dict):
+        raise ValueError("a model entry is not an object")
+    config = m.get("config")
+    if config is not None and not isinstance(config, dict):
+        raise ValueError("model config is not an object")
+    return TrackedModel(
+        cls=_str(m.get("class"), "model class"),
+        name=_str(m.get("name"), "model name"),
+        dtype=_str(m.get("dtype"), "model dtype") or None,
+        config=None if config is None else MappingProxyType(config),
+        auto=bool(m.get("auto")),
+        params_bytes=_by_device(m.get("params_bytes", {}), "params_bytes"),
+        buffers_bytes=_by_device(m.get("buffers_bytes", {}), "buffers_bytes"),
+        config_error=_str(m.get("config_error"), "model config error"),
+    )
+
+
+def _phases(raw_phases: Any) -> list[PhasePeak]:
+    if not isinstance(raw_phases, dict):
+        raise ValueError("phases is not an object")
+    phases = []
+    for name, p in raw_phases.items():
+        if not isinstance(p, dict):
+            raise ValueError(f"phase {name!r} is not an object")
+        peak_t = p.get("peak_t")
+        phases.append(
+            PhasePeak(
+                phase=_str(name, "phase name"),
+                calls=_int(p.get("calls", 0), "phase calls", none=False),
+                last_tokens=_int(p.get("last_tokens", 0), "phase tokens", none=False),
+                peak_bytes=_int(p.get("peak_bytes"), "phase peak"),
+                peak_t=float(peak_t) if isinstance(peak_t, (int, float)) else None,
+                unresolved_calls=_int(p.get("unresolved_calls", 0), "unresolved calls", none=False),
+            )
+        )
+    return phases
+
+
 def parse_info(raw: Any, where: str = "agent info") -> AgentInfo:
     """The info document (a parsed JSON object) -> AgentInfo; CollectorError naming `where` if malformed."""
     try:
@@ -160,43 +199,8 @@ def parse_info(raw: Any, where: str = "agent info") -> AgentInfo:
             raise ValueError("not a JSON object")
         if raw.get("version") != fmt.INFO_VERSION:
             raise ValueError(f"version {raw.get('version')!r}, this memsight reads {fmt.INFO_VERSION}")
-        models = []
-        for m in raw.get("models") or []:
-            if not isinstance(m, dict):
-                raise ValueError("a model entry is not an object")
-            config = m.get("config")
-            if config is not None and not isinstance(config, dict):
-                raise ValueError("model config is not an object")
-            models.append(
-                TrackedModel(
-                    cls=_str(m.get("class"), "model class"),
-                    name=_str(m.get("name"), "model name"),
-                    dtype=_str(m.get("dtype"), "model dtype") or None,
-                    config=None if config is None else MappingProxyType(config),
-                    auto=bool(m.get("auto")),
-                    params_bytes=_by_device(m.get("params_bytes", {}), "params_bytes"),
-                    buffers_bytes=_by_device(m.get("buffers_bytes", {}), "buffers_bytes"),
-                    config_error=_str(m.get("config_error"), "model config error"),
-                )
-            )
-        phases = []
-        raw_phases = raw.get("phases") or {}
-        if not isinstance(raw_phases, dict):
-            raise ValueError("phases is not an object")
-        for name, p in raw_phases.items():
-            if not isinstance(p, dict):
-                raise ValueError(f"phase {name!r} is not an object")
-            peak_t = p.get("peak_t")
-            phases.append(
-                PhasePeak(
-                    phase=_str(name, "phase name"),
-                    calls=_int(p.get("calls", 0), "phase calls", none=False),
-                    last_tokens=_int(p.get("last_tokens", 0), "phase tokens", none=False),
-                    peak_bytes=_int(p.get("peak_bytes"), "phase peak"),
-                    peak_t=float(peak_t) if isinstance(peak_t, (int, float)) else None,
-                    unresolved_calls=_int(p.get("unresolved_calls", 0), "unresolved calls", none=False),
-                )
-            )
+        models = [_model(m) for m in raw.get("models") or []]
+        phases = _phases(raw.get("phases") or {})
         hooks = raw.get("hooks") or {}
         versions = raw.get("versions") or {}
         untracked = raw.get("untracked") or []

@@ -63,6 +63,10 @@ def _not_supported(cell: str) -> bool:
     return cell.strip().lower() in _UNSUPPORTED_CELLS
 
 
+_DEVICE_ROW = re.compile(r"^\|\s+(\d+)\s+(.+?)\s+(On|Off)\s+\|")
+_PROCESS_ROW = re.compile(r"^\|\s+(\d+)\s+\S+\s+\S+\s+(\d+)\s+(C\+G|C|G)\s+(.*?)\s+(\S+)\s*\|\s*$")
+
+
 def parse_table(text: str) -> SmiReport:
     """Plain `nvidia-smi` output (the boxed table)."""
     driver = None
@@ -75,56 +79,21 @@ def parse_table(text: str) -> SmiReport:
     processes_listed = False
     in_processes = False
     i = 0
-    device_row = re.compile(r"^\|\s+(\d+)\s+(.+?)\s+(On|Off)\s+\|")
     while i < len(lines):
         line = lines[i]
         if "Processes:" in line:
             in_processes = True
             processes_listed = True
         if not in_processes:
-            dm = device_row.match(line)
+            dm = _DEVICE_ROW.match(line)
             if dm and i + 1 < len(lines):
-                index, name = int(dm.group(1)), dm.group(2).strip()
-                cells = lines[i + 1].split("|")
-                memory_cell = cells[2] if len(cells) > 3 else ""
-                util_cell = cells[3] if len(cells) > 3 else ""
-                total = used = None
-                not_supported = _not_supported(memory_cell)
-                mm = re.search(r"(\d+)MiB\s*/\s*(\d+)MiB", memory_cell)
-                if mm:
-                    used, total = int(mm.group(1)) * MiB, int(mm.group(2)) * MiB
-                um = re.search(r"(\d+)%", util_cell)
-                util = float(um.group(1)) if um else None
-                devices.append(
-                    SmiDevice(
-                        index=index,
-                        name=name,
-                        total=total,
-                        used=used,
-                        free=(total - used) if total is not None and used is not None else None,
-                        memory_not_supported=not_supported,
-                        utilization=util,
-                        utilization_not_supported=util is None and "N/A" in util_cell,
-                    )
-                )
+                devices.append(_table_device(dm, lines[i + 1]))
                 i += 2
                 continue
         else:
-            pm = re.match(r"^\|\s+(\d+)\s+\S+\s+\S+\s+(\d+)\s+(C\+G|C|G)\s+(.*?)\s+(\S+)\s*\|\s*$", line)
+            pm = _PROCESS_ROW.match(line)
             if pm:
-                usage = pm.group(5)
-                truncated = usage.endswith("...")
-                used_bytes = None if truncated else _mib(usage)
-                processes.append(
-                    SmiProcess(
-                        gpu=int(pm.group(1)),
-                        pid=int(pm.group(2)),
-                        kind="graphics" if pm.group(3) == "G" else "compute",
-                        name=pm.group(4),
-                        used_bytes=used_bytes,
-                        truncated=truncated,
-                    )
-                )
+                processes.append(_table_process(pm))
         i += 1
     if not devices:
         raise CollectorError("no GPU rows found in the nvidia-smi table")
@@ -133,6 +102,46 @@ def parse_table(text: str) -> SmiReport:
         devices=tuple(devices),
         processes=tuple(processes),
         processes_listed=processes_listed,
+    )
+
+
+def _table_device(dm: re.Match[str], next_line: str) -> SmiDevice:
+    """One GPU of the table: its name row (`dm`) and the memory / utilization row below it."""
+    index, name = int(dm.group(1)), dm.group(2).strip()
+    cells = next_line.split("|")
+    memory_cell = cells[2] if len(cells) > 3 else ""
+    util_cell = cells[3] if len(cells) > 3 else ""
+    total = used = None
+    not_supported = _not_supported(memory_cell)
+    mm = re.search(r"(\d+)MiB\s*/\s*(\d+)MiB", memory_cell)
+    if mm:
+        used, total = int(mm.group(1)) * MiB, int(mm.group(2)) * MiB
+    um = re.search(r"(\d+)%", util_cell)
+    util = float(um.group(1)) if um else None
+    return SmiDevice(
+        index=index,
+        name=name,
+        total=total,
+        used=used,
+        free=(total - used) if total is not None and used is not None else None,
+        memory_not_supported=not_supported,
+        utilization=util,
+        utilization_not_supported=util is None and "N/A" in util_cell,
+    )
+
+
+def _table_process(pm: re.Match[str]) -> SmiProcess:
+    """One row of the table's processes section ("10707..." usage: truncated, unknown)."""
+    usage = pm.group(5)
+    truncated = usage.endswith("...")
+    used_bytes = None if truncated else _mib(usage)
+    return SmiProcess(
+        gpu=int(pm.group(1)),
+        pid=int(pm.group(2)),
+        kind="graphics" if pm.group(3) == "G" else "compute",
+        name=pm.group(4),
+        used_bytes=used_bytes,
+        truncated=truncated,
     )
 
 

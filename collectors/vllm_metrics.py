@@ -265,62 +265,14 @@ def vllm_snapshot_from_text(
 def vllm_snapshot_from_scrape(
     scrape: PromScrape, url: str = "", t: float = 0.0, scrape_s: float | None = None
 ) -> VLLMSnapshot:
-    where = url or "the server"
     all_samples = scrape.samples
-    if not all_samples:
-        return VLLMSnapshot(
-            t=t,
-            url=url,
-            available=False,
-            scrape_s=scrape_s,
-            status=f"no samples: {where} served {scrape.comment_lines} HELP/TYPE line(s) and no values",
-        )
     vllm_samples = [s for s in all_samples if s.name.startswith("vllm:")]
-    if not vllm_samples:
-        return VLLMSnapshot(
-            t=t,
-            url=url,
-            available=False,
-            scrape_s=scrape_s,
-            status=f"no vLLM metrics: {where} served {len(all_samples)} sample(s), none named vllm:*",
-        )
-    # one row per (model_name, engine) label pair seen on any vllm:* sample except the config info
-    keys: dict[tuple[str, str | None], None] = {}  # in the order first seen (a dict: linear in the samples)
-    by_name: dict[str, dict[tuple[str, str | None], float]] = {}
-    for s in vllm_samples:
-        if s.name == "vllm:cache_config_info":
-            continue
-        key = (s.label("model_name") or "", s.label("engine"))
-        keys.setdefault(key, None)
-        # series of one name that differ only in other labels (none of the names read below has any) add up
-        by_name.setdefault(s.name, {})[key] = by_name.get(s.name, {}).get(key, 0.0) + s.value
-
-    def first(names: tuple[str, ...], key) -> tuple[float | None, str | None]:
-        for name in names:
-            values = by_name.get(name)
-            if values is not None and key in values:
-                return values[key], name
-        return None, None
-
-    models = []
+    missing = _missing_status(scrape, all_samples, vllm_samples, url or "the server")
+    if missing is not None:
+        return VLLMSnapshot(t=t, url=url, available=False, scrape_s=scrape_s, status=missing)
+    keys, by_name = _series_by_model(vllm_samples)
     refused: list[str] = []
-    for key in keys:
-        where = f"{key[0] or 'vLLM'}{'' if key[1] is None else f' engine {key[1]}'}"
-        figures = {}
-        for field, names in MODEL_METRICS.items():
-            raw, name = first(names, key)
-            figures[field] = checked(field, raw, f"{where} {name}", refused)
-        hits_name = first(PREFIX_HITS_NAMES, key)[1]
-        queries_name = first(PREFIX_QUERIES_NAMES, key)[1]
-        models.append(
-            VLLMModelStats(
-                model_name=key[0],
-                engine=key[1],
-                kv_cache_metric=first(KV_USAGE_NAMES, key)[1],
-                prefix_cache_metrics=tuple(n for n in (hits_name, queries_name) if n is not None),
-                **figures,
-            )
-        )
+    models = [_model_stats(key, by_name, refused) for key in keys]
     config = next(iter(scrape.values("vllm:cache_config_info")), None)
 
     def label(field: str) -> float | int | None:
@@ -338,6 +290,68 @@ def vllm_snapshot_from_scrape(
         samples=len(all_samples),
         scrape_s=scrape_s,
         refused=tuple(refused),
+    )
+
+
+_ModelKey = tuple[str, str | None]  # (model_name, engine) labels
+
+
+def _missing_status(
+    scrape: PromScrape, all_samples: tuple[PromSample, ...], vllm_samples: list[PromSample], where: str
+) -> str | None:
+    """Why the scrape holds no vLLM figures (no samples at all, none named vllm:*), or None when it does."""
+    if not all_samples:
+        return f"no samples: {where} served {scrape.comment_lines} HELP/TYPE line(s) and no values"
+    if not vllm_samples:
+        return f"no vLLM metrics: {where} served {len(all_samples)} sample(s), none named vllm:*"
+    return None
+
+
+def _series_by_model(
+    vllm_samples: list[PromSample],
+) -> tuple[dict[_ModelKey, None], dict[str, dict[_ModelKey, float]]]:
+    """One row per (model_name, engine) label pair seen on any vllm:* sample except the config info, and
+    each metric name's value per row."""
+    keys: dict[_ModelKey, None] = {}  # in the order first seen (a dict: linear in the samples)
+    by_name: dict[str, dict[_ModelKey, float]] = {}
+    for s in vllm_samples:
+        if s.name == "vllm:cache_config_info":
+            continue
+        key = (s.label("model_name") or "", s.label("engine"))
+        keys.setdefault(key, None)
+        # series of one name that differ only in other labels (none of the names read below has any) add up
+        by_name.setdefault(s.name, {})[key] = by_name.get(s.name, {}).get(key, 0.0) + s.value
+    return keys, by_name
+
+
+def _first(
+    by_name: dict[str, dict[_ModelKey, float]], names: tuple[str, ...], key: _ModelKey
+) -> tuple[float | None, str | None]:
+    """The value of the first of `names` (newest first) that row `key` has, and that name."""
+    for name in names:
+        values = by_name.get(name)
+        if values is not None and key in values:
+            return values[key], name
+    return None, None
+
+
+def _model_stats(
+    key: _ModelKey, by_name: dict[str, dict[_ModelKey, float]], refused: list[str]
+) -> VLLMModelStats:
+    """One row's figures, each out-of-range value refused (None, with a line in `refused`)."""
+    where = f"{key[0] or 'vLLM'}{'' if key[1] is None else f' engine {key[1]}'}"
+    figures = {}
+    for field, names in MODEL_METRICS.items():
+        raw, name = _first(by_name, names, key)
+        figures[field] = checked(field, raw, f"{where} {name}", refused)
+    hits_name = _first(by_name, PREFIX_HITS_NAMES, key)[1]
+    queries_name = _first(by_name, PREFIX_QUERIES_NAMES, key)[1]
+    return VLLMModelStats(
+        model_name=key[0],
+        engine=key[1],
+        kv_cache_metric=_first(by_name, KV_USAGE_NAMES, key)[1],
+        prefix_cache_metrics=tuple(n for n in (hits_name, queries_name) if n is not None),
+        **figures,
     )
 
 

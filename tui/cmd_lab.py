@@ -112,6 +112,15 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
+    sub = _experiment_subparsers(parser)
+    for experiment in EXPERIMENTS:
+        p = sub.add_parser(experiment, help=HELP[experiment], description=HELP[experiment])
+        _common(p)
+        _EXPERIMENT_ARGUMENTS[experiment](p)
+
+
+def _experiment_subparsers(parser: argparse.ArgumentParser):
+    """The EXPERIMENT subcommands, whose parsers' errors are one `memsight lab EXPERIMENT: ...` line."""
     from tui.cli import one_line_error  # noqa: PLC0415
 
     sub = parser.add_subparsers(dest="experiment", metavar="EXPERIMENT")
@@ -125,8 +134,10 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         return p
 
     sub.add_parser = experiment_parser  # type: ignore[method-assign]
-    p = sub.add_parser("edge", help=HELP["edge"], description=HELP["edge"])
-    _common(p)
+    return sub
+
+
+def _edge_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--ctx",
         "--context",
@@ -145,8 +156,9 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         type=_count("--prefill-chunk"),
         help="also search with the prompt pushed in chunks of C",
     )
-    p = sub.add_parser("logits", help=HELP["logits"], description=HELP["logits"])
-    _common(p)
+
+
+def _logits_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--ctx",
         "--context",
@@ -155,21 +167,24 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         default=32768,
         help="prompt tokens (default 32768)",
     )
-    p = sub.add_parser("eager", help=HELP["eager"], description=HELP["eager"])
-    _common(p)
+
+
+def _eager_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--lengths", type=_lengths_arg, default=[4096, 8192, 16384], help="prefill lengths (4096,8192,16384)"
     )
-    p = sub.add_parser("fragment", help=HELP["fragment"], description=HELP["fragment"])
-    _common(p)
+
+
+def _fragment_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", type=_count("--batch"), default=8, help="sequences (default 8)")
     p.add_argument("--prompt", type=_count("--prompt"), default=64, help="prompt tokens (default 64)")
     p.add_argument(
         "--tokens", type=_count("--tokens"), default=4000, help="tokens generated one at a time (4000)"
     )
     p.add_argument("--every", type=_count("--every"), default=250, help="snap every K tokens (default 250)")
-    p = sub.add_parser("two", help=HELP["two"], description=HELP["two"])
-    _common(p)
+
+
+def _two_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--claim-gib",
         dest="claim_bytes",
@@ -195,6 +210,16 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         metavar="X",
         help="alert when a process grows more than X GiB in 30 s (memsight's default 2)",
     )
+
+
+# each experiment's own options, after the common ones (_common)
+_EXPERIMENT_ARGUMENTS = {
+    "edge": _edge_arguments,
+    "logits": _logits_arguments,
+    "eager": _eager_arguments,
+    "fragment": _fragment_arguments,
+    "two": _two_arguments,
+}
 
 
 # ------------------------------------------------------------------------------------ the model
@@ -529,10 +554,7 @@ def run_edge(lab: Lab, pred: dict) -> dict:
 
 
 def compare_edge(lab: Lab, pred: dict, m: dict, out: Out) -> dict:
-    from planner.activations import logits_bytes  # noqa: PLC0415
-    from planner.kv import kv_bytes_for_sequence  # noqa: PLC0415
-
-    a, spec = lab.args, lab.model.spec
+    a = lab.args
     found = m["edge"]
     capped = found >= a.hi  # the search stopped at its ceiling: the edge is at least there, not found
     measured = f"at least {found} (the search stopped at --hi {a.hi})" if capped else str(found)
@@ -543,52 +565,13 @@ def compare_edge(lab: Lab, pred: dict, m: dict, out: Out) -> dict:
     )
     good = [t for t in m["trials"] if t["ok"] and t["batch"] == found]
     bad = sorted((t for t in m["trials"] if not t["ok"]), key=lambda t: t["batch"])
-    spike = None
-    if good:
-        t = good[0]
-        kv_prefill = found * kv_bytes_for_sequence(spec, a.ctx)
-        spike = t["prefill_peak"] - t["base"] - kv_prefill
-        predicted_spike = plan(
-            lab.model, pred["capacity_bytes"], context=a.ctx, users=found, prefill_chunk=found * a.ctx
-        ).activation.peak_bytes
-        out(
-            f"  prefill spike at batch {found}: peak {b(t['prefill_peak'])} − weights {b(t['base'])} − "
-            f"KV {b(kv_prefill)} = {b(spike)}; planner ({found} x {a.ctx} tokens) {b(predicted_spike)}, "
-            f"difference {diff_text(spike, predicted_spike)}"
-        )
-        kept = t["allocated_with_cache"] - t["base"]
-        predicted_kept = found * pred["kv_bytes_per_sequence"] + logits_bytes(
-            spec, found, dtype_bytes_of(lab.model)
-        )
-        out(
-            f"  kept after decoding: {b(kept)} vs planner KV + the last step's logits {b(predicted_kept)} "
-            f"({diff_text(kept, predicted_kept)}; the rest: the prompt ids and small buffers)"
-        )
+    spike = _edge_spike(lab, pred, good[0], out) if good else None
     if bad:
-        f = bad[0]
-        gap = (
-            "n/a on the CPU (no caching allocator)"
-            if f["gap_at_failure"] is None
-            else gib(f["gap_at_failure"])
-        )
-        out(f"  first failure: batch {f['batch']}: {f['error']}")
-        out(f"  reserved − allocated at that failure (fragmentation): {gap}")
+        _edge_first_failure(bad[0], out)
     cause_chunked = None
     if m.get("edge_chunked") is not None:
-        found_c, predicted_c = m["edge_chunked"], pred["predicted_edge_chunked"]
-        capped_c = found_c >= a.hi
-        out(
-            f"  edge with chunked prefill ({a.prefill_chunk} tokens/pass): measured "
-            + (f"at least {found_c} (the search stopped at --hi {a.hi})" if capped_c else str(found_c))
-            + f"   predicted {predicted_c}"
-            + ("" if capped_c else f"   difference {found_c - predicted_c:+d}")
-        )
-        logit_bytes = dtype_bytes_of(lab.model)
-        cause_chunked = edge_cause(found_c, predicted_c, a.hi, chunked=True, logit_bytes=logit_bytes)
-    state = lab.monitor.state()
-    if state.os is not None:
-        where = "unified memory: this is the real headroom" if state.unified else "not unified memory"
-        out(f"  OS: MemAvailable {gib(state.os.mem_available)} of {gib(state.os.mem_total)} ({where})")
+        cause_chunked = _edge_chunked(lab, pred, m, out)
+    _os_headroom(lab, out)
     cause = edge_cause(found, pred["predicted_edge"], a.hi, chunked=False)
     if cause_chunked is None:
         out(f"  likely cause: {cause}")
@@ -608,6 +591,64 @@ def compare_edge(lab: Lab, pred: dict, m: dict, out: Out) -> dict:
         "cause": cause,
         "cause_chunked": cause_chunked,
     }
+
+
+def _edge_spike(lab: Lab, pred: dict, t: dict, out: Out) -> int:
+    """The edge's own trial `t`: its prefill spike (peak − weights − KV) and what stayed allocated after
+    decoding, each against the planner; the spike."""
+    from planner.activations import logits_bytes  # noqa: PLC0415
+    from planner.kv import kv_bytes_for_sequence  # noqa: PLC0415
+
+    a, spec, found = lab.args, lab.model.spec, t["batch"]
+    kv_prefill = found * kv_bytes_for_sequence(spec, a.ctx)
+    spike = t["prefill_peak"] - t["base"] - kv_prefill
+    predicted_spike = plan(
+        lab.model, pred["capacity_bytes"], context=a.ctx, users=found, prefill_chunk=found * a.ctx
+    ).activation.peak_bytes
+    out(
+        f"  prefill spike at batch {found}: peak {b(t['prefill_peak'])} − weights {b(t['base'])} − "
+        f"KV {b(kv_prefill)} = {b(spike)}; planner ({found} x {a.ctx} tokens) {b(predicted_spike)}, "
+        f"difference {diff_text(spike, predicted_spike)}"
+    )
+    kept = t["allocated_with_cache"] - t["base"]
+    predicted_kept = found * pred["kv_bytes_per_sequence"] + logits_bytes(
+        spec, found, dtype_bytes_of(lab.model)
+    )
+    out(
+        f"  kept after decoding: {b(kept)} vs planner KV + the last step's logits {b(predicted_kept)} "
+        f"({diff_text(kept, predicted_kept)}; the rest: the prompt ids and small buffers)"
+    )
+    return spike
+
+
+def _edge_first_failure(f: dict, out: Out) -> None:
+    """The smallest batch that failed: its error, and reserved − allocated at that moment."""
+    gap = "n/a on the CPU (no caching allocator)" if f["gap_at_failure"] is None else gib(f["gap_at_failure"])
+    out(f"  first failure: batch {f['batch']}: {f['error']}")
+    out(f"  reserved − allocated at that failure (fragmentation): {gap}")
+
+
+def _edge_chunked(lab: Lab, pred: dict, m: dict, out: Out) -> str:
+    """The search again with chunked prefill: measured against predicted; its likely cause."""
+    a = lab.args
+    found_c, predicted_c = m["edge_chunked"], pred["predicted_edge_chunked"]
+    capped_c = found_c >= a.hi
+    out(
+        f"  edge with chunked prefill ({a.prefill_chunk} tokens/pass): measured "
+        + (f"at least {found_c} (the search stopped at --hi {a.hi})" if capped_c else str(found_c))
+        + f"   predicted {predicted_c}"
+        + ("" if capped_c else f"   difference {found_c - predicted_c:+d}")
+    )
+    logit_bytes = dtype_bytes_of(lab.model)
+    return edge_cause(found_c, predicted_c, a.hi, chunked=True, logit_bytes=logit_bytes)
+
+
+def _os_headroom(lab: Lab, out: Out) -> None:
+    """The OS's MemAvailable now, where the monitor reads it."""
+    state = lab.monitor.state()
+    if state.os is not None:
+        where = "unified memory: this is the real headroom" if state.unified else "not unified memory"
+        out(f"  OS: MemAvailable {gib(state.os.mem_available)} of {gib(state.os.mem_total)} ({where})")
 
 
 def edge_cause(found: int, predicted: int, hi: int, *, chunked: bool, logit_bytes: int = 2) -> str:
@@ -1094,10 +1135,6 @@ def cuda_problem(args) -> str | None:
 
 
 def main(args: argparse.Namespace, name: str) -> int:
-    import shutil  # noqa: PLC0415
-
-    from collectors import agent_format  # noqa: PLC0415
-
     exp = args.experiment
     if exp is None:
         raise CollectorError(
@@ -1120,34 +1157,11 @@ def main(args: argparse.Namespace, name: str) -> int:
     if isinstance(pred, int):
         return pred
     record = args.record or f"memsight-lab-{exp}-{os.getpid()}.jsonl"
-    agent_dir = agent_format.ensure_private_dir(tempfile.mkdtemp(prefix="memsight-lab-agents-"))
-    monitor = _lab_monitor(args, agent_dir, record)
-    monitor.start()
-    workdir = tempfile.mkdtemp(prefix="memsight-lab-")
-    lab = Lab(
-        args=args,
-        model=lab_model,
-        out=out,
-        record=record,
-        agent_dir=agent_dir,
-        workdir=workdir,
-        monitor=monitor,
-    )
+    lab = _start_lab(args, lab_model, out, record)
     out(f"RUN (recording to {record}; agent injected; every trial is a marked step)")
-    measured = None
-    try:
-        measured = RUN[exp](lab, pred)
-    except KeyboardInterrupt:
-        pass
-    except NoCuda as exc:
-        print(f"memsight: --device cuda, but {exc}; run it on the CPU with --device cpu", file=sys.stderr)
-        return 2
-    finally:
-        lab.stop_children()
-        monitor.sample_once()
-        monitor.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
-        shutil.rmtree(agent_dir, ignore_errors=True)
+    measured = _run_lab(lab, exp, pred)
+    if isinstance(measured, int):
+        return measured
     if measured is None:
         print(
             f"memsight: interrupted; the workload was stopped; the recording so far is in {record}",
@@ -1169,6 +1183,46 @@ def main(args: argparse.Namespace, name: str) -> int:
     if args.json:
         print(json.dumps(result, indent=1, default=str))
     return 0
+
+
+def _start_lab(args: argparse.Namespace, lab_model: LabModel, out: Out, record: str) -> Lab:
+    """The run's private agent directory, its recording monitor (started) and its work directory."""
+    from collectors import agent_format  # noqa: PLC0415
+
+    agent_dir = agent_format.ensure_private_dir(tempfile.mkdtemp(prefix="memsight-lab-agents-"))
+    monitor = _lab_monitor(args, agent_dir, record)
+    monitor.start()
+    workdir = tempfile.mkdtemp(prefix="memsight-lab-")
+    return Lab(
+        args=args,
+        model=lab_model,
+        out=out,
+        record=record,
+        agent_dir=agent_dir,
+        workdir=workdir,
+        monitor=monitor,
+    )
+
+
+def _run_lab(lab: Lab, exp: str, pred: dict) -> dict | int | None:
+    """The experiment's children, measured: their result; None when interrupted (Ctrl-C); 2 when the
+    child finds no CUDA device (said on stderr). The children, the monitor and the directories are
+    stopped and removed whatever happened."""
+    import shutil  # noqa: PLC0415
+
+    try:
+        return RUN[exp](lab, pred)
+    except KeyboardInterrupt:
+        return None
+    except NoCuda as exc:
+        print(f"memsight: --device cuda, but {exc}; run it on the CPU with --device cpu", file=sys.stderr)
+        return 2
+    finally:
+        lab.stop_children()
+        lab.monitor.sample_once()
+        lab.monitor.stop()
+        shutil.rmtree(lab.workdir, ignore_errors=True)
+        shutil.rmtree(lab.agent_dir, ignore_errors=True)
 
 
 def _say_prediction_basis(

@@ -52,13 +52,26 @@ def _choice(*choices: str, what: str) -> dict[str, Any]:
     return {"choices": choices, "type": argparse_type(parse_choice, choices, what)}
 
 
+def _size(flag: str, **kwargs: Any) -> Callable[[str], Any]:
+    return argparse_type(parse_size, flag, **kwargs)
+
+
+def _count(flag: str, minimum: int = 0) -> Callable[[str], Any]:
+    return argparse_type(parse_count, flag, minimum=minimum)
+
+
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
-    def size(flag: str, **kwargs: Any) -> Callable[[str], Any]:
-        return argparse_type(parse_size, flag, **kwargs)
+    _add_model_arguments(parser)
+    _add_workload_arguments(parser)
+    _add_machine_arguments(parser)
+    _add_runtime_arguments(parser)
+    _add_vllm_arguments(parser)
+    plan_engines.add_arguments(parser)
+    cmd_plan_llamacpp.add_arguments(parser)
+    _add_output_arguments(parser)
 
-    def count(flag: str, minimum: int = 0) -> Callable[[str], Any]:
-        return argparse_type(parse_count, flag, minimum=minimum)
 
+def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "model",
         metavar="MODEL",
@@ -84,13 +97,19 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         metavar="FILE",
         help="config file for the defaults (default ~/.config/memsight/config.toml)",
     )
+
+
+def _add_workload_arguments(parser: argparse.ArgumentParser) -> None:
     add_plan_input_arguments(parser)
     parser.add_argument(
         "--output-tokens",
-        type=count("--output-tokens"),
+        type=_count("--output-tokens"),
         default=0,
         help="generated tokens per user (retained)",
     )
+
+
+def _add_machine_arguments(parser: argparse.ArgumentParser) -> None:
     where = parser.add_mutually_exclusive_group()
     where.add_argument(
         "--machine",
@@ -101,25 +120,28 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     where.add_argument(
         "--capacity-gib",
         metavar="SIZE",
-        type=size("--capacity-gib", strict=True),
+        type=_size("--capacity-gib", strict=True),
         help="memory per device: GiB, or with a unit (80GB, 1.5TiB)",
     )
     parser.add_argument(
         "--os-reserve-gib",
         metavar="SIZE",
-        type=size("--os-reserve-gib"),
+        type=_size("--os-reserve-gib"),
         help="kept for the OS and other processes",
     )
     parser.add_argument(
         "--overhead-gib",
         metavar="SIZE",
-        type=size("--overhead-gib"),
+        type=_size("--overhead-gib"),
         default=round(1.5 * GiB),
         help="runtime overhead per rank (default 1.5 GiB)",
     )
+
+
+def _add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--prefill-chunk",
-        type=count("--prefill-chunk", 1),
+        type=_count("--prefill-chunk", 1),
         default=8192,
         metavar="TOKENS",
         help="prefill chunk tokens (default 8192)",
@@ -136,22 +158,25 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         **_choice("fused", "eager", what="--attention"),
         help="attention kernel",
     )
-    parser.add_argument("--pp", type=count("--pp", 1), default=1, metavar="N", help="pipeline stages")
+    parser.add_argument("--pp", type=_count("--pp", 1), default=1, metavar="N", help="pipeline stages")
     parser.add_argument("--pp-layers", type=_layer_list, help="explicit layers per stage, e.g. 10,11,11")
     parser.add_argument(
         "--shared-prefix",
-        type=count("--shared-prefix"),
+        type=_count("--shared-prefix"),
         default=0,
         metavar="TOKENS",
         help="prompt tokens every user shares",
     )
     parser.add_argument(
         "--block-size",
-        type=count("--block-size", 1),
+        type=_count("--block-size", 1),
         default=16,
         metavar="TOKENS",
         help="KV block size in tokens (default 16)",
     )
+
+
+def _add_vllm_arguments(parser: argparse.ArgumentParser) -> None:
     vllm = parser.add_argument_group("vLLM pool (--engine vllm)")
     vllm.add_argument(
         "--engine",
@@ -159,6 +184,12 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         help="also compute the serving engine's own figures (vLLM's KV pool, SGLang's, Ollama's; llama.cpp's "
         "buffers for a GGUF)",
     )
+    _add_vllm_budget_arguments(vllm)
+    _add_vllm_measured_arguments(vllm)
+    _add_vllm_runtime_arguments(vllm)
+
+
+def _add_vllm_budget_arguments(vllm: Any) -> None:
     vllm.add_argument(
         "--gpu-memory-utilization",
         type=argparse_type(parse_number, "--gpu-memory-utilization", strict=True),
@@ -167,38 +198,41 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     )
     vllm.add_argument(
         "--max-model-len",
-        type=count("--max-model-len", 1),
+        type=_count("--max-model-len", 1),
         metavar="TOKENS",
         help="default: context + output tokens",
     )
     vllm.add_argument(
         "--total-gib",
         metavar="SIZE",
-        type=size("--total-gib", strict=True),
+        type=_size("--total-gib", strict=True),
         help="device total as torch reports it (default: the machine's capacity)",
     )
+
+
+def _add_vllm_measured_arguments(vllm: Any) -> None:
     vllm.add_argument(
         "--weights-gib",
         metavar="SIZE",
-        type=size("--weights-gib"),
+        type=_size("--weights-gib"),
         help="'model weights take' from a log (default: computed)",
     )
     vllm.add_argument(
         "--activation-gib",
         metavar="SIZE",
-        type=size("--activation-gib"),
+        type=_size("--activation-gib"),
         help="'PyTorch activation peak memory' (default: predicted)",
     )
     vllm.add_argument(
         "--non-torch-gib",
         metavar="SIZE",
-        type=size("--non-torch-gib"),
+        type=_size("--non-torch-gib"),
         help="'non_torch_memory' (default: PREDICTED for the version, as `memsight explain` does)",
     )
     vllm.add_argument(
         "--cudagraph-gib",
         metavar="SIZE",
-        type=size("--cudagraph-gib"),
+        type=_size("--cudagraph-gib"),
         help="CUDA-graph estimate (default: PREDICTED; vLLM V1 >= 0.20 deducts it, earlier ones 0)",
     )
     vllm.add_argument(
@@ -209,9 +243,12 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     vllm.add_argument(
         "--kv-pool-gib",
         metavar="SIZE",
-        type=size("--kv-pool-gib"),
+        type=_size("--kv-pool-gib"),
         help="the pool given directly (--kv-cache-memory-bytes)",
     )
+
+
+def _add_vllm_runtime_arguments(vllm: Any) -> None:
     vllm.add_argument("--vllm-version", default=None, help="formulas of this vLLM version (default 0.33.0)")
     vllm.add_argument(
         "--meminfo",
@@ -226,11 +263,11 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         help="V0 or V1 engine (default by version)",
     )
     vllm.add_argument(
-        "--max-num-batched-tokens", type=count("--max-num-batched-tokens", 1), help="scheduler token budget"
+        "--max-num-batched-tokens", type=_count("--max-num-batched-tokens", 1), help="scheduler token budget"
     )
     vllm.add_argument(
         "--max-num-seqs",
-        type=count("--max-num-seqs", 1),
+        type=_count("--max-num-seqs", 1),
         help="sequences per step (default: vLLM's for the version and GPU)",
     )
     vllm.add_argument(
@@ -257,8 +294,9 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         **_choice("torch-sort", "triton", "flashinfer", what="--sampler-path"),
         help="the sampler the profile run uses (default: the version's)",
     )
-    plan_engines.add_arguments(parser)
-    cmd_plan_llamacpp.add_arguments(parser)
+
+
+def _add_output_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object (bytes as integers)")
 
 

@@ -165,20 +165,7 @@ def edge(job: dict, model, meter) -> dict:
         def run() -> dict:
             cache = DynamicCache()  # tracked as KV by the agent's autotrack (collectors/autotrack.py)
             ids = torch.randint(0, vocab, (batch, ctx), device=job["device"])
-            step = chunk or ctx
-            with torch.inference_mode():
-                out = None
-                for start in range(0, ctx, step):
-                    out = None  # the previous pass's logits must not stay alive through the next pass
-                    out = forward(model, ids[:, start : start + step], cache, start)
-                prefill_peak = meter.peak
-                mark(label + " decode")
-                for i in range(steps):
-                    nxt = out.logits[:, -1:].argmax(-1)
-                    out = None
-                    out = forward(model, nxt, cache, ctx + i)
-                kv = meter.allocated
-            return {"prefill_peak": prefill_peak, "allocated_with_cache": kv}
+            return _edge_pass(model, meter, ids, cache, label, chunk, steps)
 
         result = _trial(meter, run)
         result["batch"] = batch
@@ -189,47 +176,70 @@ def edge(job: dict, model, meter) -> dict:
         )
         return result
 
-    def search(chunk: int | None) -> tuple[int, list[dict]]:
-        """Largest batch in [lo, hi] that holds (lo - 1 if none): grow from the planner's guess until a
-        failure or hi, then bisect."""
-        lo, hi = job["lo"], job["hi"]
-        trials: list[dict] = []
-        known: dict[int, bool] = {}
-
-        def ok(b: int) -> bool:
-            if b not in known:
-                trials.append(holds(b, chunk))
-                known[b] = trials[-1]["ok"]
-            return known[b]
-
-        if not ok(lo):
-            return lo - 1, trials
-        good, bad = lo, None
-        guess = job.get("guess_chunked" if chunk else "guess") or lo + 1
-        probe = max(lo + 1, min(hi, guess))
-        while bad is None and good < hi:
-            if ok(probe):
-                good = probe
-                probe = min(hi, probe * 2)
-            else:
-                bad = probe
-        if bad is None:
-            return good, trials
-        while bad - good > 1:
-            mid = (good + bad) // 2
-            if ok(mid):
-                good = mid
-            else:
-                bad = mid
-        return good, trials
-
-    found, trials = search(None)
+    found, trials = _edge_search(job, None, holds)
     out: dict[str, Any] = {"edge": found, "trials": trials}
     if job.get("prefill_chunk"):
         say(f"  again with chunked prefill ({job['prefill_chunk']} tokens per sequence per pass):")
-        found_c, trials_c = search(job["prefill_chunk"])
+        found_c, trials_c = _edge_search(job, job["prefill_chunk"], holds)
         out.update(edge_chunked=found_c, trials_chunked=trials_c)
     return out
+
+
+def _edge_pass(model, meter, ids, cache, label: str, chunk: int | None, steps: int) -> dict:
+    """One edge trial's work: the prompt `ids` prefilled into `cache` (in passes of `chunk` tokens), then
+    `steps` decode steps; the prefill's peak and what is allocated with the cache filled."""
+    import torch  # noqa: PLC0415
+
+    ctx = ids.shape[1]
+    step = chunk or ctx
+    with torch.inference_mode():
+        out = None
+        for start in range(0, ctx, step):
+            out = None  # the previous pass's logits must not stay alive through the next pass
+            out = forward(model, ids[:, start : start + step], cache, start)
+        prefill_peak = meter.peak
+        mark(label + " decode")
+        for i in range(steps):
+            nxt = out.logits[:, -1:].argmax(-1)
+            out = None
+            out = forward(model, nxt, cache, ctx + i)
+        kv = meter.allocated
+    return {"prefill_peak": prefill_peak, "allocated_with_cache": kv}
+
+
+def _edge_search(job: dict, chunk: int | None, holds) -> tuple[int, list[dict]]:
+    """Largest batch in [lo, hi] that holds (lo - 1 if none): grow from the planner's guess until a
+    failure or hi, then bisect. `holds(batch, chunk)` runs one trial."""
+    lo, hi = job["lo"], job["hi"]
+    trials: list[dict] = []
+    known: dict[int, bool] = {}
+
+    def ok(b: int) -> bool:
+        if b not in known:
+            trials.append(holds(b, chunk))
+            known[b] = trials[-1]["ok"]
+        return known[b]
+
+    if not ok(lo):
+        return lo - 1, trials
+    good, bad = lo, None
+    guess = job.get("guess_chunked" if chunk else "guess") or lo + 1
+    probe = max(lo + 1, min(hi, guess))
+    while bad is None and good < hi:
+        if ok(probe):
+            good = probe
+            probe = min(hi, probe * 2)
+        else:
+            bad = probe
+    if bad is None:
+        return good, trials
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        if ok(mid):
+            good = mid
+        else:
+            bad = mid
+    return good, trials
 
 
 def logits(job: dict, model, meter) -> dict:
