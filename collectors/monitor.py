@@ -57,6 +57,15 @@ def _describe(exc: BaseException) -> str:
         return f"{type(exc).__name__} (its message could not be formatted)"
 
 
+def _check_rates(hz: float, agent_record_hz: float | None, vllm_hz: float) -> None:
+    if not hz > 0:
+        raise CollectorError(f"monitor rate must be > 0 Hz, got {hz}")
+    if agent_record_hz is not None and not agent_record_hz > 0:
+        raise CollectorError(f"agent record rate must be > 0 Hz, got {agent_record_hz}")
+    if not vllm_hz > 0:
+        raise CollectorError(f"vLLM scrape rate must be > 0 Hz, got {vllm_hz}")
+
+
 # the engines whose log the monitor follows (vLLM's is followed by the Live screen, tui/app.py)
 FOLLOWED_ENGINES = ("sglang", "ollama", "llamacpp")
 
@@ -85,35 +94,66 @@ class Monitor:
         peers: Sequence[str] = (),
         agent_record_hz: float | None = None,
     ) -> None:
-        if not hz > 0:
-            raise CollectorError(f"monitor rate must be > 0 Hz, got {hz}")
-        if agent_record_hz is not None and not agent_record_hz > 0:
-            raise CollectorError(f"agent record rate must be > 0 Hz, got {agent_record_hz}")
-        self.agent_record_hz = agent_record_hz
-        self._kept_t: dict[tuple[int, int, int], float] = {}  # (pid, start, device) -> newest kept record's t
-        if not vllm_hz > 0:
-            raise CollectorError(f"vLLM scrape rate must be > 0 Hz, got {vllm_hz}")
+        _check_rates(hz, agent_record_hz, vllm_hz)
         self.hz = hz
         self.nvml_hz = min(nvml_hz, hz)
+        self._clock = clock
+        self._init_collectors(proc_root, os_collector, pool_sampler, nvml)
+        self._init_agent_reading(agent_dir, discover_interval_s, keep_dead_s, agent_record_hz)
+        self.alert_options = alert_options
+        self.builder = StateBuilder(alert_options=alert_options)
+        # bad input (an ftp:// URL, "host:port:x") fails here, before any thread starts
+        self._init_vllm(vllm_url, vllm_hz, vllm_timeout_s, clock)
+        self._init_peers(peers)
+        self._init_engine(engine_url, vllm_timeout_s, clock)
+        self._init_exporter(prometheus)
+        self._init_recorder(record_to, recorder, hz, agent_record_hz)
+        self._init_threads()
+
+    def _init_collectors(
+        self,
+        proc_root: str,
+        os_collector: OSCollector | None,
+        pool_sampler: PoolSampler | None,
+        nvml: NVMLCollector | None,
+    ) -> None:
         self.proc_root = proc_root
         self.os_collector = os_collector if os_collector is not None else OSCollector(proc_root)
         # the pool's decomposition beyond meminfo: the experiment's mapped files, /dev/shm, the kernel log
         self.pool = pool_sampler if pool_sampler is not None else PoolSampler(self.os_collector.proc_root)
         self._nvml_given = nvml
         self.nvml: NVMLCollector | None = nvml
+
+    def _init_agent_reading(
+        self,
+        agent_dir: str | None,
+        discover_interval_s: float,
+        keep_dead_s: float,
+        agent_record_hz: float | None,
+    ) -> None:
+        self.agent_record_hz = agent_record_hz
+        self._kept_t: dict[tuple[int, int, int], float] = {}  # (pid, start, device) -> newest kept record's t
         self.agent_dir = agent_dir or fmt.default_agent_dir()
         self.discover_interval_s = discover_interval_s
         self.keep_dead_s = keep_dead_s
-        self._clock = clock
-        self.alert_options = alert_options
-        self.builder = StateBuilder(alert_options=alert_options)
-        # bad input (an ftp:// URL, "host:port:x") fails here, before any thread starts
+        self._readers: dict[tuple[int, int], AgentReader] = {}
+        self._info_files: dict[tuple[int, int], InfoFile] = {}
+        self._info_errors: dict[tuple[int, int], str] = {}
+        self._dead_since: dict[tuple[int, int], float] = {}
+        self._bad_files: dict[str, str] = {}
+        self._last_discover = -float("inf")
+
+    def _init_vllm(
+        self, vllm_url: str | None, vllm_hz: float, timeout_s: float, clock: Callable[[], float]
+    ) -> None:
         self.vllm = None
         if vllm_url:  # the scraper (and its HTTP client) only when asked for: `memsight watch` starts lighter
             from collectors.vllm_metrics import VLLMMetrics  # noqa: PLC0415
 
-            self.vllm = VLLMMetrics(vllm_url, timeout_s=vllm_timeout_s, clock=clock)
+            self.vllm = VLLMMetrics(vllm_url, timeout_s=timeout_s, clock=clock)
         self.vllm_hz = min(vllm_hz, VLLM_MAX_HZ)
+
+    def _init_peers(self, peers: Sequence[str]) -> None:
         # --peer: other machines' exporters, each on its own thread (a bad URL fails here, before any starts)
         self.peers: list = []
         if peers:  # their scraper (prometheus_client, urllib) is imported only when a peer is watched
@@ -122,6 +162,8 @@ class Monitor:
             self.peers = [PeerWatcher(url) for url in peers]
         if self.peers:
             self.builder.peers = lambda: tuple(w.latest for w in self.peers)
+
+    def _init_engine(self, engine_url: str | None, timeout_s: float, clock: Callable[[], float]) -> None:
         # an engine's own endpoint (--engine-url) and the child's log followed for SGLang / llama.cpp / Ollama
         # (vLLM's log is followed by the Live screen itself, tui/app.py)
         # (imported only when asked for, as the vLLM scraper: `memsight watch` starts lighter)
@@ -129,17 +171,27 @@ class Monitor:
         if engine_url:
             from collectors.engine_metrics import EngineMetrics  # noqa: PLC0415
 
-            self.engine = EngineMetrics(engine_url, timeout_s=vllm_timeout_s, clock=clock)
+            self.engine = EngineMetrics(engine_url, timeout_s=timeout_s, clock=clock)
         self.engine_follow = None  # an EngineLogFollower: follow_log(path) sets it
         # the sampling thread and a caller's sample_once (the last round after a run) may follow at once: one
         # poll at a time, or their reads of the same file interleave in the one reader
         self._follow_lock = threading.Lock()
+
+    def _init_exporter(self, prometheus: str | None) -> None:
         self.prometheus_address = None
         if prometheus is not None:
             from collectors.exporter import parse_listen_address  # noqa: PLC0415
 
             self.prometheus_address = parse_listen_address(prometheus)
         self.exporter = None
+
+    def _init_recorder(
+        self,
+        record_to: str | os.PathLike | None,
+        recorder: Recorder | None,
+        hz: float,
+        agent_record_hz: float | None,
+    ) -> None:
         # `recorder`: one the caller built with the Recorder's interface (collectors/flight.py's)
         if recorder is not None and record_to is not None:
             raise CollectorError("a Monitor records to one place: record_to or recorder, not both")
@@ -154,12 +206,8 @@ class Monitor:
         if self.recorder is not None:
             self.builder.on_alert = self._record_alert
             self.builder.on_scope = self._record_scope
-        self._readers: dict[tuple[int, int], AgentReader] = {}
-        self._info_files: dict[tuple[int, int], InfoFile] = {}
-        self._info_errors: dict[tuple[int, int], str] = {}
-        self._dead_since: dict[tuple[int, int], float] = {}
-        self._bad_files: dict[str, str] = {}
-        self._last_discover = -float("inf")
+
+    def _init_threads(self) -> None:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._thread_errors: dict[str, str] = {}  # sampling thread -> what last killed it

@@ -439,6 +439,9 @@ class MonitorState:
     alerts: tuple[Alert, ...]  # newest last
     unified: bool  # one shared pool (GB10 / integrated)
     headroom_bytes: int | None  # MemAvailable on unified memory, device free on discrete
+    # what headroom_bytes is out of (collectors/state.py headroom_of): MemTotal for MemAvailable, the device's
+    # total for device free (NVML's, or the agent's cuda_total); None when unknown
+    headroom_total_bytes: int | None
     headroom_source: str  # "MemAvailable" | "device free (NVML)" | "device free (agent)" | "unknown"
     # history[name] == (times, values): two equal-length tuples, oldest first, values in bytes.
     # Names: "allocated", "reserved", "gap" (sums over agents and devices), "available" (MemAvailable),

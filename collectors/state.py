@@ -328,6 +328,7 @@ class StateBuilder:
             alerts=(),
             unified=False,
             headroom_bytes=None,
+            headroom_total_bytes=None,
             headroom_source="unknown",
             history=MappingProxyType({}),
             replay=self.replay,
@@ -537,7 +538,7 @@ class StateBuilder:
             unified = any(d.unified for d in nvml.devices) or any(
                 r.is_integrated for v in views for r in v.latest if r.is_integrated
             )
-            headroom, source = headroom_of(os_snap, nvml, views, unified)
+            headroom, headroom_total, source = headroom_of(os_snap, nvml, views, unified)
             self._chart_headroom(t, headroom, self.os, nvml)
             system_used = gpu_held = gap = None
             if unified and os_snap is not None:
@@ -556,6 +557,7 @@ class StateBuilder:
                 alerts=(),
                 unified=unified,
                 headroom_bytes=headroom,
+                headroom_total_bytes=headroom_total,
                 headroom_source=source,
                 history=self._history_now(),
                 system_used_bytes=system_used,
@@ -627,6 +629,7 @@ def _for_alerts(state: MonitorState) -> MonitorState:
         alerts=(),
         unified=state.unified,
         headroom_bytes=state.headroom_bytes,
+        headroom_total_bytes=state.headroom_total_bytes,
         headroom_source=state.headroom_source,
         history=_NO_HISTORY,
         pool=pool,
@@ -644,19 +647,24 @@ def _columns(rows: deque, width: int) -> tuple[tuple[float, ...], ...]:
 
 def headroom_of(
     os_snap: OSSnapshot | None, nvml: NVMLSnapshot, views: tuple[AgentView, ...], unified: bool
-) -> tuple[int | None, str]:
-    """MemAvailable on unified memory; else the smallest device free (NVML, then the agents' mem_get_info)."""
+) -> tuple[int | None, int | None, str]:
+    """(free, total, source): MemAvailable out of MemTotal on unified memory; else the smallest device free
+    out of that device's total (NVML, then the agents' mem_get_info: their cuda_total); host MemAvailable out
+    of MemTotal when there is no GPU at all."""
     if unified:
-        return (os_snap.mem_available, "MemAvailable") if os_snap is not None else (None, "unknown")
-    frees = [d.free for d in nvml.devices if d.free is not None]
-    if frees:
-        return min(frees), "device free (NVML)"
+        if os_snap is None:
+            return None, None, "unknown"
+        return os_snap.mem_available, os_snap.mem_total, "MemAvailable"
+    with_free = [d for d in nvml.devices if d.free is not None]
+    if with_free:
+        tightest_device = min(with_free, key=lambda d: d.free)  # the first of equals, as min(frees) read
+        return tightest_device.free, tightest_device.total, "device free (NVML)"
     tightest = tightest_agent_record(views)
     if tightest is not None:
-        return tightest.cuda_free, "device free (agent)"
-    if os_snap is not None and not nvml.devices:
-        return os_snap.mem_available, "MemAvailable"  # no GPU at all: host memory is the only pool
-    return None, "unknown"
+        return tightest.cuda_free, tightest.cuda_total, "device free (agent)"
+    if os_snap is not None and not nvml.devices:  # no GPU at all: host memory is the only pool
+        return os_snap.mem_available, os_snap.mem_total, "MemAvailable"
+    return None, None, "unknown"
 
 
 def to_bytes(x: float) -> int | None:

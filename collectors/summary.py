@@ -3,7 +3,7 @@
 One accumulator fed with every MonitorState the StateBuilder builds (so the summary covers exactly what the
 screen showed, at the monitor's rate, live and in replay alike); its value is a frozen RunSummary carried by
 each state. The Live screen draws it, `memsight run` prints it on exit (both as summary_lines in
-tui/screens/view_model.py writes it), the recording stores it and `--json` gives it (summary_to_json /
+tui/screens/run_summary.py writes it), the recording stores it and `--json` gives it (summary_to_json /
 summary_from_json round-trip exactly).
 """
 

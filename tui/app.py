@@ -1,8 +1,9 @@
 """The memsight Textual app: four screens (Live, Plan, Roofline lab, Processes) and a help screen.
 
 The app owns the data flow: a timer (`set_interval`) reads `monitor.state()`, turns it into plain values
-(tui/screens/view_model.py) and hands them to the visible screen; plan edits come up as messages, the app runs
-the planner and hands the result back. Widgets never call collectors or the planner themselves.
+(tui/screens/live_buckets.py, live_rows.py, plan_sources.py, vllm_view.py, run_summary.py) and hands them to
+the visible screen; plan edits come up as messages, the app runs the planner and hands the result back.
+Widgets never call collectors or the planner themselves.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ if TYPE_CHECKING:
     from planner.budget import PlanInputs
     from planner.machines import Machine
     from tui.screens.plan import PlanScreen
-    from tui.screens.view_model import PlanSource, VLLMPlan
+    from tui.screens.plan_sources import PlanSource
+    from tui.screens.vllm_view import VLLMPlan
     from tui.widgets.data import MachineBar, PlanChoices, PlanView
 
 GIB = 2**30
@@ -221,6 +223,19 @@ class MemsightApp(App[int]):
         bound_render_caches()  # Textual's style codes and Rich's cell widths, bounded (tui/render_caches.py)
         drop_strip_caches()  # and no Strip keeps the strips it was cropped, divided or styled into
         self.monitor = monitor
+        self._init_setup(setup, first_status)
+        self._init_titles(title, source_label, source_detail)
+        self.manage_monitor = manage_monitor
+        self._init_view_state()
+        self._init_child(child, exit_with_child)
+        self._init_vllm_state(vllm_hints)
+        self.replay_note = ""  # what the last replay key did ("at the peak reserved (t+85.0s)")
+        self._pending_jump: str | None = None  # "alert" | "peak": a key's jump waiting for the scan
+        self._loop: asyncio.AbstractEventLoop | None = None
+        if setup is None:
+            self._configure(refresh_hz, thresholds, unified_os_reserve_bytes, plan_inputs, plan_explicit)
+
+    def _init_setup(self, setup: Setup | None, first_status: str) -> None:
         # memsight watch / demo: the monitor and the options are made by setup() after the first frame, so
         # that frame waits for neither the collectors nor the planner (issue 20); what setup raised is kept
         # here and raised again by run_app once the terminal is restored
@@ -228,13 +243,16 @@ class MemsightApp(App[int]):
         self.setup_error: BaseException | None = None
         self._until_set_up: list[Callable[[], Any]] = []  # keys pressed before setup ended, run after it
         self.first_status = first_status  # the Live screen's status line until the first view replaces it
+
+    def _init_titles(self, title: str, source_label: str, source_detail: str) -> None:
         self.title = title
         self.source_label = source_label
         self.source_detail = source_detail  # e.g. where and how a replayed recording was made
         self.sub_title = source_label
-        self.manage_monitor = manage_monitor
+
+    def _init_view_state(self) -> None:
         self._edited: frozenset[str] = frozenset()  # Plan screen fields the user edited (they win too)
-        self.plan_follow: Any = None  # view_model.PlanSource the Plan screen follows, or None
+        self.plan_follow: Any = None  # plan_sources.PlanSource the Plan screen follows, or None
         self.state: MonitorState | None = None
         self.scoped_state: MonitorState | None = None  # state with only this run's agents (memsight run)
         self.origin_t: float | None = None
@@ -252,6 +270,9 @@ class MemsightApp(App[int]):
         self._this_t = float("-inf")
         self._plan_result: PlanResult | None = None
         self._plan_choices: PlanChoices | None = None
+        self._rows_memo: tuple | None = None  # (the OS table they were made from, own and thresholds, rows)
+
+    def _init_child(self, child: ChildLike | None, exit_with_child: bool) -> None:
         self.child = child
         self.exit_with_child = exit_with_child
         self.child_status: int | None = None  # the child's exit status once it exited
@@ -268,6 +289,9 @@ class MemsightApp(App[int]):
             from collectors.vllm_log_follow import VLLMLogFollower  # noqa: PLC0415
 
             self._vllm_follow = VLLMLogFollower(child.log_path)
+        self._child_key: tuple | None = None
+
+    def _init_vllm_state(self, vllm_hints: dict[str, str | None] | None) -> None:
         # memsight run --vllm-version / --vllm-gpu: what a vLLM log may not say, for vLLM's plan
         self.vllm_hints = {k: v for k, v in (vllm_hints or {}).items() if v}
         self._vllm_plan: tuple[tuple, VLLMPlan] | None = None  # (inputs key, vLLM's plan for them)
@@ -275,13 +299,6 @@ class MemsightApp(App[int]):
         self._vllm_parts_memo: tuple | None = None  # (log, state, plan inputs, _vllm_parts of them)
         self._startup_watch: Any = None  # startup_view.StartupWatch: the vLLM start, once seen
         self._engine_plan_memo: tuple | None = None  # (followed log, model, its EnginePlan): not vLLM's
-        self._child_key: tuple | None = None
-        self._rows_memo: tuple | None = None  # (the OS table they were made from, own and thresholds, rows)
-        self.replay_note = ""  # what the last replay key did ("at the peak reserved (t+85.0s)")
-        self._pending_jump: str | None = None  # "alert" | "peak": a key's jump waiting for the scan
-        self._loop: asyncio.AbstractEventLoop | None = None
-        if setup is None:
-            self._configure(refresh_hz, thresholds, unified_os_reserve_bytes, plan_inputs, plan_explicit)
 
     def _configure(
         self,
@@ -558,18 +575,17 @@ class MemsightApp(App[int]):
     def refresh_data(self) -> None:
         """One tick: read the monitor's latest state; rebuild values only if it is a new state (or the
         child's output / status changed)."""
-        from tui.screens.peer_view import peer_lines  # noqa: PLC0415
-        from tui.screens.pool_view import pool_data  # noqa: PLC0415
-        from tui.screens.view_model import (  # noqa: PLC0415
+        from tui.screens.live_buckets import bucket_comparisons, headroom  # noqa: PLC0415
+        from tui.screens.live_rows import (  # noqa: PLC0415
             agent_rows,
             alert_rows,
-            bucket_comparisons,
             chart_series,
-            headroom,
             own_pids,
             run_scope,
-            vllm_line,
         )
+        from tui.screens.peer_view import peer_lines  # noqa: PLC0415
+        from tui.screens.pool_view import pool_data  # noqa: PLC0415
+        from tui.screens.vllm_view import vllm_line  # noqa: PLC0415
 
         if not self.is_running:
             # shutting down (Textual's _shutdown stops the app before it prunes the screens): a tick that
@@ -577,37 +593,10 @@ class MemsightApp(App[int]):
             return
         child_changed = self._check_child()
         state = self.monitor.state()
-        replay_changed = (
-            self.replaying
-            and self.state is not None
-            and self._replay_status() != getattr(self.live_view, "status", None)
-        )
-        if state is self.state and replay_changed and self.live_view is not None:
-            end = self._replay_end_fields(state)  # the recording's last event may change no figure
-            ended = end.get("ended", "")
-            self.live_view = replace(
-                self.live_view,
-                status=self._replay_status(),
-                comparisons=self._live_comparisons(ended),
-                **{"banner": "", "ended": "", "summary": (), **end},
-            )
-            self._push_to_screen()
         if state is self.state:
-            if child_changed and self.live_view is not None:
-                # the Plan screen follows vLLM's log as it streams, like the Live screen's vLLM row; the
-                # Live screen's plans say when the command ended without a model
-                self._replan(self.scoped_state or state)
-                fields = self._child_fields()
-                self.live_view = replace(
-                    self.live_view, comparisons=self._live_comparisons(fields.get("ended", "")), **fields
-                )
-                self._push_to_screen()
+            self._refresh_same_state(state, child_changed)
             return
-        self.refresh_count += 1
-        self.state = state
-        if self.origin_t is None:
-            self.origin_t = time_origin(state)
-        self.gpu_roof, self.gpu_roof_missing = gpu_roof_for(state)
+        self._take_state(state)
         own = own_pids(state)
         if self.child is not None:  # memsight run: the command and its own agents, not other runs' agents
             own = self.child.family(own)
@@ -620,27 +609,65 @@ class MemsightApp(App[int]):
         self._base_comparisons = bucket_comparisons(
             self.scoped_state, result.live_plans, result.live_errors, result.sources, self._reserve_measured
         )
-        child_fields = self._child_fields() or self._replay_end_fields(state)
         self.live_view = LiveView(
-            status=self._replay_status() if self.replaying else live_status(state, self.source_label),
-            comparisons=self._live_comparisons(child_fields.get("ended", "")),
+            **self._live_view_fields(state),
             headroom=headroom(state, self.thresholds),
             chart=chart_series(state),
             agents=agent_rows(self.scoped_state),  # under memsight run: the command's own agents
-            processes=self.process_rows,
             alerts=alert_rows(state, self.origin_t),
             vllm=vllm_line(state),
             pool=pool_data(state),
             peers=peer_lines(state),
-            agents_skipped=state.input_warnings.get("agents", ""),
-            **child_fields,
         )
         self._push_to_screen()
+
+    def _refresh_same_state(self, state: MonitorState, child_changed: bool) -> None:
+        replay_changed = (
+            self.replaying
+            and self.state is not None
+            and self._replay_status() != getattr(self.live_view, "status", None)
+        )
+        if replay_changed and self.live_view is not None:
+            end = self._replay_end_fields(state)  # the recording's last event may change no figure
+            ended = end.get("ended", "")
+            self.live_view = replace(
+                self.live_view,
+                status=self._replay_status(),
+                comparisons=self._live_comparisons(ended),
+                **{"banner": "", "ended": "", "summary": (), **end},
+            )
+            self._push_to_screen()
+        if child_changed and self.live_view is not None:
+            # the Plan screen follows vLLM's log as it streams, like the Live screen's vLLM row; the
+            # Live screen's plans say when the command ended without a model
+            self._replan(self.scoped_state or state)
+            fields = self._child_fields()
+            self.live_view = replace(
+                self.live_view, comparisons=self._live_comparisons(fields.get("ended", "")), **fields
+            )
+            self._push_to_screen()
+
+    def _take_state(self, state: MonitorState) -> None:
+        self.refresh_count += 1
+        self.state = state
+        if self.origin_t is None:
+            self.origin_t = time_origin(state)
+        self.gpu_roof, self.gpu_roof_missing = gpu_roof_for(state)
+
+    def _live_view_fields(self, state: MonitorState) -> dict[str, Any]:
+        child_fields = self._child_fields() or self._replay_end_fields(state)
+        return {
+            "status": self._replay_status() if self.replaying else live_status(state, self.source_label),
+            "comparisons": self._live_comparisons(child_fields.get("ended", "")),
+            "processes": self.process_rows,
+            "agents_skipped": state.input_warnings.get("agents", ""),
+            **child_fields,
+        }
 
     def _process_rows(self, state: MonitorState, own: frozenset[int]) -> tuple:
         """The process rows; the same ones while the OS collector's table is the same object (it rescans
         once a second, the screen refreshes more often) and nothing else they show changed."""
-        from tui.screens.view_model import process_rows  # noqa: PLC0415
+        from tui.screens.live_rows import process_rows  # noqa: PLC0415
 
         table = state.os.processes if state.os is not None else None
         key = (own, self.thresholds)
@@ -659,7 +686,7 @@ class MemsightApp(App[int]):
         """At the end of a recording played once, what a live run shows when its command ends: the last
         figures kept and labelled, a banner, the run's summary."""
         from collectors.summary import clock  # noqa: PLC0415
-        from tui.screens.view_model import summary_lines  # noqa: PLC0415
+        from tui.screens.run_summary import summary_lines  # noqa: PLC0415
 
         monitor = self.monitor
         if not self.replaying or not monitor.at_end or getattr(monitor, "loop", False):
@@ -692,7 +719,7 @@ class MemsightApp(App[int]):
 
     def _child_fields(self) -> dict[str, Any]:
         from collectors.summary import clock  # noqa: PLC0415
-        from tui.screens.view_model import summary_lines  # noqa: PLC0415
+        from tui.screens.run_summary import summary_lines  # noqa: PLC0415
 
         child = self.child
         if child is None:
@@ -745,7 +772,7 @@ class MemsightApp(App[int]):
 
     def _vllm_parts_for(self, log, state: MonitorState | None):
         from collectors.nvml_collector import gpu_bytes_by_pid  # noqa: PLC0415
-        from tui.screens.view_model import vllm_given, vllm_plan, vllm_pool_for  # noqa: PLC0415
+        from tui.screens.vllm_view import vllm_given, vllm_plan, vllm_pool_for  # noqa: PLC0415
 
         nvml = state.nvml if state is not None else None
         pids = {self.child.pid}
@@ -773,7 +800,7 @@ class MemsightApp(App[int]):
 
     def _vllm_log_text(self) -> str:
         """The vLLM line from the child's log, next to vLLM's plan for the same model/args."""
-        from tui.screens.view_model import vllm_log_line  # noqa: PLC0415
+        from tui.screens.vllm_view import vllm_log_line  # noqa: PLC0415
 
         parts = self._vllm_parts()
         if parts is None:
@@ -800,7 +827,7 @@ class MemsightApp(App[int]):
     def _live_comparisons(self, ended: str) -> tuple:
         """The bucket comparisons, the vLLM process's (from its log) in place of its pool's, "ended" titles
         once the command exited; another engine's (SGLang, Ollama, llama.cpp) the same way."""
-        from tui.screens.view_model import vllm_comparison, with_vllm  # noqa: PLC0415
+        from tui.screens.vllm_view import vllm_comparison, with_vllm  # noqa: PLC0415
 
         comparisons = self._base_comparisons
         parts = self._vllm_parts()
@@ -821,7 +848,7 @@ class MemsightApp(App[int]):
     def _engine_parts(self):
         """(followed log, its pool, its buckets there, its own plan, what the system sees it hold, how) for
         the engine whose log the monitor follows under memsight run; None when there is none."""
-        from tui.screens.view_model import vllm_pool_for  # noqa: PLC0415
+        from tui.screens.vllm_view import vllm_pool_for  # noqa: PLC0415
 
         state = self.scoped_state or self.state
         if self.child is None or state is None or state.engine_log is None:
@@ -897,7 +924,7 @@ class MemsightApp(App[int]):
     def _replan(self, scoped: MonitorState, *, force: bool = False) -> None:
         """The plans again for the same state (inputs edited, the command's log or status changed): the Plan
         screen's view and the Live screen's comparisons before the vLLM process's is put in."""
-        from tui.screens.view_model import bucket_comparisons  # noqa: PLC0415
+        from tui.screens.live_buckets import bucket_comparisons  # noqa: PLC0415
 
         result = self._plans(scoped, force=force)
         self._plan_view = None  # made from the result when the Plan screen asks (plan_view)
@@ -909,13 +936,9 @@ class MemsightApp(App[int]):
         """Plans for each live pool and each machine of the figure. Each plan is memoized on its exact
         (inputs, machine), so a tick costs nothing unless the inputs or a capacity changed; "this" machine's
         reserve (what is in use now) is re-sampled at most every THIS_MACHINE_RESAMPLE_S seconds."""
-        from tui.screens.view_model import (  # noqa: PLC0415
-            comparison_groups,
-            plan_follows,
-            plan_sources,
-            pools,
-            vllm_plan_label,
-        )
+        from tui.screens.live_buckets import comparison_groups, pools  # noqa: PLC0415
+        from tui.screens.plan_sources import plan_sources  # noqa: PLC0415
+        from tui.screens.vllm_view import plan_follows, vllm_plan_label  # noqa: PLC0415
         from tui.widgets.data import FIELDS, PlanView  # noqa: PLC0415  (not the Plan screen's module)
 
         live_pools = pools(state)
@@ -981,7 +1004,7 @@ class MemsightApp(App[int]):
 
     def _live_plans(self, state, live_pools, this, sources, waiting: str) -> tuple[dict, dict]:
         """(pool key -> Plan, pool key -> why there is none) for each comparison the Live screen draws."""
-        from tui.screens.view_model import comparison_groups  # noqa: PLC0415
+        from tui.screens.live_buckets import comparison_groups  # noqa: PLC0415
 
         live_plans: dict[str, Any] = {}
         live_errors: dict[str, str] = {}
@@ -1013,7 +1036,7 @@ class MemsightApp(App[int]):
         """The Plan screen's capacity figure: (one bar per machine, the plan's one-line summary, the first
         planner error). `this_bar`: this machine's label, and whether it has no GPU."""
         from planner.machines import MACHINES  # noqa: PLC0415
-        from tui.screens.view_model import machine_bar  # noqa: PLC0415
+        from tui.screens.live_buckets import machine_bar  # noqa: PLC0415
         from tui.widgets.data import MachineBar  # noqa: PLC0415
 
         bars: list[MachineBar] = []
@@ -1078,7 +1101,7 @@ class MemsightApp(App[int]):
         return memo[key]
 
     def _this_machine(self, state: MonitorState, *, force: bool) -> Machine | None:
-        from tui.screens.view_model import THIS_MACHINE_RESAMPLE_S  # noqa: PLC0415  (beside the note on it)
+        from tui.screens.live_buckets import THIS_MACHINE_RESAMPLE_S  # noqa: PLC0415  (beside the note on it)
 
         capacity, reserve = this_machine_capacity(state)
         if self.unified_os_reserve_bytes is not None and this_unified(state):
@@ -1110,7 +1133,7 @@ def this_machine_capacity(state: MonitorState) -> tuple[int | None, int | None]:
     a discrete GPU's total with no reserve, else MemTotal with what the OS and every other process hold now:
     MemTotal - MemAvailable - what the memsight agents' processes hold (the Live screen's "other"; the
     experiment itself is planned, so it is not counted twice)."""
-    from tui.screens.view_model import other_processes_bytes, pools  # noqa: PLC0415
+    from tui.screens.live_buckets import other_processes_bytes, pools  # noqa: PLC0415
 
     discrete = [d for d in state.nvml.devices if not d.unified and d.total]
     if state.nvml.available and discrete and not state.unified:
@@ -1249,36 +1272,9 @@ def run_app(
     the terminal is restored. With no terminal nothing is drawn: setup runs first, as without it, so the
     monitor's own error (a port in use) is the one said. `first_status`: the Live screen's status line in
     that first frame (memsight watch: host memory, tui/cmd_watch.py first_frame_status)."""
-    from collectors.errors import CollectorError  # noqa: PLC0415
-    from tui.cli import require_terminal  # noqa: PLC0415
-
     if setup is not None:
-        try:
-            require_terminal()
-        except CollectorError:
-            monitor, given = setup()
-            return run_app(monitor, **given)
-        app = MemsightApp(
-            None, setup=setup, title=title, source_label=source_label, first_status=first_status
-        )
-        if app_ready is not None:
-            app_ready(app)
-        app.run()
-        if app.setup_error is not None:
-            raise app.setup_error
-        return int(app.return_code or 0)
-    if monitor is None:
-        from collectors.monitor import Monitor
-
-        monitor = Monitor(hz=refresh_hz)
-    if manage_monitor:
-        monitor.start()
-    try:
-        require_terminal()  # `memsight > file` gets a sentence, not escape codes
-    except CollectorError:
-        if manage_monitor:
-            monitor.stop()
-        raise
+        return _run_with_setup(setup, title, source_label, first_status, app_ready)
+    monitor = _start_monitor(monitor, refresh_hz, manage_monitor)
     app = MemsightApp(
         monitor,
         title=title,
@@ -1294,6 +1290,47 @@ def run_app(
         plan_explicit=plan_explicit,
         vllm_hints=vllm_hints,
     )
+    return _run_until_quit(app, monitor, manage_monitor, app_ready)
+
+
+def _run_with_setup(setup: Setup, title: str, source_label: str, first_status: str, app_ready: Any) -> int:
+    from collectors.errors import CollectorError  # noqa: PLC0415
+    from tui.cli import require_terminal  # noqa: PLC0415
+
+    try:
+        require_terminal()
+    except CollectorError:
+        monitor, given = setup()
+        return run_app(monitor, **given)
+    app = MemsightApp(None, setup=setup, title=title, source_label=source_label, first_status=first_status)
+    if app_ready is not None:
+        app_ready(app)
+    app.run()
+    if app.setup_error is not None:
+        raise app.setup_error
+    return int(app.return_code or 0)
+
+
+def _start_monitor(monitor: MonitorLike | None, refresh_hz: float, manage_monitor: bool) -> MonitorLike:
+    from collectors.errors import CollectorError  # noqa: PLC0415
+    from tui.cli import require_terminal  # noqa: PLC0415
+
+    if monitor is None:
+        from collectors.monitor import Monitor
+
+        monitor = Monitor(hz=refresh_hz)
+    if manage_monitor:
+        monitor.start()
+    try:
+        require_terminal()  # `memsight > file` gets a sentence, not escape codes
+    except CollectorError:
+        if manage_monitor:
+            monitor.stop()
+        raise
+    return monitor
+
+
+def _run_until_quit(app: MemsightApp, monitor: MonitorLike, manage_monitor: bool, app_ready: Any) -> int:
     if app_ready is not None:
         app_ready(app)
     try:

@@ -37,13 +37,25 @@ STOP_GRACE_S = 10.0  # after a stop signal, how long CMD may take to exit before
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
+    parser.add_argument("--headless", action="store_true", help="no UI: sample (and record) until CMD exits")
+    parser.add_argument("--record", metavar="FILE", help="record every source (OS, NVML, each agent) to FILE")
+    _add_flight_arguments(parser)
+    _add_output_arguments(parser)
+    _add_agent_arguments(parser)
+    _add_vllm_arguments(parser)
+    add_export_arguments(parser)
+    add_agent_record_argument(parser)
+    from tui.cmd_watch import add_display_arguments  # noqa: PLC0415  (one definition of the shared options)
+
+    add_display_arguments(parser)
+    parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the command to run")
+
+
+def _add_flight_arguments(parser: argparse.ArgumentParser) -> None:
     # the flight recorder's figures imported here, not at the top: `memsight watch` borrows this module's
     # export options, and its first frame does not wait for the recorder's modules (issue 20)
     from collectors.flight import DEFAULT_LIMIT_BYTES, KEEP_RUNS  # noqa: PLC0415
-    from tui.cmd_watch import add_display_arguments  # noqa: PLC0415  (one definition of the shared options)
 
-    parser.add_argument("--headless", action="store_true", help="no UI: sample (and record) until CMD exits")
-    parser.add_argument("--record", metavar="FILE", help="record every source (OS, NVML, each agent) to FILE")
     flight = parser.add_argument_group(
         "flight recorder (on by default: the last minutes of the run stay on disk if the host hangs)"
     )
@@ -67,6 +79,10 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         help=f"its size limit (default {DEFAULT_LIMIT_BYTES // 2**20} MiB, in 8 segments: the oldest is "
         "deleted when a new one starts; flushed and fsync'ed to disk every 2 s)",
     )
+
+
+def _add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the summary and CMD's output go, and whether the UI outlives CMD."""
     parser.add_argument(
         "--json",
         action="store_true",
@@ -84,6 +100,10 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         action="store_true",
         help="close the UI when CMD exits (default: keep it open on the final state)",
     )
+
+
+def _add_agent_arguments(parser: argparse.ArgumentParser) -> None:
+    """The injected agent's rate, directory and automatic tracking."""
     parser.add_argument("--agent-hz", type=float, default=10.0, help="in-process agent rate (default 10 Hz)")
     parser.add_argument("--agent-dir", metavar="DIR", help="where agents write their ring files")
     parser.add_argument(
@@ -92,6 +112,10 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         help="do not track the models and KV caches transformers builds (sets MEMSIGHT_AUTOTRACK=0 for CMD); "
         "agent.track_model / track_kv in the script still work",
     )
+
+
+def _add_vllm_arguments(parser: argparse.ArgumentParser) -> None:
+    """What vLLM's plan needs when CMD's log does not say it."""
     parser.add_argument(
         "--vllm-version",
         metavar="V",
@@ -103,10 +127,6 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         help="a vLLM CMD: the GPU whose recorded mem_get_info total its plan uses when NVML is not here and "
         "the log states none (the names `memsight explain --gpu` knows)",
     )
-    add_export_arguments(parser)
-    add_agent_record_argument(parser)
-    add_display_arguments(parser)
-    parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the command to run")
 
 
 def bootstrap_dir() -> pathlib.Path:
@@ -367,7 +387,7 @@ def _run(args: argparse.Namespace, cmd: list[str], headless: bool, record: str |
     if summary is None:
         summary = monitor.state().summary
     if summary is not None:
-        from tui.screens.view_model import summary_lines  # noqa: PLC0415
+        from tui.screens.run_summary import summary_lines  # noqa: PLC0415
 
         print("\n".join(f"memsight: {line}" for line in summary_lines(summary)), file=sys.stderr)
     if args.json:

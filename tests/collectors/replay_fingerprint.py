@@ -7,7 +7,9 @@ sha256 of its canonical JSON. tests/data/recordings/v1_golden.json holds what th
 when a step or a seek from the start began to build the first tick's state as playing does (issue 20: the
 replay's seek index): the new file's every entry was checked equal to what the code before that change gave
 with the first tick built first (advance_to(0) before the steps and in scan's walker), its `advance_to` and
-`summarize` entries unchanged. Regenerate only on purpose:
+`summarize` entries unchanged. Regenerated again when MonitorState began to carry the headroom's total
+(headroom_total_bytes, from collectors/state.py headroom_of): every entry was checked equal to the file before
+with that field left out of each state's picture; only state digests changed. Regenerate only on purpose:
 
     .venv/bin/python -m tests.collectors.replay_fingerprint --write
 """

@@ -17,7 +17,8 @@ from collectors.agent import Agent, describe_model
 from collectors.agent_info import parse_info
 from tests.conftest import REPO_ROOT
 from tests.tui.test_autotrack_view import BASE, comparisons, info_doc, state_with
-from tui.screens.view_model import agent_notes, plan_follows, plan_sources
+from tui.screens.plan_sources import agent_notes, plan_sources
+from tui.screens.vllm_view import plan_follows
 
 
 class _BrokenConfig:

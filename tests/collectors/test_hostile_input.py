@@ -83,7 +83,7 @@ def test_a_non_finite_number_in_a_slot_is_skipped_and_counted_on_screen(tmp_path
     (view,) = state.agents
     assert [r.allocated for r in view.history] == [1, 3]
     assert "skipped 1 bad agent record(s)" in state.input_warnings["agents"]
-    from tui.screens.view_model import bucket_comparisons  # what the live screen's bucket panel shows
+    from tui.screens.live_buckets import bucket_comparisons  # what the live screen's bucket panel shows
 
     lines = [c.missing for c in bucket_comparisons(state, {}, {})]
     assert any("skipped 1 bad agent record(s)" in line for line in lines)

@@ -180,6 +180,7 @@ def gb10_state(t: float = T0 + 60.0) -> MonitorState:
         alerts=alerts,
         unified=True,
         headroom_bytes=MEM_AVAILABLE,
+        headroom_total_bytes=MEM_TOTAL,
         headroom_source="MemAvailable",
         history=MappingProxyType(history),
     )
@@ -209,6 +210,7 @@ def bare_state(t: float = T0) -> MonitorState:
         alerts=(),
         unified=False,
         headroom_bytes=11 * GIB,
+        headroom_total_bytes=os_snap.mem_total,
         headroom_source="MemAvailable",
         history=MappingProxyType({}),
     )
@@ -315,6 +317,7 @@ def two_rank_state(t: float = T0 + 30.0) -> MonitorState:
         alerts=(),
         unified=False,
         headroom_bytes=min(d.free for d in devices),
+        headroom_total_bytes=min(devices, key=lambda d: d.free).total,
         headroom_source="device free (NVML)",
         history=MappingProxyType({}),
     )

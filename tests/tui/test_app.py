@@ -473,8 +473,9 @@ async def test_headroom_read_from_the_agents_is_out_of_their_devices_total_not_h
         for view, free in zip(state.agents, (30 * GIB, 20 * GIB), strict=True)
     )
     nvml = NVMLSnapshot(status="no NVML library: libnvidia-ml.so.1 not found", available=False, devices=())
-    free, source = headroom_of(state.os, nvml, agents, unified=False)
-    state = replace(state, nvml=nvml, agents=agents, headroom_bytes=free, headroom_source=source)
+    free, total, source = headroom_of(state.os, nvml, agents, unified=False)
+    headroom = {"headroom_bytes": free, "headroom_total_bytes": total, "headroom_source": source}
+    state = replace(state, nvml=nvml, agents=agents, **headroom)
     assert state.os.mem_total != H100_TOTAL
     app, _ = make_app(state)
     async with app.run_test(size=(160, 48)) as pilot:

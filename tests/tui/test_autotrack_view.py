@@ -1,6 +1,6 @@
 # ruff: noqa: E501  (agent info documents laid out one field group per line)
-"""The Live screen's plan follows what an agent's process loaded (tui/screens/view_model.py plan_sources,
-bucket_comparisons, weights_check, phase_line), fed with agent info documents shaped as the agent writes them
+"""The Live screen's plan follows what an agent's process loaded (tui/screens/plan_sources.py plan_sources,
+weights_check, phase_line; live_buckets.py bucket_comparisons), fed with agent info documents shaped as the agent writes them
 (collectors/agent.py Agent.info) and a real MonitorState built by the collectors' StateBuilder."""
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from planner import load_spec, weight_bytes
 from planner.budget import PlanInputs
 from tests.conftest import REPO_ROOT
 from tui.app import MemsightApp
-from tui.screens.view_model import bucket_comparisons, plan_sources, weights_check
+from tui.screens.live_buckets import bucket_comparisons
+from tui.screens.plan_sources import plan_sources, weights_check
 from tui.widgets.fmt import size
 
 GIB = 2**30

@@ -10,7 +10,7 @@ import pytest
 from planner.budget import PlanInputs
 from tests.tui.fixed_states import bare_state, gb10_state
 from tests.tui.test_app import make_app, text_of
-from tui.screens.view_model import RESERVE_MEASURED_NOTE
+from tui.screens.live_buckets import RESERVE_MEASURED_NOTE
 from tui.widgets.bucket_bars import BucketBars, comparison_rows
 
 GIB = 2**30

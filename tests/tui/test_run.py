@@ -26,7 +26,7 @@ from tests.tui.fixed_states import FixedMonitor, bare_state, gb10_state
 from tests.tui.test_app import text_of
 from tui import cli, cmd_replay, cmd_run
 from tui.app import MemsightApp
-from tui.screens.view_model import vllm_line
+from tui.screens.vllm_view import vllm_line
 from tui.widgets.bucket_bars import BucketBars
 from tui.widgets.gap_chart import GapChart
 from tui.widgets.log_tail import LogPanel, LogTail
@@ -291,7 +291,7 @@ async def test_the_chart_is_shown_on_a_tall_terminal_and_fills_the_spare_rows():
 async def test_without_allocator_counters_the_chart_draws_the_headroom_over_time():
     """The demo's agent never initialized CUDA: the chart shows MemAvailable over time, not a blank."""
     from collectors.replay import ReplayMonitor, bundled_recording
-    from tui.screens.view_model import chart_series
+    from tui.screens.live_rows import chart_series
 
     monitor = ReplayMonitor(bundled_recording())
     state = monitor.advance_to(monitor.duration_s * 0.6)

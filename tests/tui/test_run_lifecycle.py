@@ -206,7 +206,7 @@ def test_replay_json_carries_alerts_names_and_the_summary(tmp_path):
 def test_summary_round_trips_through_json_and_reads_as_lines(tmp_path):
     from collectors.recording import read_recording  # noqa: PLC0415
     from collectors.summary import summary_from_json  # noqa: PLC0415
-    from tui.screens.view_model import summary_lines  # noqa: PLC0415
+    from tui.screens.run_summary import summary_lines  # noqa: PLC0415
     from tui.widgets.fmt import size  # noqa: PLC0415
 
     path, monitor = _recorded_run(tmp_path, warn_gib=100_000)
@@ -501,7 +501,7 @@ def test_processes_are_named_by_command_line_and_the_runs_own_are_marked():
     from collectors.alerts import AlertOptions  # noqa: PLC0415
     from collectors.snapshots import short_command  # noqa: PLC0415
     from tests.tui.fixed_states import gb10_state  # noqa: PLC0415
-    from tui.screens.view_model import own_pids, process_rows  # noqa: PLC0415
+    from tui.screens.live_rows import own_pids, process_rows  # noqa: PLC0415
     from tui.widgets.process_rows import row_cells  # noqa: PLC0415
 
     assert short_command("/usr/bin/python3 /home/u/gen.py --model x --users 8") == "python3 gen.py --model"

@@ -142,7 +142,7 @@ async def test_the_plans_kept_stay_few_while_this_machine_changes_every_resample
     when full: the Live screen's resident memory grew on a machine whose processes came and went), and the
     Live screen plans the machine as sampled last."""
     from tui.app import PLAN_MEMO_SIZE  # noqa: PLC0415
-    from tui.screens.view_model import THIS_MACHINE_RESAMPLE_S  # noqa: PLC0415
+    from tui.screens.live_buckets import THIS_MACHINE_RESAMPLE_S  # noqa: PLC0415
 
     state = gb10_state()
     app = app_on(state)

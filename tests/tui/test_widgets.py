@@ -333,7 +333,8 @@ def test_words_and_numbers_on_the_screens():
 
     from collectors.summary import Peak, RunSummary  # noqa: PLC0415
     from planner.budget import PlanInputs, make_plan  # noqa: PLC0415
-    from tui.screens.view_model import plan_label, summary_lines  # noqa: PLC0415
+    from tui.screens.live_buckets import plan_label  # noqa: PLC0415
+    from tui.screens.run_summary import summary_lines  # noqa: PLC0415
     from tui.widgets.capacity_bars import _machine_lines  # noqa: PLC0415
     from tui.widgets.data import MachineBar  # noqa: PLC0415
     from tui.widgets.process_rows import row_cells  # noqa: PLC0415

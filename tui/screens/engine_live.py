@@ -2,7 +2,7 @@
 run` follows (collectors.engine_log_follow): its buckets from its own log, beside the plan its own model gives
 for the same model and arguments (planner/engines: explain on the log, `planned_buckets`), with the process's
 memory as the system sees it (NVML per-process on a GPU, the resident set in host RAM) and what lies outside
-the engine's own accounting. vLLM keeps its richer view (view_model.vllm_*)."""
+the engine's own accounting. vLLM keeps its richer view (tui/screens/vllm_view.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 from collectors.nvml_collector import gpu_bytes_by_pid
 from collectors.snapshots import MonitorState
 from planner.engines.base import DeviceBuckets
-from tui.screens.view_model import PoolCapacity
+from tui.screens.live_buckets import PoolCapacity
 from tui.widgets.data import BucketComparison, Segment
 from tui.widgets.fmt import figure, unit_for
 
