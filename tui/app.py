@@ -8,7 +8,9 @@ Widgets never call collectors or the planner themselves.
 
 from __future__ import annotations
 
-import asyncio
+# isort: off
+from tui.asyncio_no_tls import asyncio  # before textual's import of it: asyncio without ssl
+# isort: on
 import pathlib
 import sys
 import time
