@@ -191,20 +191,23 @@ def make_plan(
             inputs.machine, capacity_bytes=inputs.capacity_bytes, os_reserve_bytes=inputs.os_reserve_bytes
         )
     topology = make_topology(spec, inputs.tp, inputs.pp, inputs.pp_layers)
+    return _size_plan(inputs, spec, params, weights, machine, topology)
+
+
+def _size_plan(
+    inputs: PlanInputs,
+    spec: ModelSpec,
+    params: ParamCount,
+    weights: WeightBytes,
+    machine: Machine,
+    topology: Topology,
+) -> Plan:
+    """Size a rank of every pipeline stage; the plan's buckets are those of the busiest stage."""
     tokens = inputs.context + inputs.output_tokens
     capacity = machine.capacity_bytes
     act_dtype = activation_dtype(spec, weights.format)
     sizer = _Sizer(spec, inputs, topology, dtype_bytes(act_dtype), machine.os_reserve_bytes)
-    stages = [
-        _Stage(
-            weights=stage_weight_bytes(spec, params, weights, topology, stage).total
-            + inputs.extra_weight_bytes,
-            kv_per_token=stage_kv_bytes_per_token(spec, inputs.kv_dtype, topology, stage),
-            has_head=stage == topology.pp - 1,
-            kv_for=_stage_kv_function(spec, inputs, topology, stage),
-        )
-        for stage in range(topology.pp)
-    ]
+    stages = _stages(spec, inputs, params, weights, topology)
     context_limit = spec.max_position_embeddings or CONTEXT_SEARCH_LIMIT
     stage_rows = [
         sizer.stage_row(index, stage, capacity, tokens, context_limit) for index, stage in enumerate(stages)
@@ -214,7 +217,6 @@ def make_plan(
     max_context = min(row.max_context for row in stage_rows)
     act = sizer.activation(stages[busiest_stage], inputs.users)
     assumptions = _plan_assumptions(sizer, machine, weights, act, act_dtype, max_context)
-
     return Plan(
         inputs=inputs,
         spec=spec,
@@ -238,6 +240,22 @@ def make_plan(
         activation=act,
         warnings=context_warnings(spec, tokens),
     )
+
+
+def _stages(
+    spec: ModelSpec, inputs: PlanInputs, params: ParamCount, weights: WeightBytes, topology: Topology
+) -> list[_Stage]:
+    """What each pipeline stage holds: its weights, KV bytes per token and whether it has the head."""
+    return [
+        _Stage(
+            weights=stage_weight_bytes(spec, params, weights, topology, stage).total
+            + inputs.extra_weight_bytes,
+            kv_per_token=stage_kv_bytes_per_token(spec, inputs.kv_dtype, topology, stage),
+            has_head=stage == topology.pp - 1,
+            kv_for=_stage_kv_function(spec, inputs, topology, stage),
+        )
+        for stage in range(topology.pp)
+    ]
 
 
 @dataclass(frozen=True, slots=True)

@@ -402,64 +402,85 @@ def _read_gguf(path: pathlib.Path) -> tuple[_FileTensors, dict[str, Any]]:
         os.close(fd)
         raise PlannerError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     with fh:
-        r = _Reader(fh, path, size)
-        magic = fh.read(4)
-        if magic != GGUF_MAGIC:
-            raise PlannerError(f"{path}: not a GGUF file (magic {magic!r}, expected b'GGUF')")
-        raw_version = r.read(4)
-        version = struct.unpack("<I", raw_version)[0]
-        if version not in (2, 3) and struct.unpack(">I", raw_version)[0] in (2, 3):
-            r.endian = ">"  # big-endian GGUF (s390x builds)
-            version = struct.unpack(">I", raw_version)[0]
-        if version not in (2, 3):
-            raise PlannerError(f"{path}: GGUF version {version} is not supported (only versions 2 and 3)")
-        n_tensors = r.unpack("Q")
-        n_kv = r.unpack("Q")
-        if n_tensors > min(size, limits.MAX_TENSORS) or n_kv > size:
-            raise PlannerError(f"{path}: corrupt GGUF header ({n_tensors} tensors, {n_kv} metadata entries)")
-        metadata: dict[str, Any] = {}
-        for _ in range(n_kv):
-            key = r.string()
-            metadata[key] = r.value(r.unpack("I"))
-        infos = []
-        for _ in range(n_tensors):
-            name = r.string()
-            n_dims = r.unpack("I")
-            if n_dims > 8:
-                raise PlannerError(f"{path}: corrupt GGUF header (tensor {name!r} has {n_dims} dimensions)")
-            dims = tuple(r.unpack("Q") for _ in range(n_dims))
-            ggml_type = r.unpack("I")
-            offset = r.unpack("Q")
-            infos.append((name, dims, ggml_type, offset))
+        metadata, infos = _read_gguf_header(_Reader(fh, path, size))
         header_end = fh.tell()
     alignment = metadata.get("general.alignment", GGUF_DEFAULT_ALIGNMENT)
     if not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
         raise PlannerError(f"{path}: general.alignment {alignment!r} is not a power of two")
     data_start = -(-header_end // alignment) * alignment
-    tensors = []
-    for name, dims, ggml_type, offset in infos:
-        if ggml_type not in GGML_TYPES:
-            raise PlannerError(f"{path}: tensor {name!r} has unknown ggml type {ggml_type}")
-        type_name, block, block_bytes = GGML_TYPES[ggml_type]
-        numel = 1
-        for d in dims:
-            numel *= d
-        if dims and dims[0] % block:
-            raise PlannerError(
-                f"{path}: tensor {name!r}: row of {dims[0]} elements is not a whole number of {type_name} "
-                f"blocks of {block}"
-            )
-        nbytes = numel // block * block_bytes
-        if offset % alignment:
-            raise PlannerError(f"{path}: tensor {name!r}: offset {offset} is not aligned to {alignment}")
-        if data_start + offset + nbytes > size:
-            raise PlannerError(
-                f"{path}: truncated GGUF file: tensor {name!r} needs bytes up to "
-                f"{data_start + offset + nbytes}, the file has {size}"
-            )
-        # GGUF lists dims fastest-first (ne[0] = row length); report them in the usual row-major order.
-        tensors.append(TensorInfo(name, type_name, tuple(reversed(dims)), nbytes, numel, str(path)))
+    tensors = [
+        _gguf_tensor(path, name, dims, ggml_type, offset, alignment, data_start, size)
+        for name, dims, ggml_type, offset in infos
+    ]
     return _FileTensors(path, tuple(tensors), {}), metadata
+
+
+def _read_gguf_header(r: _Reader) -> tuple[dict[str, Any], list[tuple[str, tuple[int, ...], int, int]]]:
+    """The metadata and the tensor infos (name, dims, ggml type, offset) of a GGUF file, read from byte 0."""
+    path, size = r.path, r.size
+    magic = r.fh.read(4)  # not r.read: a file shorter than the magic is no GGUF, not a truncated one
+    if magic != GGUF_MAGIC:
+        raise PlannerError(f"{path}: not a GGUF file (magic {magic!r}, expected b'GGUF')")
+    raw_version = r.read(4)
+    version = struct.unpack("<I", raw_version)[0]
+    if version not in (2, 3) and struct.unpack(">I", raw_version)[0] in (2, 3):
+        r.endian = ">"  # big-endian GGUF (s390x builds)
+        version = struct.unpack(">I", raw_version)[0]
+    if version not in (2, 3):
+        raise PlannerError(f"{path}: GGUF version {version} is not supported (only versions 2 and 3)")
+    n_tensors = r.unpack("Q")
+    n_kv = r.unpack("Q")
+    if n_tensors > min(size, limits.MAX_TENSORS) or n_kv > size:
+        raise PlannerError(f"{path}: corrupt GGUF header ({n_tensors} tensors, {n_kv} metadata entries)")
+    metadata: dict[str, Any] = {}
+    for _ in range(n_kv):
+        key = r.string()
+        metadata[key] = r.value(r.unpack("I"))
+    infos = []
+    for _ in range(n_tensors):
+        name = r.string()
+        n_dims = r.unpack("I")
+        if n_dims > 8:
+            raise PlannerError(f"{path}: corrupt GGUF header (tensor {name!r} has {n_dims} dimensions)")
+        dims = tuple(r.unpack("Q") for _ in range(n_dims))
+        ggml_type = r.unpack("I")
+        offset = r.unpack("Q")
+        infos.append((name, dims, ggml_type, offset))
+    return metadata, infos
+
+
+def _gguf_tensor(
+    path: pathlib.Path,
+    name: str,
+    dims: tuple[int, ...],
+    ggml_type: int,
+    offset: int,
+    alignment: int,
+    data_start: int,
+    size: int,
+) -> TensorInfo:
+    """One tensor of the header, checked against its type's blocks, the alignment and the file's size."""
+    if ggml_type not in GGML_TYPES:
+        raise PlannerError(f"{path}: tensor {name!r} has unknown ggml type {ggml_type}")
+    type_name, block, block_bytes = GGML_TYPES[ggml_type]
+    numel = 1
+    for d in dims:
+        numel *= d
+    if dims and dims[0] % block:
+        raise PlannerError(
+            f"{path}: tensor {name!r}: row of {dims[0]} elements is not a whole number of {type_name} "
+            f"blocks of {block}"
+        )
+    nbytes = numel // block * block_bytes
+    if offset % alignment:
+        raise PlannerError(f"{path}: tensor {name!r}: offset {offset} is not aligned to {alignment}")
+    if data_start + offset + nbytes > size:
+        raise PlannerError(
+            f"{path}: truncated GGUF file: tensor {name!r} needs bytes up to "
+            f"{data_start + offset + nbytes}, the file has {size}"
+        )
+    # GGUF lists dims fastest-first (ne[0] = row length); report them in the usual row-major order.
+    return TensorInfo(name, type_name, tuple(reversed(dims)), nbytes, numel, str(path))
 
 
 def _read_gguf_files(path: pathlib.Path, files: list[pathlib.Path]) -> CheckpointInfo:

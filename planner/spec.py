@@ -499,15 +499,34 @@ def spec_from_config(config: Mapping[str, Any], *, name: str) -> ModelSpec:
         return _nemotron_h(f, config, decoder, name, hidden, heads, kv_heads, head_dim, vocab, tie, dtype,
                            quant, max_pos)  # fmt: skip
 
+    layers, inner, shapes, num_experts, top_k = _decoder_layers(
+        f, decoder, name, model_type, num_layers, heads, kv_heads, head_dim, dtype
+    )
+    _note_mtp_layers(f, decoder)
+    return _finish(f, config, decoder, name, model_type, hidden, inner, vocab, num_layers, heads,
+                   tuple(layers), tie, dtype, quant, max_pos, shapes, num_experts=num_experts,
+                   top_k=top_k)  # fmt: skip
+
+
+def _decoder_layers(
+    f: _Fields,
+    decoder: Mapping[str, Any],
+    name: str,
+    model_type: str,
+    num_layers: int,
+    heads: int,
+    kv_heads: int,
+    head_dim: int,
+    dtype: str,
+) -> tuple[list[LayerSpec], int, ArchShapes, int, int]:
+    """The layers of a decoder other than GPT-2 and Nemotron-H, its MLP width (the widest: dense, or the
+    routed experts of top-k + the shared ones), tensor shapes, number of experts and top-k."""
     layer_types = _layer_types(f, model_type, num_layers, name)
     window = None
     if any(t == "sliding_attention" for t in layer_types):
         window = f.int("sliding_window")
-
     mla = _mla(f) if model_type in ("deepseek_v2", "deepseek_v3") else None
     linear = _linear_attention(f, name) if model_type in _HYBRID_FAMILIES else None
-
-    # MoE layout
     num_experts, top_k, moe = _moe(f, model_type, name)
     moe_layers = _moe_layer_mask(f, model_type, num_layers, num_experts)
     dense_width = 0
@@ -533,16 +552,11 @@ def spec_from_config(config: Mapping[str, Any], *, name: str) -> ModelSpec:
         LayerSpec(i, attentions[layer_type], "moe" if moe_layers[i] else "dense")
         for i, layer_type in enumerate(layer_types)
     ]
-
     inner = dense_width
     if moe is not None and any(moe_layers):
         inner = max(inner, moe.expert_intermediate_size * top_k + moe.shared_intermediate_size)
-
     shapes = _hf_shapes(f, model_type, head_dim, dense_width, mla, linear, moe)
-    _note_mtp_layers(f, decoder)
-    return _finish(f, config, decoder, name, model_type, hidden, inner, vocab, num_layers, heads,
-                   tuple(layers), tie, dtype, quant, max_pos, shapes, num_experts=num_experts,
-                   top_k=top_k)  # fmt: skip
+    return layers, inner, shapes, num_experts, top_k
 
 
 def _kv_heads(f: _Fields, heads: int, name: str) -> int:

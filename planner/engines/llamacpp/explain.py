@@ -526,14 +526,43 @@ def explain(log: LlamaCppLog, *, model: str | None = None) -> Explanation:
     notes: list[str] = []
     name = log.metadata.get("general.name", "").strip() or log.info.get("general.name", "?")
     inputs.append(("model", name, "log (general.name)"))
-    build = (f"b{log.build}" + (f" ({log.commit})" if log.commit else "")) if log.build else "not in the log"
-    if log.build is not None and release_build(log) is None:
-        build += ": no release number (built outside llama.cpp's git tree), the newest graph taken"
+    build = _build_text(log)
     inputs.append(("llama.cpp build", build, "log" if log.build else "-"))
     wrong_model = not_the_logs_model(log, model) if model is not None else None
     if wrong_model:
         notes.append(wrong_model)
     shape, buffers, p = _predict(log, model, inputs, notes)
+    predicted = _predicted(p, buffers)
+    seen = logged(log, len(p.kv.caches))
+    rows = _rows(log, p, seen, predicted, model is not None, wrong_model)
+    terms = _terms(p, buffers)
+    model_text = (
+        f"model {buffers.gpu_bytes / MiB:,.2f} MiB on the GPU + {buffers.cpu_bytes / MiB:,.2f} MiB host"
+        if buffers
+        else "model buffers not predicted"
+    )
+    kv_logged = seen["kv_total"]
+    line = (
+        f"llama.cpp: predicted KV {p.kv.bytes / MiB:,.2f} MiB ({predicted['kv_cells']:,.0f} cells x "
+        f"{shape.kv_layers} layers, K {p.kv_args.type_k}, V {p.kv_args.type_v}), {model_text}; logged KV "
+        + (f"{kv_logged[0]:,.2f} MiB" if kv_logged else "not in the log")
+    )
+    notes.extend(_logged_extras(log))
+    return Explanation(
+        name, build, tuple(inputs), terms, tuple(rows), p, line, (*notes, *p.notes[:-1]), log.stage
+    )
+
+
+def _build_text(log: LlamaCppLog) -> str:
+    """The build the log names, as the inputs show it."""
+    build = (f"b{log.build}" + (f" ({log.commit})" if log.commit else "")) if log.build else "not in the log"
+    if log.build is not None and release_build(log) is None:
+        build += ": no release number (built outside llama.cpp's git tree), the newest graph taken"
+    return build
+
+
+def _predicted(p: LlamaCppPlan, buffers: ModelBuffers | None) -> dict[str, float | None]:
+    """The plan's figure for each row the log may have, in MiB (the KV cells as a count)."""
     predicted = {
         "model_gpu": buffers.gpu_bytes / MiB if buffers else None,
         "model_host": buffers.cpu_bytes / MiB if buffers else None,
@@ -549,42 +578,43 @@ def explain(log: LlamaCppLog, *, model: str | None = None) -> Explanation:
                 f"compute_{device}": compute_b / MiB,
             }
         )
-    seen = logged(log, len(p.kv.caches))
+    return predicted
+
+
+def _rows(
+    log: LlamaCppLog,
+    p: LlamaCppPlan,
+    seen: dict[str, tuple[float, int] | None],
+    predicted: dict[str, float | None],
+    from_gguf: bool,
+    wrong_model: str | None,
+) -> list[Row]:
+    """A row for each figure the log may have: logged against predicted, and why they differ."""
     rows = []
     for key in seen:
         fig, value = seen[key], predicted.get(key)
         rel = None if fig is None or not fig[0] or value is None else value / fig[0] - 1
         how = p.compute.how if key.startswith("compute") else ("PREDICTED" if value is not None else "-")
-        cause = _cause(key, rel, p, model is not None, log) if fig is not None else ""
+        cause = _cause(key, rel, p, from_gguf, log) if fig is not None else ""
         if wrong_model and key.startswith("model") and rel is not None and abs(rel) > 0.01:
             cause = wrong_model  # the file given, not llama.cpp, is what differs
         rows.append(
             Row(key, None if fig is None else fig[0], None if fig is None else fig[1], value, how, cause)
         )
+    return rows
+
+
+def _terms(p: LlamaCppPlan, buffers: ModelBuffers | None) -> tuple[Term, ...]:
+    """The plan's buffers, each with how it was found and what it holds."""
     weights = p.model
     model_how = "PREDICTED" if buffers else "not predicted"
-    terms = (
+    return (
         Term("model buffer, GPU", weights.gpu_bytes, model_how, "; ".join(weights.terms)),
         Term("model buffer, host", weights.cpu_bytes, model_how, "token_embd and the layers -ngl leaves"),
         Term("KV cache", p.kv.bytes, "PREDICTED", "; ".join(p.kv.terms)),
         Term("KV buffer, GPU", p.kv_gpu_bytes, "PREDICTED", p.notes[-1]),
         Term("compute buffer, GPU", p.compute.bytes, p.compute.how, "; ".join(p.compute.terms)),
         Term("compute buffer, host", p.compute.host_bytes, p.compute.how, "the CPU side of the same graph"),
-    )
-    model_text = (
-        f"model {buffers.gpu_bytes / MiB:,.2f} MiB on the GPU + {buffers.cpu_bytes / MiB:,.2f} MiB host"
-        if buffers
-        else "model buffers not predicted"
-    )
-    kv_logged = seen["kv_total"]
-    line = (
-        f"llama.cpp: predicted KV {p.kv.bytes / MiB:,.2f} MiB ({predicted['kv_cells']:,.0f} cells x "
-        f"{shape.kv_layers} layers, K {p.kv_args.type_k}, V {p.kv_args.type_v}), {model_text}; logged KV "
-        + (f"{kv_logged[0]:,.2f} MiB" if kv_logged else "not in the log")
-    )
-    notes.extend(_logged_extras(log))
-    return Explanation(
-        name, build, tuple(inputs), terms, tuple(rows), p, line, (*notes, *p.notes[:-1]), log.stage
     )
 
 

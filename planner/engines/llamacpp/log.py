@@ -310,6 +310,22 @@ def _read_buffers(s: _State, text: str, n: int) -> bool:
         _add(s, "kv_buffer", m.group(2), "MiB", n, m.group("dev"))
         _stage(s, "context")
         return True
+    if _read_kv_cache(s, text, n):
+        return True
+    m = _COMPUTE.search(text)
+    if m:
+        _add(s, "compute_buffer", m.group(3), "MiB", n, m.group("dev"))
+        _stage(s, "ready")
+        return True
+    m = _OUTPUT.search(text)
+    if m:
+        _add(s, "output_buffer", m.group(3), "MiB", n, m.group("dev"))
+        return True
+    return False
+
+
+def _read_kv_cache(s: _State, text: str, n: int) -> bool:
+    """The KV cache's own lines, of every llama.cpp era: its size and types, and which cache comes next."""
     m = _ISWA.search(text)
     if m:
         s.swa_next = m.group("which") == "SWA"
@@ -343,15 +359,6 @@ def _read_buffers(s: _State, text: str, n: int) -> bool:
     m = _KV_INIT.search(text)
     if m:
         s.context.update(kv_size=m.group("cells"), type_k=m.group("kt"), type_v=m.group("vt"))
-        return True
-    m = _COMPUTE.search(text)
-    if m:
-        _add(s, "compute_buffer", m.group(3), "MiB", n, m.group("dev"))
-        _stage(s, "ready")
-        return True
-    m = _OUTPUT.search(text)
-    if m:
-        _add(s, "output_buffer", m.group(3), "MiB", n, m.group("dev"))
         return True
     return False
 

@@ -140,44 +140,20 @@ def reserve(ctx: Context, p: Placement, pin_norms: bool) -> ComputeBuffers:
     where = assign(ctx, p, pin_norms)
     nodes: list[Tensor] = []
     node_buffers: list[int] = []
-    leafs: list[Tensor] = []
-    leaf_buffers: list[int] = []
-    if p.pipeline_copies > 1:  # pass 6: every graph input has its copies too, placed first, never freed
-        for t in ctx.leafs:
-            if INPUT in t.flags:
-                t.flags.add(OUTPUT)
-                for c in range(1, p.pipeline_copies):
-                    leafs.append(Tensor(f"CPU#{t.name}#{c}", t.type, t.ne, t.nb, flags={INPUT, OUTPUT}))
-                    leaf_buffers.append(p.cpu)
-    leafs += ctx.leafs
-    leaf_buffers += [where.get(id(t), p.cpu) for t in ctx.leafs]
+    leafs, leaf_buffers = _graph_leafs(ctx, p, where)
     copies: dict[tuple[int, int], Tensor] = {}
     copied: list[tuple[str, str, int]] = []
     splits = 0
     split_backend: int | None = None
     pending: list[tuple[Tensor, int]] = []  # the split's nodes, before its inputs are known
     inputs: list[tuple[Tensor, Tensor]] = []
-
-    def close_split() -> None:
-        for src, copy in inputs:
-            dep = Tensor(f"{src.name} (dep)", src.type, src.ne, src.nb, "NONE", (src,), src)
-            nodes.append(dep)
-            node_buffers.append(where.get(id(src), p.cpu))
-            nodes.append(copy)
-            node_buffers.append(split_backend if split_backend is not None else p.cpu)
-        for node, buffer in pending:
-            nodes.append(node)
-            node_buffers.append(buffer)
-        pending.clear()
-        inputs.clear()
-
     for t in ctx.nodes:
         backend = where[id(t)]
         if t.op in VIEW_OPS:
             pending.append((t, backend))
             continue
         if backend != split_backend or _weight_split(t, backend, where, p):
-            close_split()
+            _close_split(inputs, pending, split_backend, where, p, nodes, node_buffers)
             splits += 1
             split_backend = backend
         srcs = list(t.src)
@@ -195,10 +171,50 @@ def reserve(ctx: Context, p: Placement, pin_norms: bool) -> ComputeBuffers:
             srcs[j] = copies[key]
         t.src = tuple(srcs)
         pending.append((t, backend))
-    close_split()
+    _close_split(inputs, pending, split_backend, where, p, nodes, node_buffers)
     allocator = GraphAllocator([b.alignment for b in p.backends])
     sizes = allocator.reserve(nodes, leafs, node_buffers, leaf_buffers)
     return ComputeBuffers(tuple(sizes), allocator.peaks(), splits, tuple(copied))
+
+
+def _graph_leafs(ctx: Context, p: Placement, where: dict[int, int]) -> tuple[list[Tensor], list[int]]:
+    """The graph's leafs and the buffer of each, the pipeline's copies of the inputs first."""
+    leafs: list[Tensor] = []
+    leaf_buffers: list[int] = []
+    if p.pipeline_copies > 1:  # pass 6: every graph input has its copies too, placed first, never freed
+        for t in ctx.leafs:
+            if INPUT in t.flags:
+                t.flags.add(OUTPUT)
+                for c in range(1, p.pipeline_copies):
+                    leafs.append(Tensor(f"CPU#{t.name}#{c}", t.type, t.ne, t.nb, flags={INPUT, OUTPUT}))
+                    leaf_buffers.append(p.cpu)
+    leafs += ctx.leafs
+    leaf_buffers += [where.get(id(t), p.cpu) for t in ctx.leafs]
+    return leafs, leaf_buffers
+
+
+def _close_split(
+    inputs: list[tuple[Tensor, Tensor]],
+    pending: list[tuple[Tensor, int]],
+    split_backend: int | None,
+    where: dict[int, int],
+    p: Placement,
+    nodes: list[Tensor],
+    node_buffers: list[int],
+) -> None:
+    """Give ggml-alloc a split: each copied input (after a dependency on its source), then the split's
+    nodes; `inputs` and `pending` are emptied for the next split."""
+    for src, copy in inputs:
+        dep = Tensor(f"{src.name} (dep)", src.type, src.ne, src.nb, "NONE", (src,), src)
+        nodes.append(dep)
+        node_buffers.append(where.get(id(src), p.cpu))
+        nodes.append(copy)
+        node_buffers.append(split_backend if split_backend is not None else p.cpu)
+    for node, buffer in pending:
+        nodes.append(node)
+        node_buffers.append(buffer)
+    pending.clear()
+    inputs.clear()
 
 
 def _copy(src: Tensor, p: Placement, backend: int, leafs: list[Tensor], leaf_buffers: list[int]) -> Tensor:

@@ -180,6 +180,33 @@ def explain(log: OllamaLog, options: Mapping[str, Any]) -> Worksheet:
         *_runner_rows(log, spec, s),
     )
     kv_total = sum(c.bytes for c in layers)
+    terms = _terms(spec, s, layers, kv_total, estimate)
+    logged_kv = _summed(log, "kv_cache") or log.figure("estimate_kv")
+    line = (
+        f"Ollama: predicted KV {kv_total / MiB:,.1f} MiB as allocated, {estimate.kv / MiB:,.1f} MiB as "
+        f"Ollama estimates it ({s.kv_type}, {s.ctx:,} cells x {len(layers)} layers); logged "
+        + (f"{logged_kv.text}" if logged_kv else "no KV figure")
+    )
+    notes = _notes(log, spec, s)
+    return Worksheet(
+        engine="ollama",
+        line=line,
+        title=f"Ollama ({RUNNERS.get(log.engine or '', 'runner not stated')})",
+        model=model,
+        identity=(("ollama_engine", log.engine), ("engine", "ollama")),
+        stage=log.stage,
+        inputs=s.inputs,
+        terms=tuple(terms),
+        rows=rows,
+        labels=ROW_LABELS,
+        notes=tuple(notes),
+    )
+
+
+def _terms(
+    spec: Any, s: Settings, layers: tuple[LayerCache, ...], kv_total: int, estimate: OllamaEstimate
+) -> list[Term]:
+    """The KV cache as allocated and as Ollama estimates it, and the weights where the format is known."""
     terms = [
         Term("KV cache", kv_total, "PREDICTED",
              f"{len(layers)} layers x cells x KV width x {s.kv_type} (kvcache/causal.go; cells padded to "
@@ -195,12 +222,11 @@ def explain(log: OllamaLog, options: Mapping[str, Any]) -> Worksheet:
     if estimate.weights is not None:
         terms.append(Term("Ollama's weight estimate", estimate.weights, "PREDICTED",
                           f"planner.formats {s.fmt}: the blocks + the output layer"))  # fmt: skip
-    logged_kv = _summed(log, "kv_cache") or log.figure("estimate_kv")
-    line = (
-        f"Ollama: predicted KV {kv_total / MiB:,.1f} MiB as allocated, {estimate.kv / MiB:,.1f} MiB as "
-        f"Ollama estimates it ({s.kv_type}, {s.ctx:,} cells x {len(layers)} layers); logged "
-        + (f"{logged_kv.text}" if logged_kv else "no KV figure")
-    )
+    return terms
+
+
+def _notes(log: OllamaLog, spec: Any, s: Settings) -> list[str]:
+    """The spec's assumptions, and what this log leaves the worksheet without."""
     notes = list(spec.assumptions)
     if log.engine == "llama":
         notes.append(
@@ -211,19 +237,7 @@ def explain(log: OllamaLog, options: Mapping[str, Any]) -> Worksheet:
         notes.append(
             f"weights not priced: file type {log.file_type or '(not logged)'}; give --format q4_k_m|q8_0"
         )
-    return Worksheet(
-        engine="ollama",
-        line=line,
-        title=f"Ollama ({RUNNERS.get(log.engine or '', 'runner not stated')})",
-        model=model,
-        identity=(("ollama_engine", log.engine), ("engine", "ollama")),
-        stage=log.stage,
-        inputs=s.inputs,
-        terms=tuple(terms),
-        rows=rows,
-        labels=ROW_LABELS,
-        notes=tuple(notes),
-    )
+    return notes
 
 
 class _Summed:

@@ -753,44 +753,8 @@ def _rows(
     tp: int,
     fmt: str | None,
 ) -> tuple[Row, ...]:
-    g = GiB
-    # The weights: V0 <= 0.6.4 "Loading model weights took X GB" and V1 "Model loading took X GiB" are both
-    # 2**30-based; "model weights take" is the breakdown's figure.
-    kv_fig = log.smallest("kv_pool")
-
-    def same_rank(name: str) -> Figure | None:
-        """The figure logged by the rank whose pool is the smallest (the one every rank then uses)."""
-        found = log.figures.get(name, ())
-        if kv_fig is not None:
-            for fig in found:
-                if fig.rank == kv_fig.rank:
-                    return fig
-        return found[0] if found else None
-
-    logged = {
-        "device_total": same_rank("total"),
-        "requested": same_rank("requested"),
-        "weights": same_rank("weights"),
-        "activation": same_rank("activation"),
-        "non_torch": same_rank("non_torch"),
-        "cudagraphs": log.first("cudagraph_estimate"),
-        "kv_pool": kv_fig,
-        "num_blocks": log.smallest("num_blocks"),
-        "kv_tokens": log.smallest("kv_tokens"),
-        "max_concurrency": log.smallest("max_concurrency"),
-    }
-    predicted = {
-        "device_total": terms[0].bytes / g,
-        "requested": (pool.requested_bytes or 0) / g,
-        "weights": pool.weights_bytes / g,
-        "activation": pool.activation_bytes / g,
-        "non_torch": pool.non_torch_bytes / g,
-        "cudagraphs": pool.cudagraph_bytes / g,
-        "kv_pool": pool.pool_bytes / g,
-        "num_blocks": float(pool.num_blocks),
-        "kv_tokens": float(pool.kv_cache_tokens),
-        "max_concurrency": pool.max_concurrency,
-    }
+    logged = _logged_figures(log)
+    predicted = _predicted_figures(pool, terms)
     hows = {
         "device_total": total_how,
         "non_torch": "PREDICTED",
@@ -812,6 +776,52 @@ def _rows(
             )
         )
     return tuple(_pool_cause(r, rows) if r.key == "kv_pool" and r.cause else r for r in rows)
+
+
+def _logged_figures(log: VLLMLog) -> dict[str, Figure | None]:
+    """Each row's figure as the log printed it, from the rank whose pool is the smallest."""
+    # The weights: V0 <= 0.6.4 "Loading model weights took X GB" and V1 "Model loading took X GiB" are both
+    # 2**30-based; "model weights take" is the breakdown's figure.
+    kv_fig = log.smallest("kv_pool")
+
+    def same_rank(name: str) -> Figure | None:
+        """The figure logged by the rank whose pool is the smallest (the one every rank then uses)."""
+        found = log.figures.get(name, ())
+        if kv_fig is not None:
+            for fig in found:
+                if fig.rank == kv_fig.rank:
+                    return fig
+        return found[0] if found else None
+
+    return {
+        "device_total": same_rank("total"),
+        "requested": same_rank("requested"),
+        "weights": same_rank("weights"),
+        "activation": same_rank("activation"),
+        "non_torch": same_rank("non_torch"),
+        "cudagraphs": log.first("cudagraph_estimate"),
+        "kv_pool": kv_fig,
+        "num_blocks": log.smallest("num_blocks"),
+        "kv_tokens": log.smallest("kv_tokens"),
+        "max_concurrency": log.smallest("max_concurrency"),
+    }
+
+
+def _predicted_figures(pool: VLLMPool, terms: tuple[Term, ...]) -> dict[str, float]:
+    """Each row's predicted figure: sizes in GiB, counts as they are."""
+    g = GiB
+    return {
+        "device_total": terms[0].bytes / g,
+        "requested": (pool.requested_bytes or 0) / g,
+        "weights": pool.weights_bytes / g,
+        "activation": pool.activation_bytes / g,
+        "non_torch": pool.non_torch_bytes / g,
+        "cudagraphs": pool.cudagraph_bytes / g,
+        "kv_pool": pool.pool_bytes / g,
+        "num_blocks": float(pool.num_blocks),
+        "kv_tokens": float(pool.kv_cache_tokens),
+        "max_concurrency": pool.max_concurrency,
+    }
 
 
 def _pool_cause(pool_row: Row, rows: list[Row]) -> Row:

@@ -15,7 +15,7 @@ prediction. The scheduler's defaults are in scheduler.py, hybrid pages in hybrid
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from planner.activations import ACTIVATION_BYTES
@@ -183,6 +183,20 @@ def _groups_for_stage(
             KVGroup(kind, window, len(members), bytes_per_block, blocks_req(kind, window))
         ], bytes_per_block
 
+    return _uniform_groups(spec, attn_layers, buckets, page, blocks_req, version, notes)
+
+
+def _uniform_groups(
+    spec: ModelSpec,
+    attn_layers: list[LayerSpec],
+    buckets: _Buckets,
+    page: Callable[[LayerSpec], int],
+    blocks_req: Callable[[str, int | None], int],
+    version: Version,
+    notes: list[str],
+) -> tuple[list[KVGroup], int]:
+    """Several kinds of layer: groups of one size, every layer one page of the same bytes, the last group of
+    a kind padded with empty layers."""
     pages = {page(layer) for layer in attn_layers}
     if len(pages) != 1:
         raise PlannerError(
@@ -378,34 +392,18 @@ def _pool_from_ranks(
 ) -> VLLMPool:
     """Every rank then uses the limiting rank's blocks (a.3): its pool, its "GPU KV cache size" and
     "Maximum concurrency" lines, and what the notes say of them."""
-    ver, engine, max_model_len = asked.ver, asked.engine, asked.max_model_len
-    limiting = min(ranks, key=lambda r: (r.num_blocks, r.rank))
-    num_blocks = limiting.num_blocks
+    limiting = _limiting_rank(ranks, topology, notes)
     groups = stage_groups[limiting.pp_stage]
-    if topology.world_size > 1 and len({r.num_blocks for r in ranks}) > 1:
-        notes.append(f"ranks differ; every rank uses the minimum, {num_blocks} blocks (rank {limiting.rank})")
-    if num_blocks == 0:
-        notes.append("no memory left for KV blocks: vLLM would refuse to start")
-
     blocks_per_request = sum(g.blocks_per_request for g in groups)
-    concurrency, tokens = _concurrency_and_tokens(
-        ver, engine, num_blocks, blocks_per_request, block_size, max_model_len, len(groups), hybrid
+    concurrency, tokens, text, log = _limiting_concurrency(
+        asked, limiting, blocks_per_request, len(groups), block_size=block_size, hybrid=hybrid, notes=notes
     )
-    text = f"{concurrency:.2f}x"
-    kv_pool_bytes = asked.kv_pool_bytes
-    log = _log_lines(ver, engine, num_blocks, tokens, text, max_model_len, limiting, kv_pool_bytes, hybrid)
-    if concurrency < 1 and num_blocks:
-        notes.append(
-            f"one request of max_model_len {max_model_len} does not fit the pool: vLLM refuses to start "
-            "(lower max_model_len or raise gpu_memory_utilization)"
-        )
-
     return VLLMPool(
         version=asked.version,
-        engine=engine,
+        engine=asked.engine,
         total_bytes=asked.total_bytes,
-        gpu_memory_utilization=None if kv_pool_bytes is not None else asked.gpu_memory_utilization,
-        requested_bytes=None if kv_pool_bytes is not None else math.floor(limiting.requested_bytes),
+        gpu_memory_utilization=None if asked.kv_pool_bytes is not None else asked.gpu_memory_utilization,
+        requested_bytes=None if asked.kv_pool_bytes is not None else math.floor(limiting.requested_bytes),
         weights_bytes=limiting.weights_bytes,
         activation_bytes=limiting.activation_bytes,
         activation_predicted=profile is not None,
@@ -414,13 +412,13 @@ def _pool_from_ranks(
         pool_bytes=limiting.pool_bytes,
         block_size=block_size,
         bytes_per_block=limiting.bytes_per_block,
-        num_blocks=num_blocks,
+        num_blocks=limiting.num_blocks,
         num_groups=len(groups),
         blocks_per_request=blocks_per_request,
         kv_cache_tokens=tokens,
         max_concurrency=concurrency,
         max_concurrency_text=text,
-        max_model_len=max_model_len,
+        max_model_len=asked.max_model_len,
         max_num_batched_tokens=asked.max_num_batched_tokens,
         groups=tuple(groups),
         ranks=tuple(ranks),
@@ -429,6 +427,46 @@ def _pool_from_ranks(
         max_num_seqs=asked.max_num_seqs,
         activation_profile=profile,
     )
+
+
+def _limiting_rank(ranks: list[VLLMRank], topology: Topology, notes: list[str]) -> VLLMRank:
+    """The rank with the fewest KV blocks (the lowest rank among equals), noted where the ranks differ."""
+    limiting = min(ranks, key=lambda r: (r.num_blocks, r.rank))
+    num_blocks = limiting.num_blocks
+    if topology.world_size > 1 and len({r.num_blocks for r in ranks}) > 1:
+        notes.append(f"ranks differ; every rank uses the minimum, {num_blocks} blocks (rank {limiting.rank})")
+    if num_blocks == 0:
+        notes.append("no memory left for KV blocks: vLLM would refuse to start")
+    return limiting
+
+
+def _limiting_concurrency(
+    asked: _Asked,
+    limiting: VLLMRank,
+    blocks_per_request: int,
+    num_groups: int,
+    *,
+    block_size: int,
+    hybrid: HybridPages | None,
+    notes: list[str],
+) -> tuple[float, int, str, list[str]]:
+    """The limiting rank's maximum concurrency (a number and its "%.2fx" text), the KV tokens it holds and
+    the log lines vLLM prints of them; a note when one request of max_model_len does not fit."""
+    ver, engine, max_model_len = asked.ver, asked.engine, asked.max_model_len
+    num_blocks = limiting.num_blocks
+    concurrency, tokens = _concurrency_and_tokens(
+        ver, engine, num_blocks, blocks_per_request, block_size, max_model_len, num_groups, hybrid
+    )
+    text = f"{concurrency:.2f}x"
+    log = _log_lines(
+        ver, engine, num_blocks, tokens, text, max_model_len, limiting, asked.kv_pool_bytes, hybrid
+    )
+    if concurrency < 1 and num_blocks:
+        notes.append(
+            f"one request of max_model_len {max_model_len} does not fit the pool: vLLM refuses to start "
+            "(lower max_model_len or raise gpu_memory_utilization)"
+        )
+    return concurrency, tokens, text, log
 
 
 def _has_state_layers(spec: ModelSpec) -> bool:
