@@ -519,8 +519,23 @@ def _g(n: int) -> str:
 
 
 def render(plan: Plan, pool: Any) -> str:
+    """The plan as a table: its inputs, buckets, verdict and ranks, vLLM's KV pool (`pool`, None without
+    --engine vllm), its assumptions."""
     from planner.engines.worksheet import max_users_meaning  # noqa: PLC0415
 
+    lines = [*_summary_lines(plan), *_verdict_lines(plan), *_rank_lines(plan)]
+    if pool is not None:
+        i = plan.inputs
+        meaning = max_users_meaning(plan.max_users, i.context + i.output_tokens)
+        lines.extend(_vllm_pool_lines(pool, meaning))
+    lines.append("")
+    lines.append("  assumptions:")
+    lines.extend(f"    - {a}" for a in plan.assumptions)
+    return "\n".join(lines)
+
+
+def _summary_lines(plan: Plan) -> list[str]:
+    """The model, its inputs, the machine and the four buckets with their total against the capacity."""
     i = plan.inputs
     lines = [
         f"memsight plan: {plan.spec.name}",
@@ -540,54 +555,66 @@ def render(plan: Plan, pool: Any) -> str:
         lines.append(f"  {'OS reserve':<14}{_g(plan.os_reserve_bytes):>10}")
     lines.append(f"  {'total':<14}{_g(plan.total_bytes):>10}   of {_g(plan.capacity_bytes)} GiB capacity")
     lines.append("")
+    return lines
+
+
+def _verdict_lines(plan: Plan) -> list[str]:
+    """Fits or not (short by how much), the most users and the longest context, the plan's warnings."""
+    i = plan.inputs
     verdict = "FITS" if plan.fits else "DOES NOT FIT"
     short = plan.total_bytes - plan.capacity_bytes
     if not plan.fits:
         verdict += f" (short by {_g(short)} GiB)"
-    lines.append(
+    lines = [
         f"  {verdict}; max users at {i.context + i.output_tokens:,} tokens: {plan.max_users}; "
         f"longest context at {max(i.users, 1)} user(s): {plan.max_context:,} tokens"
-    )
+    ]
     lines.extend(f"  WARNING: {w}" for w in plan.warnings)
     lines.append("")
-    lines.append(
+    return lines
+
+
+def _rank_lines(plan: Plan) -> list[str]:
+    """The per-rank table, the busiest rank marked."""
+    lines = [
         f"  {'rank':>4} {'tp':>3} {'pp':>3} {'weights':>9} {'KV':>9} {'activ.':>9} {'overhead':>9}"
         f" {'total':>9}  GiB"
-    )
+    ]
     for r in plan.ranks:
         mark = "  <- busiest" if r.busiest else ""
         lines.append(
             f"  {r.rank:>4} {r.tp_rank:>3} {r.pp_stage:>3} {_g(r.weight_bytes):>9} {_g(r.kv_bytes):>9} "
             f"{_g(r.activation_bytes):>9} {_g(r.overhead_bytes):>9} {_g(r.total_bytes):>9}{mark}"
         )
-    if pool is not None:
-        lines.append("")
-        lines.append(f"  vLLM {pool.version} ({pool.engine}) KV pool per rank:")
-        if pool.requested_bytes is not None:
-            lines.append(
-                f"    requested {_g(pool.requested_bytes)} GiB = {_g(pool.total_bytes)} GiB x "
-                f"{pool.gpu_memory_utilization}; weights {_g(pool.weights_bytes)}, activation peak "
-                f"{_g(pool.activation_bytes)}{' (predicted)' if pool.activation_predicted else ''}, "
-                f"non-torch {_g(pool.non_torch_bytes)}, CUDA graphs {_g(pool.cudagraph_bytes)} GiB"
-            )
+    return lines
+
+
+def _vllm_pool_lines(pool: Any, users_meaning: str) -> list[str]:
+    """vLLM's KV pool per rank: how it is carved, what vLLM logs, and what its "maximum concurrency" answers
+    beside memsight's max users (`users_meaning`)."""
+    lines = ["", f"  vLLM {pool.version} ({pool.engine}) KV pool per rank:"]
+    if pool.requested_bytes is not None:
         lines.append(
-            f"    pool {_g(pool.pool_bytes)} GiB / {pool.bytes_per_block:,} B per block = "
-            f"{pool.num_blocks:,} blocks "
-            f"of {pool.block_size} tokens; {pool.blocks_per_request} blocks per request"
+            f"    requested {_g(pool.requested_bytes)} GiB = {_g(pool.total_bytes)} GiB x "
+            f"{pool.gpu_memory_utilization}; weights {_g(pool.weights_bytes)}, activation peak "
+            f"{_g(pool.activation_bytes)}{' (predicted)' if pool.activation_predicted else ''}, "
+            f"non-torch {_g(pool.non_torch_bytes)}, CUDA graphs {_g(pool.cudagraph_bytes)} GiB"
         )
-        lines.append("    what vLLM logs:")
-        lines.extend(f"      {line}" for line in pool.log_lines)
-        lines.append(
-            f'    which answers what: vLLM\'s "maximum concurrency" ({pool.max_concurrency_text}) is its KV '
-            f"pool in tokens / the tokens one {pool.max_model_len:,}-token request needs (after vLLM's own "
-            f"weights, profiled activations and non-torch memory within {pool.gpu_memory_utilization} of the "
-            f"device); {max_users_meaning(plan.max_users, i.context + i.output_tokens)}"
-        )
-        lines.extend(f"    note: {note}" for note in pool.notes)
-    lines.append("")
-    lines.append("  assumptions:")
-    lines.extend(f"    - {a}" for a in plan.assumptions)
-    return "\n".join(lines)
+    lines.append(
+        f"    pool {_g(pool.pool_bytes)} GiB / {pool.bytes_per_block:,} B per block = "
+        f"{pool.num_blocks:,} blocks "
+        f"of {pool.block_size} tokens; {pool.blocks_per_request} blocks per request"
+    )
+    lines.append("    what vLLM logs:")
+    lines.extend(f"      {line}" for line in pool.log_lines)
+    lines.append(
+        f'    which answers what: vLLM\'s "maximum concurrency" ({pool.max_concurrency_text}) is its KV '
+        f"pool in tokens / the tokens one {pool.max_model_len:,}-token request needs (after vLLM's own "
+        f"weights, profiled activations and non-torch memory within {pool.gpu_memory_utilization} of the "
+        f"device); {users_meaning}"
+    )
+    lines.extend(f"    note: {note}" for note in pool.notes)
+    return lines
 
 
 def list_catalog(pattern: str) -> list[str]:

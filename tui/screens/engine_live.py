@@ -135,15 +135,7 @@ def engine_comparison(
     non-PyTorch bar holds the engine's own overhead and what the system sees it hold beyond its accounting."""
     accounted = device.total or 0
     outside = None if held is None else max(0, held - accounted)
-    process = held if held is not None else accounted
-    other = free = None
-    if pool.unified and state.os is not None:
-        other = max(0, state.os.mem_total - state.os.mem_available - process)
-        free = state.os.mem_available
-    elif not pool.unified:
-        nv = next((d for d in state.nvml.devices if d.index == pool.index), None)
-        if nv is not None and nv.used is not None:
-            other, free = max(0, nv.used - process), nv.free
+    other, free = _other_and_free(state, pool, held if held is not None else accounted)
     nonpytorch = (
         None if device.overhead is None and outside is None else (device.overhead or 0) + (outside or 0)
     )
@@ -157,6 +149,36 @@ def engine_comparison(
         Segment("nonpytorch", nonpytorch),
         Segment("free", free),
     )
+    notes = _engine_notes(state, pool, followed, device, held, what)
+    planned = _engine_planned(plan, pool, other)
+    stage = getattr(followed.log, "stage", "")
+    title = f"{pool.title} · {followed.title} (pid {pid}, figures from {followed.title}'s log; {stage})"
+    if planned is not None:
+        notes.insert(0, ENGINE_OTHER_NOTE)
+    return BucketComparison(
+        title, pool.capacity_bytes, measured, planned, plan.label, "", tuple(notes),
+        other_planned_as_measured=planned is not None,
+    )  # fmt: skip
+
+
+def _other_and_free(state: MonitorState, pool: PoolCapacity, process: int) -> tuple[int | None, int | None]:
+    """(what the rest of the pool holds beside the engine's `process` bytes, what is free), as the system sees
+    them: the OS in host RAM or a unified pool, NVML on a GPU; None where it does not say."""
+    if pool.unified and state.os is not None:
+        return max(0, state.os.mem_total - state.os.mem_available - process), state.os.mem_available
+    if not pool.unified:
+        nv = next((d for d in state.nvml.devices if d.index == pool.index), None)
+        if nv is not None and nv.used is not None:
+            return max(0, nv.used - process), nv.free
+    return None, None
+
+
+def _engine_notes(
+    state: MonitorState, pool: PoolCapacity, followed: Any, device: DeviceBuckets, held: int | None, what: str
+) -> list[str]:
+    """What the engine's comparison says under its bars: where each figure came from, what the non-PyTorch
+    bar holds (or why nothing outside the log is shown), the engine's use now."""
+    accounted = device.total or 0
     sources = ", ".join(s.split(":")[0] for s in followed.buckets.sources) if followed.buckets else ""
     system = "NVML" if not pool.unified else "OS"
     notes = [f"sources: {followed.title}'s log: {sources or 'nothing yet'} · {system}: other, free"]
@@ -176,27 +198,24 @@ def engine_comparison(
             f"the process's own total is not measured here ({what}): nothing outside the log is shown"
         )
     notes.append(engine_metrics_note(state.engine))
-    planned = None
-    if plan.buckets is not None:
-        p = plan.buckets
-        used = sum(x or 0 for x in (p.weights, p.kv, p.activations, p.overhead))
-        capacity = pool.capacity_bytes or 0
-        planned = (
-            Segment("other", other),  # the engine's model is of its own process: the rest as measured
-            Segment("weights", p.weights),
-            Segment("kv", p.kv),
-            Segment("activations", p.activations),
-            Segment("overhead", p.overhead),
-            Segment("free", max(0, capacity - (other or 0) - used) if capacity else None),
-        )
-    stage = getattr(followed.log, "stage", "")
-    title = f"{pool.title} · {followed.title} (pid {pid}, figures from {followed.title}'s log; {stage})"
-    if planned is not None:
-        notes.insert(0, ENGINE_OTHER_NOTE)
-    return BucketComparison(
-        title, pool.capacity_bytes, measured, planned, plan.label, "", tuple(notes),
-        other_planned_as_measured=planned is not None,
-    )  # fmt: skip
+    return notes
+
+
+def _engine_planned(plan: EnginePlan, pool: PoolCapacity, other: int | None) -> tuple[Segment, ...] | None:
+    """The engine's own model as the plan bar; None when it has no plan."""
+    if plan.buckets is None:
+        return None
+    p = plan.buckets
+    used = sum(x or 0 for x in (p.weights, p.kv, p.activations, p.overhead))
+    capacity = pool.capacity_bytes or 0
+    return (
+        Segment("other", other),  # the engine's model is of its own process: the rest as measured
+        Segment("weights", p.weights),
+        Segment("kv", p.kv),
+        Segment("activations", p.activations),
+        Segment("overhead", p.overhead),
+        Segment("free", max(0, capacity - (other or 0) - used) if capacity else None),
+    )
 
 
 def engine_metrics_note(snap: Any) -> str:

@@ -93,41 +93,25 @@ def measured_segments(
     activations = _sum([b.activations_bytes for b in buckets])
     gap = _sum([b.allocator_gap_bytes for b in buckets])
     non_torch = _sum([b.non_torch_bytes for b in buckets])
-    held = _held(state, pool, buckets)
-    rest = None
-    if pool.index < 0 and buckets:
-        # a CPU-only program is shown as itself: its RSS is its total (weights + KV + the rest of the
-        # process: the interpreter, libtorch, tensors not tracked), not part of "other processes / OS"
-        # (other_processes_bytes); no allocator tells its tensors from the rest, so none is called a tensor
-        rss = _sum([_host_rss(state, pid) for pid in {b.pid for b in buckets}])
-        if rss is not None:
-            rest = max(0, rss - (weights or 0) - (kv or 0))
     if not buckets:
         missing.append("no memsight agent attached: weights/KV/activations/gap unknown (memsight run -- CMD)")
     elif weights is None or kv is None:
         where = "the rest of the process" if pool.index < 0 else "untracked tensors"
         missing.append(f"agent tracks no model/KV: their bytes count as {where}")
-    free: int | None
-    other: int | None
     if pool.unified:
-        os_snap = state.os
-        if os_snap is None:
-            free = other = None
-            missing.append("no /proc/meminfo sample")
-        else:
-            free = os_snap.mem_available
-            other = other_processes_bytes(state, pool)
+        free, other = _unified_free_and_other(state, pool, missing)
     else:
         device = _device(state, pool.index)
         free = device.free if device else None
         used = device.used if device else None
-        other = None if used is None else max(0, used - held)
+        other = None if used is None else max(0, used - _held(state, pool, buckets))
         if device is not None and device.unsupported:
             missing.append(f"NVML: not supported: {', '.join(device.unsupported)}")
     if not state.nvml.available:
         missing.append(f"no GPU data: {state.nvml.status}")
     missing[:0] = state.input_warnings.values()  # bad input skipped (counted) first: the line is cut short
     if pool.index < 0:  # host RAM: no allocator gap, no non-PyTorch part to measure (CUDA's), no row for them
+        rest = _host_rest(state, buckets, weights, kv)
         head = (Segment("process", rest), Segment("activations", activations))
     else:
         head = (
@@ -144,6 +128,29 @@ def measured_segments(
         Segment("free", free),
     )
     return segments, "; ".join(missing)
+
+
+def _unified_free_and_other(
+    state: MonitorState, pool: PoolCapacity, missing: list[str]
+) -> tuple[int | None, int | None]:
+    """(free, other) of a unified pool or host RAM: MemAvailable and other_processes_bytes; neither without a
+    /proc/meminfo sample, which `missing` then says."""
+    if state.os is None:
+        missing.append("no /proc/meminfo sample")
+        return None, None
+    return state.os.mem_available, other_processes_bytes(state, pool)
+
+
+def _host_rest(
+    state: MonitorState, buckets: list[MeasuredBuckets], weights: int | None, kv: int | None
+) -> int | None:
+    """A CPU-only program is shown as itself: its RSS is its total (weights + KV + the rest of the process:
+    the interpreter, libtorch, tensors not tracked), not part of "other processes / OS"
+    (other_processes_bytes); no allocator tells its tensors from the rest, so none is called a tensor."""
+    if not buckets:
+        return None
+    rss = _sum([_host_rss(state, pid) for pid in {b.pid for b in buckets}])
+    return None if rss is None else max(0, rss - (weights or 0) - (kv or 0))
 
 
 def other_processes_bytes(state: MonitorState, pool: PoolCapacity) -> int | None:

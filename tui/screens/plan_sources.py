@@ -56,8 +56,6 @@ def _cache_for_plan(info):
 def plan_sources(state: MonitorState, base: PlanInputs, explicit: frozenset[str]) -> tuple[PlanSource, ...]:
     """One PlanSource per agent that published a loaded model (pid order). Fields named in `explicit` (given
     as flags or in the config file) keep `base`'s value and say so."""
-    from planner import load_spec  # noqa: PLC0415  (stdlib-only planner; loaded when a model is published)
-
     out = []
     for view in state.agents:
         info = view.info
@@ -69,55 +67,72 @@ def plan_sources(state: MonitorState, base: PlanInputs, explicit: frozenset[str]
                 why = f"pid {view.pid}'s loaded {m.cls}: {m.config_error}; give --model to plan it"
                 out.append(PlanSource(view.pid, base, None, "", (), why))
             continue
-        notes = []
-        fields: dict[str, Any] = {}
-        spec = None
-        error = ""
-        key = json.dumps(dict(model.config), sort_keys=True, default=str)
-        if "model" in explicit:
-            notes.append(f"model: {base.model} (given; pid {view.pid} loaded a {model.cls})")
-        else:
-            try:
-                spec = load_spec(dict(model.config))
-            except ValueError as exc:  # PlannerError: shown, never a crash
-                error = f"pid {view.pid}'s loaded {model.cls}: {exc}"
-            else:
-                spec = replace(spec, name=f"pid {view.pid}'s {model.cls}")
-                fields["model"] = f"pid {view.pid}: {model.cls}"
-                notes.append(f"model: from pid {view.pid}'s loaded model")
-        cache, where = _cache_for_plan(info)
-        if cache is not None:
-            if "context" not in explicit:
-                # the sequence's length, not a sliding window's (the planner holds the window itself)
-                seen = max(cache.seq_tokens or 0, cache.tokens or 0)
-                fields["context"], fields["output_tokens"] = seen, 0
-                window = f" ({cache.tokens:,} held: a sliding window)" if seen > (cache.tokens or 0) else ""
-                notes.append(f"context: from {where}, {seen:,} tokens{window}")
-            if "users" not in explicit:
-                fields["users"] = cache.batch
-                notes.append(f"batch {cache.batch}")
-        elif "context" not in explicit:
-            notes.append(f"context: no cache seen yet, {base.context:,} tokens (default)")
-        if "format" not in explicit and spec is not None:
-            fmt_name = _loaded_format(model, spec)
-            if fmt_name is not None:
-                fields["format"] = fmt_name
-                notes.append(f"{fmt_name} as loaded")
-        kv_loaded = DTYPE_FORMATS.get(model.dtype or "")
-        quantized_cache = cache is not None and "Quantized" in cache.cls
-        if "kv_dtype" not in explicit and spec is not None and kv_loaded and not quantized_cache:
-            # the cache holds keys and values in the dtype the model computes in (a config saying bfloat16
-            # built in float32 keeps a float32 cache), not the config's torch_dtype KV "auto" reads
-            fields["kv_dtype"] = kv_loaded
-            notes.append(f"KV {kv_loaded} as loaded")
-        if spec is not None:  # the other models it loaded (a draft beside its target): their weights too
-            extra, said = _other_models_weights(info, model)
-            fields["extra_weight_bytes"] = extra
-            notes.extend(said)
-        out.append(
-            PlanSource(view.pid, replace(base, **fields), spec, key if spec else "", tuple(notes), error)
-        )
+        out.append(_plan_source(view.pid, info, model, base, explicit))
     return tuple(out)
+
+
+def _plan_source(pid: int, info, model, base: PlanInputs, explicit: frozenset[str]) -> PlanSource:
+    """The plan inputs of pid `pid`'s loaded `model` (its largest) and its cache; `explicit` fields kept."""
+    notes: list[str] = []
+    fields: dict[str, Any] = {}
+    key = json.dumps(dict(model.config), sort_keys=True, default=str)
+    spec, error = _loaded_spec(pid, model, base, explicit, fields, notes)
+    cache = _cache_fields(info, base, explicit, fields, notes)
+    if "format" not in explicit and spec is not None:
+        fmt_name = _loaded_format(model, spec)
+        if fmt_name is not None:
+            fields["format"] = fmt_name
+            notes.append(f"{fmt_name} as loaded")
+    kv_loaded = DTYPE_FORMATS.get(model.dtype or "")
+    quantized_cache = cache is not None and "Quantized" in cache.cls
+    if "kv_dtype" not in explicit and spec is not None and kv_loaded and not quantized_cache:
+        # the cache holds keys and values in the dtype the model computes in (a config saying bfloat16
+        # built in float32 keeps a float32 cache), not the config's torch_dtype KV "auto" reads
+        fields["kv_dtype"] = kv_loaded
+        notes.append(f"KV {kv_loaded} as loaded")
+    if spec is not None:  # the other models it loaded (a draft beside its target): their weights too
+        extra, said = _other_models_weights(info, model)
+        fields["extra_weight_bytes"] = extra
+        notes.extend(said)
+    return PlanSource(pid, replace(base, **fields), spec, key if spec else "", tuple(notes), error)
+
+
+def _loaded_spec(
+    pid: int, model, base: PlanInputs, explicit: frozenset[str], fields: dict[str, Any], notes: list[str]
+) -> tuple[Any, str]:
+    """(the planner's spec of the loaded model, why there is none): None while --model names another one,
+    or when the planner cannot read its config (the error)."""
+    from planner import load_spec  # noqa: PLC0415  (stdlib-only planner; loaded when a model is published)
+
+    if "model" in explicit:
+        notes.append(f"model: {base.model} (given; pid {pid} loaded a {model.cls})")
+        return None, ""
+    try:
+        spec = load_spec(dict(model.config))
+    except ValueError as exc:  # PlannerError: shown, never a crash
+        return None, f"pid {pid}'s loaded {model.cls}: {exc}"
+    spec = replace(spec, name=f"pid {pid}'s {model.cls}")
+    fields["model"] = f"pid {pid}: {model.cls}"
+    notes.append(f"model: from pid {pid}'s loaded model")
+    return spec, ""
+
+
+def _cache_fields(info, base: PlanInputs, explicit: frozenset[str], fields: dict[str, Any], notes: list[str]):
+    """The context and users from the process's cache (`fields`, said in `notes`); the cache, or None."""
+    cache, where = _cache_for_plan(info)
+    if cache is not None:
+        if "context" not in explicit:
+            # the sequence's length, not a sliding window's (the planner holds the window itself)
+            seen = max(cache.seq_tokens or 0, cache.tokens or 0)
+            fields["context"], fields["output_tokens"] = seen, 0
+            window = f" ({cache.tokens:,} held: a sliding window)" if seen > (cache.tokens or 0) else ""
+            notes.append(f"context: from {where}, {seen:,} tokens{window}")
+        if "users" not in explicit:
+            fields["users"] = cache.batch
+            notes.append(f"batch {cache.batch}")
+    elif "context" not in explicit:
+        notes.append(f"context: no cache seen yet, {base.context:,} tokens (default)")
+    return cache
 
 
 def _loaded_format(model, spec) -> str | None:

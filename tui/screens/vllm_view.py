@@ -333,48 +333,20 @@ def vllm_comparison(
     weights and KV are taken out of the agent's untracked tensors, its activation peak out of the allocator
     gap. Drawn over vLLM's own plan for the same model and arguments (planner/engines/vllm/explain.py)."""
     agent, missing = measured_segments(state, pool)
-    a = {s.key: s.bytes for s in agent}
+    by_agent = {s.key: s.bytes for s in agent}
     has_agent = bool(_buckets_for(state, pool))
     where = "NVML" if state.nvml.available else "OS"
     sources: dict[str, list[str]] = {"vLLM's log": [], "agent": [], where: []}
-    values: dict[str, int | None] = {}
-    for key, logged, label in (
-        ("weights", buckets.weights, "weights"),
-        ("kv", buckets.kv_pool, "KV pool"),
-        ("activations", buckets.activation, "activation peak"),
-        ("nonpytorch", buckets.overhead, "non-torch+graphs as non-PyTorch"),
-    ):
-        if a.get(key) is not None and has_agent:
-            values[key] = a[key]
-            sources["agent"].append(label.split(" as ")[0])
-        else:
-            values[key] = logged
-            if logged is not None:
-                sources["vLLM's log"].append(label)
-    tensors, gap = (a.get("tensors"), a.get("gap")) if has_agent else (None, None)
-    if tensors is not None:
-        taken = sum(values[k] or 0 for k in ("weights", "kv") if a.get(k) is None)
-        tensors = max(0, tensors - taken)
-        sources["agent"].append("untracked tensors (less the log's weights + KV)" if taken else "tensors")
-    if gap is not None:
-        if a.get("activations") is None and values["activations"]:
-            gap = max(0, gap - values["activations"])
-            sources["agent"].append("gap (less the log's activation peak)")
-        else:
-            sources["agent"].append("gap")
-    held_log = sum(values[k] or 0 for k in ("weights", "kv", "activations", "nonpytorch"))
-    other, free = a.get("other"), a.get("free")
+    values = _agent_or_log(by_agent, has_agent, buckets, sources)
+    tensors, gap = _agent_less_log(by_agent, has_agent, values, sources)
+    other, free = by_agent.get("other"), by_agent.get("free")
     # the log fills what the agent does not track: its "tracks no model/KV" line no longer applies
-    missing = "; ".join(m for m in missing.split("; ") if m and not m.startswith("agent tracks no model/KV"))
+    missing = _without(missing, "agent tracks no model/KV")
     if not has_agent:
         # the agents' held bytes are not known: what vLLM holds is NVML's per-process figure, else its log
-        held = nvml_bytes if nvml_bytes is not None else held_log
-        if pool.unified and state.os is not None:
-            other = max(0, state.os.mem_total - state.os.mem_available - held)
-        elif not pool.unified:
-            device = _device(state, pool.index)
-            other = None if device is None or device.used is None else max(0, device.used - held)
-        missing = "; ".join(m for m in missing.split("; ") if m and not m.startswith("no memsight agent"))
+        held_log = sum(values[k] or 0 for k in ("weights", "kv", "activations", "nonpytorch"))
+        other = _other_beside(state, pool, nvml_bytes if nvml_bytes is not None else held_log, other)
+        missing = _without(missing, "no memsight agent")
     sources[where].extend(["other", "free"])
     measured = (
         Segment("other", other),
@@ -393,6 +365,66 @@ def vllm_comparison(
     scope = per_rank(buckets) if buckets.world > 1 else "figures"
     title = f"{pool.title} · vLLM{version} (pid {pid}, {scope} from vLLM's log)"
     return BucketComparison(title, pool.capacity_bytes, measured, planned, label, missing, notes)
+
+
+def _agent_or_log(
+    by_agent: dict[str, int | None], has_agent: bool, buckets, sources: dict[str, list[str]]
+) -> dict[str, int | None]:
+    """The four buckets vLLM logs, each the agent's where it measured it, else the log's; `sources` gets
+    which."""
+    values: dict[str, int | None] = {}
+    for key, logged, label in (
+        ("weights", buckets.weights, "weights"),
+        ("kv", buckets.kv_pool, "KV pool"),
+        ("activations", buckets.activation, "activation peak"),
+        ("nonpytorch", buckets.overhead, "non-torch+graphs as non-PyTorch"),
+    ):
+        if by_agent.get(key) is not None and has_agent:
+            values[key] = by_agent[key]
+            sources["agent"].append(label.split(" as ")[0])
+        else:
+            values[key] = logged
+            if logged is not None:
+                sources["vLLM's log"].append(label)
+    return values
+
+
+def _agent_less_log(
+    by_agent: dict[str, int | None],
+    has_agent: bool,
+    values: dict[str, int | None],
+    sources: dict[str, list[str]],
+) -> tuple[int | None, int | None]:
+    """(untracked tensors, allocator gap) as the agent measured them, less what the log's buckets already
+    show (its weights and KV are among the tensors, its activation peak in the gap); `sources` says so."""
+    tensors, gap = (by_agent.get("tensors"), by_agent.get("gap")) if has_agent else (None, None)
+    if tensors is not None:
+        taken = sum(values[k] or 0 for k in ("weights", "kv") if by_agent.get(k) is None)
+        tensors = max(0, tensors - taken)
+        sources["agent"].append("untracked tensors (less the log's weights + KV)" if taken else "tensors")
+    if gap is not None:
+        if by_agent.get("activations") is None and values["activations"]:
+            gap = max(0, gap - values["activations"])
+            sources["agent"].append("gap (less the log's activation peak)")
+        else:
+            sources["agent"].append("gap")
+    return tensors, gap
+
+
+def _other_beside(state: MonitorState, pool: PoolCapacity, held: int, other: int | None) -> int | None:
+    """What the rest of the pool holds beside vLLM's `held` bytes, as the OS (a unified pool) or NVML (a
+    GPU) sees it; `other` where neither says."""
+    if pool.unified and state.os is not None:
+        return max(0, state.os.mem_total - state.os.mem_available - held)
+    if not pool.unified:
+        device = _device(state, pool.index)
+        return None if device is None or device.used is None else max(0, device.used - held)
+    return other
+
+
+def _without(missing: str, prefix: str) -> str:
+    """The "; "-joined missing line without its parts that start with `prefix`."""
+    return "; ".join(m for m in missing.split("; ") if m and not m.startswith(prefix))
 
 
 def _vllm_notes(state: MonitorState, log, buckets, plan: VLLMPlan, nvml_bytes: int | None) -> list[str]:
