@@ -30,6 +30,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -83,7 +84,7 @@ def bare_thread(stop: threading.Event) -> None:
         pass
 
 
-def main() -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=120)
     p.add_argument("--iters", type=int, default=20000, help="loop iterations per block (~0.2 s here)")
@@ -97,7 +98,23 @@ def main() -> int:
     )
     p.add_argument("--batch", type=int, default=4, help="--transformers: sequences per generate()")
     p.add_argument("--new", type=int, default=64, help="--transformers: new tokens per generate()")
-    args = p.parse_args()
+    return p
+
+
+@dataclass
+class _Tally:
+    """Every block's times by setting, and what the agent did inside its blocks."""
+
+    wall: dict[str, list[float]] = field(default_factory=lambda: {s: [] for s in SETTINGS})
+    cpu: dict[str, list[float]] = field(default_factory=lambda: {s: [] for s in SETTINGS})
+    # CPU seconds of the agent thread inside the blocks
+    agent_cpu: dict[str, float] = field(default_factory=lambda: dict.fromkeys(AGENT_SETTINGS, 0.0))
+    records: dict[str, int] = field(default_factory=lambda: dict.fromkeys(AGENT_SETTINGS, 0))
+    held_hz: dict[str, list[float]] = field(default_factory=lambda: {s: [] for s in AGENT_SETTINGS})
+
+
+def main() -> int:
+    args = _parser().parse_args()
     if args.transformers:
         if args.rounds == 120:
             args.rounds = 30
@@ -106,11 +123,7 @@ def main() -> int:
     rng = random.Random(args.seed)
     model = torch.nn.Sequential(*(torch.nn.Linear(64, 64) for _ in range(8)))
     x, w = torch.randn(16, 64), torch.randn(64, 64) * 0.1
-    wall: dict[str, list[float]] = {s: [] for s in SETTINGS}
-    cpu: dict[str, list[float]] = {s: [] for s in SETTINGS}
-    agent_cpu = dict.fromkeys(AGENT_SETTINGS, 0.0)  # CPU seconds of the agent thread inside the blocks
-    records = dict.fromkeys(AGENT_SETTINGS, 0)
-    held_hz: dict[str, list[float]] = {s: [] for s in AGENT_SETTINGS}
+    tally = _Tally()
     workload(args.iters // 4, x, w, [])  # warm up
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as directory:
@@ -118,35 +131,69 @@ def main() -> int:
             order = list(SETTINGS)
             rng.shuffle(order)
             for setting in order:
-                kv: list[torch.Tensor] = []
-                agent, thread, stop = None, None, threading.Event()
-                if setting in AGENT_SETTINGS:
-                    hz, budget = AGENT_SETTINGS[setting]
-                    agent = Agent(hz=hz, directory=directory, cpu_budget=budget)
-                    agent.track_model(model)
-                    agent.track_kv(kv)
-                    agent.start()
-                elif setting == BARE:
-                    thread = threading.Thread(target=bare_thread, args=(stop,), daemon=True)
-                    thread.start()
-                # file creation and the first tick are start-up, not loop cost; the random part puts the
-                # ticks at any phase of the block
-                time.sleep(0.03 + rng.random() * 0.1)
-                if agent is not None:
-                    clock = time.pthread_getcpuclockid(agent._thread.ident)  # noqa: SLF001
-                    cpu0, count0 = time.clock_gettime(clock), agent._fine_count  # noqa: SLF001
-                block_wall, block_cpu = workload(args.iters, x, w, kv)
-                wall[setting].append(block_wall)
-                cpu[setting].append(block_cpu)
-                if agent is not None:
-                    agent_cpu[setting] += time.clock_gettime(clock) - cpu0
-                    records[setting] += agent._fine_count - count0  # noqa: SLF001
-                    held_hz[setting].append(agent.effective_hz)
-                    agent.stop()
-                if thread is not None:
-                    stop.set()
-                    thread.join()
-    elapsed = time.perf_counter() - started
+                _run_block(setting, model, x, w, args.iters, directory, rng, tally)
+    _print_report(args, tally, time.perf_counter() - started, rng)
+    if args.json:
+        args.json.write_text(
+            json.dumps({"args": vars(args) | {"json": str(args.json)}, "wall": tally.wall, "cpu": tally.cpu})
+        )
+    return 0
+
+
+def _start_setting(
+    setting: str, model: torch.nn.Module, kv: list[torch.Tensor], directory: str, stop: threading.Event
+) -> tuple[Agent | None, threading.Thread | None]:
+    """What runs beside the loop in `setting`, started: an agent tracking `model` and `kv`, a bare thread
+    (until `stop`), or neither."""
+    if setting in AGENT_SETTINGS:
+        hz, budget = AGENT_SETTINGS[setting]
+        agent = Agent(hz=hz, directory=directory, cpu_budget=budget)
+        agent.track_model(model)
+        agent.track_kv(kv)
+        agent.start()
+        return agent, None
+    if setting == BARE:
+        thread = threading.Thread(target=bare_thread, args=(stop,), daemon=True)
+        thread.start()
+        return None, thread
+    return None, None
+
+
+def _run_block(
+    setting: str,
+    model: torch.nn.Module,
+    x: torch.Tensor,
+    w: torch.Tensor,
+    iters: int,
+    directory: str,
+    rng: random.Random,
+    tally: _Tally,
+) -> None:
+    """One block of the loop in `setting`; its times, and its agent's CPU, records and rate, go to `tally`."""
+    kv: list[torch.Tensor] = []
+    stop = threading.Event()
+    agent, thread = _start_setting(setting, model, kv, directory, stop)
+    # file creation and the first tick are start-up, not loop cost; the random part puts the
+    # ticks at any phase of the block
+    time.sleep(0.03 + rng.random() * 0.1)
+    if agent is not None:
+        clock = time.pthread_getcpuclockid(agent._thread.ident)  # noqa: SLF001
+        cpu0, count0 = time.clock_gettime(clock), agent._fine_count  # noqa: SLF001
+    block_wall, block_cpu = workload(iters, x, w, kv)
+    tally.wall[setting].append(block_wall)
+    tally.cpu[setting].append(block_cpu)
+    if agent is not None:
+        tally.agent_cpu[setting] += time.clock_gettime(clock) - cpu0
+        tally.records[setting] += agent._fine_count - count0  # noqa: SLF001
+        tally.held_hz[setting].append(agent.effective_hz)
+        agent.stop()
+    if thread is not None:
+        stop.set()
+        thread.join()
+
+
+def _print_report(args: argparse.Namespace, tally: _Tally, elapsed: float, rng: random.Random) -> None:
+    wall = tally.wall
     print(
         f"torch {torch.__version__}, 1 thread; {args.rounds} rounds x {len(SETTINGS)} settings in random "
         f"order, {args.iters} iterations per block; {elapsed:.0f} s"
@@ -157,25 +204,9 @@ def main() -> int:
     )
     verdicts = []
     for setting in SETTINGS[1:]:
-        ratios = {}
-        for name, statistic in (("p10", p10), ("median", statistics.median)):
-            low, high = bootstrap_ratio(statistic, wall[setting], wall[OFF], rng)
-            ratios[name] = (statistic(wall[setting]) / statistic(wall[OFF]), low, high)
-        cpu_ratio = p10(cpu[setting]) / p10(cpu[OFF])
-        (r10, lo10, hi10), (rmed, lomed, himed) = ratios["p10"], ratios["median"]
-        line = (
-            f"  {setting:>19}: p10 ratio {r10:.4f} (95% CI {lo10:.4f}-{hi10:.4f}); median ratio {rmed:.4f} "
-            f"(95% CI {lomed:.4f}-{himed:.4f}); main-thread CPU p10 ratio {cpu_ratio:.4f}"
-        )
-        if setting in AGENT_SETTINGS:
-            seconds = sum(wall[setting])
-            line += (
-                f"\n{'':23}agent: {records[setting] / seconds:.1f} records/s, thread CPU "
-                f"{agent_cpu[setting] / seconds * 100:.2f}% of a core, rate held by its budget "
-                f"{statistics.median(held_hz[setting]):.0f} Hz"
-            )
-            if AGENT_SETTINGS[setting][1] > 0:
-                verdicts.append(f"{setting}: {r10:.4f} (CI up to {hi10:.4f})")
+        line, verdict = _setting_line(setting, tally, rng)
+        if verdict is not None:
+            verdicts.append(verdict)
         print(line)
     print(
         f"target p10 ratio < 1.01 with the default budget ({DEFAULT_CPU_BUDGET:.2%} of a core): "
@@ -188,11 +219,33 @@ def main() -> int:
         f"{fmt.COARSE_STEP_S:.0f} s; {day_records:,} records/day pass through it)"
     )
     print(f"  (unbounded it would be {day_records * fmt.SLOT_SIZE:,} B/day of agent records per device)")
-    if args.json:
-        args.json.write_text(
-            json.dumps({"args": vars(args) | {"json": str(args.json)}, "wall": wall, "cpu": cpu})
+
+
+def _setting_line(setting: str, tally: _Tally, rng: random.Random) -> tuple[str, str | None]:
+    """The report's line(s) for `setting` against the agent off, and its verdict against the target (None:
+    not an agent setting with the default budget)."""
+    wall = tally.wall
+    ratios = {}
+    for name, statistic in (("p10", p10), ("median", statistics.median)):
+        low, high = bootstrap_ratio(statistic, wall[setting], wall[OFF], rng)
+        ratios[name] = (statistic(wall[setting]) / statistic(wall[OFF]), low, high)
+    cpu_ratio = p10(tally.cpu[setting]) / p10(tally.cpu[OFF])
+    (r10, lo10, hi10), (rmed, lomed, himed) = ratios["p10"], ratios["median"]
+    line = (
+        f"  {setting:>19}: p10 ratio {r10:.4f} (95% CI {lo10:.4f}-{hi10:.4f}); median ratio {rmed:.4f} "
+        f"(95% CI {lomed:.4f}-{himed:.4f}); main-thread CPU p10 ratio {cpu_ratio:.4f}"
+    )
+    verdict = None
+    if setting in AGENT_SETTINGS:
+        seconds = sum(wall[setting])
+        line += (
+            f"\n{'':23}agent: {tally.records[setting] / seconds:.1f} records/s, thread CPU "
+            f"{tally.agent_cpu[setting] / seconds * 100:.2f}% of a core, rate held by its budget "
+            f"{statistics.median(tally.held_hz[setting]):.0f} Hz"
         )
-    return 0
+        if AGENT_SETTINGS[setting][1] > 0:
+            verdict = f"{setting}: {r10:.4f} (CI up to {hi10:.4f})"
+    return line, verdict
 
 
 # ------------------------------------------------------------------------------------ transformers generate
@@ -208,74 +261,106 @@ def transformers_main(args: argparse.Namespace) -> int:
     Also the hooks' own cost per forward call, timed directly."""
     import transformers  # noqa: PLC0415
 
-    from collectors.autotrack import AutoTracker  # noqa: PLC0415
-
     transformers.logging.set_verbosity_error()
     torch.set_num_threads(1)
     rng = random.Random(args.seed)
-    here = Path(__file__).resolve().parent.parent / "collectors" / "data" / "demo_transformers_config.json"
-    config = transformers.LlamaConfig(**json.loads(here.read_text()))
-    torch.manual_seed(0)
-    model = transformers.AutoModelForCausalLM.from_config(config).eval()
-    ids = torch.randint(0, config.vocab_size, (args.batch, 16))
-
-    def block() -> tuple[float, float]:
-        t0, c0 = time.perf_counter(), time.thread_time()
-        with torch.no_grad():
-            model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=args.new,
-                           min_new_tokens=args.new, do_sample=False)  # fmt: skip
-        return time.perf_counter() - t0, time.thread_time() - c0
-
-    block()  # warm up
+    model, ids = _tiny_llama(transformers, args.batch)
+    _generate_block(model, ids, args.new)  # warm up
     wall: dict[str, list[float]] = {s: [] for s in TF_SETTINGS}
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as directory:
-        # the hooks' own cost: one pre + post pair per forward call, timed on the model's real hook pair
-        agent = Agent(hz=10, directory=directory)
-        agent.open()
-        tracker = AutoTracker(agent)
-        tracker.on_model(model)
-        one = {"input_ids": ids[:, :1]}
-        n = 20000
-        t0, c0 = time.perf_counter(), time.thread_time()
-        for _ in range(n):
-            tracker._pre_forward(model, (), one)  # noqa: SLF001
-            tracker._post_forward(model, (), one, None)  # noqa: SLF001
-        per_forward = (time.perf_counter() - t0) / n
-        per_forward_cpu = (time.thread_time() - c0) / n
-        print(
-            f"autotrack hooks, timed directly over {n:,} calls: {per_forward_cpu * 1e6:.2f} us of CPU per "
-            f"forward call ({per_forward * 1e6:.2f} us wall, waiting for a busy CPU included), pre + post "
-            f"hook, CPU probe: getrusage + /proc/self/statm",
-            flush=True,
-        )
-        tracker._unhook(model)  # noqa: SLF001
-        agent.stop()
+        _print_hooks_cost(model, ids, directory)
         if args.rounds < 1:
             return 0
         for _ in range(args.rounds):
             order = list(TF_SETTINGS)
             rng.shuffle(order)
             for setting in order:
-                agent = tracker = None
-                if setting in (TF_AGENT, TF_HOOKS):
-                    agent = Agent(hz=10, directory=directory)
-                    agent.track_model(model)
-                    if setting == TF_HOOKS:
-                        tracker = AutoTracker(agent)
-                        agent.autotrack = tracker
-                        tracker.on_model(model)  # what the patched post_init does for a model it sees built
-                    agent.start()
-                time.sleep(0.03 + rng.random() * 0.1)
-                block_wall, _ = block()
-                wall[setting].append(block_wall)
-                if tracker is not None:
-                    tracker._unhook(model)  # noqa: SLF001
-                if agent is not None:
-                    agent.stop()
+                wall[setting].append(_tf_block(setting, model, ids, args.new, directory, rng))
+    _print_tf_report(transformers.__version__, args, model, wall, started, rng)
+    return 0
+
+
+def _tiny_llama(transformers, batch: int) -> tuple[torch.nn.Module, torch.Tensor]:
+    """The demo's tiny Llama, its weights from seed 0, and a batch of 16-token prompts for it."""
+    here = Path(__file__).resolve().parent.parent / "collectors" / "data" / "demo_transformers_config.json"
+    config = transformers.LlamaConfig(**json.loads(here.read_text()))
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    ids = torch.randint(0, config.vocab_size, (batch, 16))
+    return model, ids
+
+
+def _generate_block(model: torch.nn.Module, ids: torch.Tensor, new: int) -> tuple[float, float]:
+    """Wall time and this thread's CPU time of one greedy generate() of exactly `new` tokens."""
+    t0, c0 = time.perf_counter(), time.thread_time()
+    with torch.no_grad():
+        model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new,
+                       min_new_tokens=new, do_sample=False)  # fmt: skip
+    return time.perf_counter() - t0, time.thread_time() - c0
+
+
+def _print_hooks_cost(model: torch.nn.Module, ids: torch.Tensor, directory: str) -> None:
+    """The hooks' own cost: one pre + post pair per forward call, timed on the model's real hook pair."""
+    from collectors.autotrack import AutoTracker  # noqa: PLC0415
+
+    agent = Agent(hz=10, directory=directory)
+    agent.open()
+    tracker = AutoTracker(agent)
+    tracker.on_model(model)
+    one = {"input_ids": ids[:, :1]}
+    n = 20000
+    t0, c0 = time.perf_counter(), time.thread_time()
+    for _ in range(n):
+        tracker._pre_forward(model, (), one)  # noqa: SLF001
+        tracker._post_forward(model, (), one, None)  # noqa: SLF001
+    per_forward = (time.perf_counter() - t0) / n
+    per_forward_cpu = (time.thread_time() - c0) / n
+    print(
+        f"autotrack hooks, timed directly over {n:,} calls: {per_forward_cpu * 1e6:.2f} us of CPU per "
+        f"forward call ({per_forward * 1e6:.2f} us wall, waiting for a busy CPU included), pre + post "
+        f"hook, CPU probe: getrusage + /proc/self/statm",
+        flush=True,
+    )
+    tracker._unhook(model)  # noqa: SLF001
+    agent.stop()
+
+
+def _tf_block(
+    setting: str, model: torch.nn.Module, ids: torch.Tensor, new: int, directory: str, rng: random.Random
+) -> float:
+    """The wall time of one generate() block in `setting`, its agent (and hooks) started before it."""
+    from collectors.autotrack import AutoTracker  # noqa: PLC0415
+
+    agent = tracker = None
+    if setting in (TF_AGENT, TF_HOOKS):
+        agent = Agent(hz=10, directory=directory)
+        agent.track_model(model)
+        if setting == TF_HOOKS:
+            tracker = AutoTracker(agent)
+            agent.autotrack = tracker
+            tracker.on_model(model)  # what the patched post_init does for a model it sees built
+        agent.start()
+    time.sleep(0.03 + rng.random() * 0.1)
+    block_wall, _ = _generate_block(model, ids, new)
+    if tracker is not None:
+        tracker._unhook(model)  # noqa: SLF001
+    if agent is not None:
+        agent.stop()
+    return block_wall
+
+
+def _print_tf_report(
+    version: str,
+    args: argparse.Namespace,
+    model: torch.nn.Module,
+    wall: dict[str, list[float]],
+    started: float,
+    rng: random.Random,
+) -> None:
     calls = args.new
     print(
-        f"transformers {transformers.__version__}, torch {torch.__version__}, 1 thread; tiny Llama "
+        f"transformers {version}, torch {torch.__version__}, 1 thread; tiny Llama "
         f"({sum(p.numel() for p in model.parameters()):,} parameters, fp32, CPU), generate batch "
         f"{args.batch}, "
         f"16 prompt + {args.new} new tokens per block ({calls} forward calls); {args.rounds} rounds x "
@@ -289,7 +374,6 @@ def transformers_main(args: argparse.Namespace) -> int:
         low, high = bootstrap_ratio(p10, wall[setting], off, rng)
         med = statistics.median(wall[setting]) / statistics.median(off)
         print(f"  {setting:>30}: p10 ratio {r:.4f} (95% CI {low:.4f}-{high:.4f}); median ratio {med:.4f}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -111,7 +111,7 @@ def agent_run_argv(every_s: float, directory: str):
     return lambda n: [sys.executable, "-c", AGENT_RUN, str(n), f"{0.75 * every_s:.1f}", directory]
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--every", type=float, default=30.0, help="seconds between readings")
@@ -124,6 +124,11 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("churn", "agents"):
         if getattr(args, name) is not None and not getattr(args, name) > 0:
             parser.error(f"--{name} must be a positive number of seconds")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
     cols, rows = 160, 48
     compile_memsight()
     agent_dir = tempfile.mkdtemp(prefix="memsight-rss-trend-agents-")
@@ -138,6 +143,36 @@ def main(argv: list[str] | None = None) -> int:
           f"{churned}, {os.cpu_count()} CPUs, load average before: {load()}", flush=True)  # fmt: skip
     started = time.perf_counter()
     stop_starting, churn_result, runs_result = threading.Event(), [], []
+    starters = _starters(args, agent_dir, stop_starting, churn_result, runs_result)
+    for starter in starters:
+        starter.start()
+    try:
+        for name, (argv_, mark, figures, env) in progs.items():
+            pid, fd = spawn(argv_, cols, rows, env)
+            proc = psutil.Process(pid)
+            Drain(fd, time.perf_counter(), mark, re.compile(figures), proc).start()
+            running[name] = (proc, fd)
+        _read_rss(args, running, readings, started)
+    finally:
+        stop_starting.set()
+        for starter in starters:
+            starter.join()
+        for proc, fd in running.values():
+            stop(proc, fd)
+        shutil.rmtree(agent_dir, ignore_errors=True)
+    _print_report(args, readings, churn_result, runs_result)
+    return 0
+
+
+def _starters(
+    args: argparse.Namespace,
+    agent_dir: str,
+    stop_starting: threading.Event,
+    churn_result: list,
+    runs_result: list,
+) -> list[threading.Thread]:
+    """The threads (not started) that start --churn's processes and --agents' runs until `stop_starting`,
+    each appending how many it started to its result list."""
     starters = []
     for every_s, argv_of, result in (
         (args.churn, churn_argv(random.Random(20)), churn_result),
@@ -147,30 +182,33 @@ def main(argv: list[str] | None = None) -> int:
             starters.append(threading.Thread(
                 target=lambda e=every_s, a=argv_of, r=result: r.append(start_every(e, stop_starting, a))
             ))  # fmt: skip
-    for starter in starters:
-        starter.start()
-    try:
-        for name, (argv_, mark, figures, env) in progs.items():
-            pid, fd = spawn(argv_, cols, rows, env)
-            proc = psutil.Process(pid)
-            Drain(fd, time.perf_counter(), mark, re.compile(figures), proc).start()
-            running[name] = (proc, fd)
-        end = started + args.minutes * 60
-        next_at = started + args.every
-        while next_at <= end + 1e-6:
-            time.sleep(max(0.0, next_at - time.perf_counter()))
-            for name, (proc, _) in running.items():
-                readings[name].append((next_at - started, proc.memory_info().rss / 2**20))
-            now = ", ".join(f"{name} {points[-1][1]:.2f}" for name, points in readings.items())
-            print(f"  {(next_at - started) / 60:6.1f} min: {now} MiB, load {load()}", flush=True)
-            next_at += args.every
-    finally:
-        stop_starting.set()
-        for starter in starters:
-            starter.join()
-        for proc, fd in running.values():
-            stop(proc, fd)
-        shutil.rmtree(agent_dir, ignore_errors=True)
+    return starters
+
+
+def _read_rss(
+    args: argparse.Namespace,
+    running: dict[str, tuple[psutil.Process, int]],
+    readings: dict[str, list[tuple[float, float]]],
+    started: float,
+) -> None:
+    """Each program's RSS in MiB every --every seconds until --minutes, added to `readings` and printed."""
+    end = started + args.minutes * 60
+    next_at = started + args.every
+    while next_at <= end + 1e-6:
+        time.sleep(max(0.0, next_at - time.perf_counter()))
+        for name, (proc, _) in running.items():
+            readings[name].append((next_at - started, proc.memory_info().rss / 2**20))
+        now = ", ".join(f"{name} {points[-1][1]:.2f}" for name, points in readings.items())
+        print(f"  {(next_at - started) / 60:6.1f} min: {now} MiB, load {load()}", flush=True)
+        next_at += args.every
+
+
+def _print_report(
+    args: argparse.Namespace,
+    readings: dict[str, list[tuple[float, float]]],
+    churn_result: list,
+    runs_result: list,
+) -> None:
     started_line = f"; {churn_result[0]} processes started" if churn_result else ""
     started_line += f"; {runs_result[0]} agents' runs started" if runs_result else ""
     print(f"load average after: {load()}{started_line}")
@@ -185,7 +223,6 @@ def main(argv: list[str] | None = None) -> int:
               f"second half {growth:+.2f} MiB/h")  # fmt: skip
     mine, base = readings["memsight"][-1][1], readings["minimal"][-1][1]
     print(f"memsight / minimal app, RSS at the end: {mine / base:.2f} ({mine:.1f} / {base:.1f} MiB)")
-    return 0
 
 
 if __name__ == "__main__":

@@ -70,65 +70,90 @@ def phase_peak(view: AgentView) -> int | None:
 
 def measure(view: AgentView, nvml: NVMLSnapshot) -> tuple[MeasuredBuckets, ...]:
     driver = driver_used_by_pid_device(nvml)
-    out = []
-    for latest in view.latest:
-        notes: list[str] = []
-        device = latest.device
-        gap = None
-        if latest.reserved is not None and latest.allocated is not None:
-            gap = latest.reserved - latest.allocated
-        elif device >= 0:
-            notes.append("allocator gap unknown: reserved/allocated not reported")
-        if device < 0:
-            notes.append(f"no CUDA device: {latest.cuda_state}")
-            driver_used = None
-        else:
-            driver_used = driver.get((view.pid, device))
-        non_torch = None
-        if device >= 0:
-            if not nvml.available:
-                notes.append(f"non-PyTorch memory unknown: {nvml.status}")
-            elif (view.pid, device) not in driver:
-                notes.append(f"non-PyTorch memory unknown: NVML does not list pid {view.pid} on GPU {device}")
-            elif driver_used is None:
-                notes.append("non-PyTorch memory unknown: NVML gave no per-process value")
-            elif latest.reserved is not None:
-                non_torch = driver_used - latest.reserved
-        step = step_records(view.history, device)
-        act, peak, how = activations(step)
-        if device >= 0:
-            notes.append(how if act is not None else "activations unknown: fewer than two allocator samples")
-        else:
-            act = phase_peak(view)
-            if act is not None:
-                notes.append("activations: the largest phase peak (RSS high-water mark above a call's entry)")
-        steady_alloc = None
-        allocs = [r.allocated for r in step if r.allocated is not None]
-        if allocs:
-            steady_alloc = min(allocs)
-        other = None
-        if steady_alloc is not None:
-            other = steady_alloc - (latest.weights_bytes or 0) - (latest.kv_bytes or 0)
-        if latest.weights_bytes is None:
-            notes.append("weights unknown: no model tracked (agent.track_model)")
-        if latest.kv_bytes is None:
-            notes.append("KV unknown: no cache tracked (agent.track_kv)")
-        out.append(
-            MeasuredBuckets(
-                pid=view.pid,
-                device=device,
-                weights_bytes=latest.weights_bytes,
-                kv_bytes=latest.kv_bytes,
-                activations_bytes=act,
-                allocator_gap_bytes=gap,
-                non_torch_bytes=non_torch,
-                other_allocated_bytes=other,
-                allocated=latest.allocated,
-                reserved=latest.reserved,
-                peak_allocated=peak,
-                driver_used_bytes=driver_used,
-                step_label=latest.step_label,
-                notes=tuple(notes),
-            )
-        )
-    return tuple(out)
+    return tuple([_measure_device(view, latest, nvml, driver) for latest in view.latest])
+
+
+def _measure_device(
+    view: AgentView, latest: AgentRecord, nvml: NVMLSnapshot, driver: dict[tuple[int, int], int | None]
+) -> MeasuredBuckets:
+    """The buckets of the device of `latest` (the process's latest record there), a note for each unknown."""
+    notes: list[str] = []
+    device = latest.device
+    gap = None
+    if latest.reserved is not None and latest.allocated is not None:
+        gap = latest.reserved - latest.allocated
+    elif device >= 0:
+        notes.append("allocator gap unknown: reserved/allocated not reported")
+    if device < 0:
+        notes.append(f"no CUDA device: {latest.cuda_state}")
+        driver_used = non_torch = None
+    else:
+        driver_used = driver.get((view.pid, device))
+        non_torch = _non_torch(view.pid, device, latest.reserved, driver_used, nvml, driver, notes)
+    step = step_records(view.history, device)
+    act, peak = _step_activations(view, device, step, notes)
+    other = _other_allocated(step, latest)
+    if latest.weights_bytes is None:
+        notes.append("weights unknown: no model tracked (agent.track_model)")
+    if latest.kv_bytes is None:
+        notes.append("KV unknown: no cache tracked (agent.track_kv)")
+    return MeasuredBuckets(
+        pid=view.pid,
+        device=device,
+        weights_bytes=latest.weights_bytes,
+        kv_bytes=latest.kv_bytes,
+        activations_bytes=act,
+        allocator_gap_bytes=gap,
+        non_torch_bytes=non_torch,
+        other_allocated_bytes=other,
+        allocated=latest.allocated,
+        reserved=latest.reserved,
+        peak_allocated=peak,
+        driver_used_bytes=driver_used,
+        step_label=latest.step_label,
+        notes=tuple(notes),
+    )
+
+
+def _non_torch(
+    pid: int,
+    device: int,
+    reserved: int | None,
+    driver_used: int | None,
+    nvml: NVMLSnapshot,
+    driver: dict[tuple[int, int], int | None],
+    notes: list[str],
+) -> int | None:
+    """Non-PyTorch memory on a CUDA device (the driver's usage − reserved), or None with the reason noted."""
+    if not nvml.available:
+        notes.append(f"non-PyTorch memory unknown: {nvml.status}")
+    elif (pid, device) not in driver:
+        notes.append(f"non-PyTorch memory unknown: NVML does not list pid {pid} on GPU {device}")
+    elif driver_used is None:
+        notes.append("non-PyTorch memory unknown: NVML gave no per-process value")
+    elif reserved is not None:
+        return driver_used - reserved
+    return None
+
+
+def _step_activations(
+    view: AgentView, device: int, step: tuple[AgentRecord, ...], notes: list[str]
+) -> tuple[int | None, int | None]:
+    """(activation bytes, peak allocated) of the step, with how they were found noted; off CUDA the
+    activations are the largest phase peak."""
+    act, peak, how = activations(step)
+    if device >= 0:
+        notes.append(how if act is not None else "activations unknown: fewer than two allocator samples")
+    else:
+        act = phase_peak(view)
+        if act is not None:
+            notes.append("activations: the largest phase peak (RSS high-water mark above a call's entry)")
+    return act, peak
+
+
+def _other_allocated(step: tuple[AgentRecord, ...], latest: AgentRecord) -> int | None:
+    """The step's steady allocated level (its lowest sample) less the tracked weights and KV."""
+    allocs = [r.allocated for r in step if r.allocated is not None]
+    if not allocs:
+        return None
+    return min(allocs) - (latest.weights_bytes or 0) - (latest.kv_bytes or 0)

@@ -250,57 +250,14 @@ class NVMLCollector:
         )
 
     def _device(self, backend: NVMLBackend, index: int, read_processes: bool) -> DeviceInfo:
-        unsupported: list[str] = []
-        errors: list[str] = []
-
-        def attempt(field: str, fn: Callable[[], Any]) -> Any:
-            try:
-                return fn()
-            except Exception as exc:
-                if _is_not_supported(exc):
-                    unsupported.append(field)
-                else:
-                    errors.append(f"{field}: {describe_error(exc)}")
-                return None
-
+        fields = _FieldFailures()
+        attempt = fields.attempt
         name = attempt("name", lambda: backend.name(index)) or f"GPU {index}"
         uuid = attempt("uuid", lambda: backend.uuid(index)) or ""
-        total = reserved = used = free = None
-        mark = (len(unsupported), len(errors))
-        v2 = attempt("memory_v2", lambda: backend.memory_info_v2(index))
-        if v2 is not None:
-            total, reserved, used, free = v2
-        else:
-            # v2 absent (old driver / old pynvml) or refused: v1 may still answer. Only v1's verdict on
-            # total/used/free is kept; "reserved" is unsupported whichever way v2 failed.
-            del unsupported[mark[0] :]
-            del errors[mark[1] :]
-            unsupported.append("reserved")
-            v1 = attempt("memory", lambda: backend.memory_info(index))
-            if v1 is not None:
-                total, used, free = v1
+        total, reserved, used, free = _memory(backend, index, fields)
         util = attempt("utilization", lambda: backend.utilization_gpu(index))
-        if read_processes or index not in self._cached_processes:
-            p_unsup_before, p_err_before = len(unsupported), len(errors)
-            procs: list[GpuProcess] = []
-            for kind, fn in (
-                ("compute", backend.compute_processes),
-                ("graphics", backend.graphics_processes),
-            ):
-                listed = attempt(f"{kind}_processes", lambda fn=fn: fn(index))
-                for pid, used_bytes in listed or ():
-                    procs.append(GpuProcess(pid=pid, used_bytes=used_bytes, kind=kind))
-            self._cached_processes[index] = (
-                tuple(procs),
-                tuple(unsupported[p_unsup_before:]),
-                tuple(errors[p_err_before:]),
-            )
-        else:
-            procs_t, p_unsup, p_err = self._cached_processes[index]
-            procs = list(procs_t)
-            unsupported.extend(p_unsup)
-            errors.extend(p_err)
-        unified = "memory" in unsupported or name_is_unified(name)
+        procs = self._processes(backend, index, read_processes, fields)
+        unified = "memory" in fields.unsupported or name_is_unified(name)
         return DeviceInfo(
             index=index,
             name=name,
@@ -312,9 +269,78 @@ class NVMLCollector:
             unified=unified,
             utilization_gpu=util,
             processes=tuple(procs),
-            unsupported=tuple(unsupported),
-            errors=tuple(errors),
+            unsupported=tuple(fields.unsupported),
+            errors=tuple(fields.errors),
         )
+
+    def _processes(
+        self, backend: NVMLBackend, index: int, read_processes: bool, fields: _FieldFailures
+    ) -> list[GpuProcess]:
+        """The device's compute and graphics processes: read now when due (or never read yet), else the
+        previous reading, whose failed fields are reported again."""
+        if read_processes or index not in self._cached_processes:
+            p_unsup_before, p_err_before = len(fields.unsupported), len(fields.errors)
+            procs: list[GpuProcess] = []
+            for kind, fn in (
+                ("compute", backend.compute_processes),
+                ("graphics", backend.graphics_processes),
+            ):
+                listed = fields.attempt(f"{kind}_processes", lambda fn=fn: fn(index))
+                for pid, used_bytes in listed or ():
+                    procs.append(GpuProcess(pid=pid, used_bytes=used_bytes, kind=kind))
+            self._cached_processes[index] = (
+                tuple(procs),
+                tuple(fields.unsupported[p_unsup_before:]),
+                tuple(fields.errors[p_err_before:]),
+            )
+            return procs
+        procs_t, p_unsup, p_err = self._cached_processes[index]
+        fields.unsupported.extend(p_unsup)
+        fields.errors.extend(p_err)
+        return list(procs_t)
+
+
+class _FieldFailures:
+    """The fields of one device's sample that NVML did not answer: NOT_SUPPORTED ones in `unsupported`, any
+    other error in `errors` (as "field: error")."""
+
+    __slots__ = ("unsupported", "errors")
+
+    def __init__(self) -> None:
+        self.unsupported: list[str] = []
+        self.errors: list[str] = []
+
+    def attempt(self, field: str, fn: Callable[[], Any]) -> Any:
+        """fn(), or None with its failure recorded under `field`."""
+        try:
+            return fn()
+        except Exception as exc:
+            if _is_not_supported(exc):
+                self.unsupported.append(field)
+            else:
+                self.errors.append(f"{field}: {describe_error(exc)}")
+            return None
+
+
+def _memory(
+    backend: NVMLBackend, index: int, fields: _FieldFailures
+) -> tuple[int | None, int | None, int | None, int | None]:
+    """(total, reserved, used, free) from NVML's v2 memory info, else v1's three with "reserved" unknown."""
+    mark = (len(fields.unsupported), len(fields.errors))
+    v2 = fields.attempt("memory_v2", lambda: backend.memory_info_v2(index))
+    if v2 is not None:
+        total, reserved, used, free = v2
+        return total, reserved, used, free
+    # v2 absent (old driver / old pynvml) or refused: v1 may still answer. Only v1's verdict on
+    # total/used/free is kept; "reserved" is unsupported whichever way v2 failed.
+    del fields.unsupported[mark[0] :]
+    del fields.errors[mark[1] :]
+    fields.unsupported.append("reserved")
+    v1 = fields.attempt("memory", lambda: backend.memory_info(index))
+    if v1 is not None:
+        total, used, free = v1
+        return total, None, used, free
+    return None, None, None, None
 
 
 def gpu_bytes_by_pid(snapshot: NVMLSnapshot) -> dict[int, int]:

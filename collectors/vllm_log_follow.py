@@ -87,54 +87,19 @@ BUCKET_FIGURES = {"weights": "weights", "kv_pool": "KV pool", "activation": "act
 def log_buckets(log: VLLMLog) -> LogBuckets:
     pool = log.smallest("kv_pool")
     rank = pool.rank if pool is not None else None
-
-    def pick(name: str, at: str | None):
-        found = log.figures.get(name, ())
-        for fig in found:
-            if at is None or fig.rank == at:
-                return fig
-        return found[0] if found and at is rank else None
-
-    def gib(name: str, at: str | None = rank) -> int | None:
-        fig = pick(name, at)
-        return None if fig is None else max(0, fig.bytes)
-
-    def overhead_of(at: str | None) -> int | None:
-        non_torch = gib("non_torch", at)
-        graphs = gib("cudagraph_actual", at)
-        if graphs is None:
-            graphs = gib("cudagraph_estimate", at)
-        return None if non_torch is None and graphs is None else (non_torch or 0) + (graphs or 0)
-
+    figures = _RankFigures(log, rank)
     ranks = len({f.rank for f in log.figures.get("kv_pool", ())})
     names = (*BUCKET_FIGURES, "non_torch", "cudagraph_actual", "cudagraph_estimate")
     seen = sorted({f.rank for n in names for f in log.figures.get(n, ())})
     tp = _count(log.setting("tensor_parallel_size"))
     pp = _count(log.setting("pipeline_parallel_size"))
     world = max(max(tp, 1) * max(pp, 1), len(seen), ranks, 1)
-    job_total = None
-    job_missing = ""
-    if world > 1:
-        missing = []
-        totals = []
-        for at in seen:
-            parts = {n: gib(n, at) for n in BUCKET_FIGURES} | {"overhead": overhead_of(at)}
-            gaps = [BUCKET_FIGURES.get(n, "non-torch/graphs") for n, v in parts.items() if v is None]
-            if gaps:
-                missing.append(f"{at or 'the unprefixed lines'} logged no {', '.join(gaps)}")
-            else:
-                totals.append(sum(parts.values()))  # type: ignore[arg-type]
-        if len(seen) < world:
-            missing.append(f"{world - len(seen)} of {world} ranks logged no buckets")
-        if missing:
-            job_missing = "; ".join(missing)
-        else:
-            job_total = sum(totals)
+    job_total, job_missing = _job_total(figures, seen, world) if world > 1 else (None, "")
     return LogBuckets(
-        weights=gib("weights"),
+        weights=figures.size_of("weights", rank),
         kv_pool=None if pool is None else max(0, pool.bytes),
-        activation=gib("activation"),
-        overhead=overhead_of(rank),
+        activation=figures.size_of("activation", rank),
+        overhead=figures.overhead(rank),
         stage=log.stage,
         version=log.version,
         model=log.model,
@@ -146,6 +111,54 @@ def log_buckets(log: VLLMLog) -> LogBuckets:
         job_total=job_total,
         job_missing=job_missing,
     )
+
+
+class _RankFigures:
+    """A log's figures by rank. `rank` is the smallest KV pool's (None: no pool logged); a figure asked of it
+    that it did not log is the first one logged by any rank."""
+
+    __slots__ = ("log", "rank")
+
+    def __init__(self, log: VLLMLog, rank: str | None) -> None:
+        self.log = log
+        self.rank = rank
+
+    def pick(self, name: str, at: str | None):
+        found = self.log.figures.get(name, ())
+        for fig in found:
+            if at is None or fig.rank == at:
+                return fig
+        return found[0] if found and at is self.rank else None
+
+    def size_of(self, name: str, at: str | None) -> int | None:
+        fig = self.pick(name, at)
+        return None if fig is None else max(0, fig.bytes)
+
+    def overhead(self, at: str | None) -> int | None:
+        """Non-torch + CUDA graphs (the captured size when logged, else the estimate)."""
+        non_torch = self.size_of("non_torch", at)
+        graphs = self.size_of("cudagraph_actual", at)
+        if graphs is None:
+            graphs = self.size_of("cudagraph_estimate", at)
+        return None if non_torch is None and graphs is None else (non_torch or 0) + (graphs or 0)
+
+
+def _job_total(figures: _RankFigures, seen: list[str], world: int) -> tuple[int | None, str]:
+    """(every rank's four buckets summed, "") for a job of `world` ranks, or (None, what is missing)."""
+    missing = []
+    totals = []
+    for at in seen:
+        parts = {n: figures.size_of(n, at) for n in BUCKET_FIGURES} | {"overhead": figures.overhead(at)}
+        gaps = [BUCKET_FIGURES.get(n, "non-torch/graphs") for n, v in parts.items() if v is None]
+        if gaps:
+            missing.append(f"{at or 'the unprefixed lines'} logged no {', '.join(gaps)}")
+        else:
+            totals.append(sum(parts.values()))  # type: ignore[arg-type]
+    if len(seen) < world:
+        missing.append(f"{world - len(seen)} of {world} ranks logged no buckets")
+    if missing:
+        return None, "; ".join(missing)
+    return sum(totals), ""
 
 
 def _count(text: str | None) -> int:
