@@ -12,8 +12,8 @@ collectors/recording_summary.py.
 from __future__ import annotations
 
 import os
+from collections import namedtuple
 from collections.abc import Iterator
-from typing import Any, NamedTuple
 
 from collectors.errors import CollectorError
 from collectors.recording_checks import (
@@ -38,13 +38,15 @@ from collectors.recording_format import (
 )
 from planner import limits  # a stdlib-only leaf: the limits every reader shares
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: replay --json does not pay for it
+if TYPE_CHECKING:
+    from typing import Any
 
-class Recording(NamedTuple):
-    header: dict
-    events: tuple[dict, ...]  # every line after the header, in file order (format 1's complete events)
-    bad_lines: int  # unreadable lines skipped (a truncated last line included)
-    truncated_tail: bool
-    first_bad: str = ""  # why the first skipped line was skipped (line number and reason)
+
+# header (dict); events: every line after the header, in file order (format 1's complete events); bad_lines:
+# unreadable lines skipped (a truncated last line included); truncated_tail; first_bad: why the first skipped
+# line was skipped (line number and reason). (collections' namedtuple: typing's costs replay --json 5 ms)
+Recording = namedtuple("Recording", "header events bad_lines truncated_tail first_bad", defaults=("",))
 
 
 def read_recording(path: str | os.PathLike) -> Recording:
@@ -186,13 +188,9 @@ class RecordingReader:
         self.events = self._events()
 
 
-class ReaderPosition(NamedTuple):
-    offset: int
-    line_number: int
-    decoder: Decoder
-    bad_lines: int
-    first_bad: str
-    tail: bool
+# where a RecordingReader was (its position()): the file offset, the line number, a copy of its Decoder,
+# bad_lines, first_bad and whether the tail was cut
+ReaderPosition = namedtuple("ReaderPosition", "offset line_number decoder bad_lines first_bad tail")
 
 
 # kinds whose every value the readers check against a fixed shape (check_event, the Decoder); the others (an

@@ -10,13 +10,15 @@ The fast reader (collectors/recording_fast.py) checks its lines with the same ta
 
 from __future__ import annotations
 
-from typing import Any
-
 from collectors import agent_format as fmt
 from collectors.recording_format import (
     recorded_record_fields,
 )
 from planner import limits  # a stdlib-only leaf: the limits every reader shares
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: replay --json does not pay for it
+if TYPE_CHECKING:
+    from typing import Any
 
 _HEADER_FIELDS = {"created": "time?", "host": "str?", "hz": "num?"}
 _OS_FIELDS = {

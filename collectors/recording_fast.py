@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
 
 from collectors.recording import RecordingReader, _is_key
 from collectors.recording_checks import (
@@ -45,6 +44,10 @@ from collectors.recording_summary import (
     _Stats,
 )
 from planner import limits
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: replay --json does not pay for it
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _refuse(text: str) -> float:

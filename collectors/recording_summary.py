@@ -9,7 +9,6 @@ Summary.event() from the reader's decoded events.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from collectors import agent_format as fmt
 from collectors.recording import RecordingReader
@@ -19,6 +18,10 @@ from collectors.recording_format import (
     OS_FIELDS,
     recorded_record_fields,
 )
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: replay --json does not pay for it
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def vllm_source_id(model_name: str, engine: str | None) -> str:

@@ -54,3 +54,36 @@ def test_help_imports_no_heavy_module(argv):
     if argv[0] == "plan":  # the options are there: the help is the whole plan's, not a bare parser's
         assert "--machine {spark,h100,h200,rtx4090,this}" in done.stdout and "--n-gpu-layers" in done.stdout
 
+
+
+def test_replay_json_imports_no_heavy_module(tmp_path):
+    """`memsight replay FILE --json` of a recording with its summary reads it with the readers alone: no
+    typing (5 ms of its start-up on the bench's VM), no dataclasses, no Textual, no psutil."""
+    from collectors.recorder import Recorder  # noqa: PLC0415
+    from collectors.replay import ReplayMonitor  # noqa: PLC0415
+    from collectors.snapshots import ProcessInfo  # noqa: PLC0415
+    from tests.collectors.builders import GiB, os_snapshot  # noqa: PLC0415
+
+    proc = ProcessInfo(pid=100, name="python", cmdline="job", user="ada", rss=GiB, growth_bytes=None,
+                       is_new=False, start_ticks=5, growth_window_s=30.0)  # fmt: skip
+    summary = None
+    for name in ("without-summary.jsonl", "r.jsonl"):  # the second with the first's summary, as a run ends
+        path = tmp_path / name
+        rec = Recorder(path, hz=2.0)
+        for i in range(3):
+            rec.os(os_snapshot(1.7e9 + i, 32 * GiB, (proc,)))
+        if summary is not None:
+            rec.summary(summary)
+        rec.close()
+        summary = ReplayMonitor(str(path)).scan()
+    done = subprocess.run(
+        [sys.executable, "-c", CODE.replace("    main(", "    code = main("), "replay", str(path), "--json"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    report = ast.literal_eval(done.stderr.splitlines()[-1])
+    assert report["code"] == 0 and '"summary_from": "recorded"' in done.stdout
+    loaded = set(report["loaded"])
+    assert not loaded & (HEAVY - {"json"}), f"replay --json imported {sorted(loaded & HEAVY)}"
