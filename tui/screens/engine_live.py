@@ -12,7 +12,7 @@ from typing import Any
 from collectors.nvml_collector import gpu_bytes_by_pid
 from collectors.snapshots import MonitorState
 from planner.engines.base import DeviceBuckets
-from tui.screens.live_buckets import PoolCapacity
+from tui.screens.live_buckets import PoolCapacity, other_and_free
 from tui.widgets.data import BucketComparison, Segment
 from tui.widgets.fmt import figure, unit_for
 
@@ -135,7 +135,7 @@ def engine_comparison(
     non-PyTorch bar holds the engine's own overhead and what the system sees it hold beyond its accounting."""
     accounted = device.total or 0
     outside = None if held is None else max(0, held - accounted)
-    other, free = _other_and_free(state, pool, held if held is not None else accounted)
+    other, free = other_and_free(state, pool, held if held is not None else accounted)
     nonpytorch = (
         None if device.overhead is None and outside is None else (device.overhead or 0) + (outside or 0)
     )
@@ -159,18 +159,6 @@ def engine_comparison(
         title, pool.capacity_bytes, measured, planned, plan.label, "", tuple(notes),
         other_planned_as_measured=planned is not None,
     )  # fmt: skip
-
-
-def _other_and_free(state: MonitorState, pool: PoolCapacity, process: int) -> tuple[int | None, int | None]:
-    """(what the rest of the pool holds beside the engine's `process` bytes, what is free), as the system sees
-    them: the OS in host RAM or a unified pool, NVML on a GPU; None where it does not say."""
-    if pool.unified and state.os is not None:
-        return max(0, state.os.mem_total - state.os.mem_available - process), state.os.mem_available
-    if not pool.unified:
-        nv = next((d for d in state.nvml.devices if d.index == pool.index), None)
-        if nv is not None and nv.used is not None:
-            return max(0, nv.used - process), nv.free
-    return None, None
 
 
 def _engine_notes(

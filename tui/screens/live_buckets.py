@@ -163,6 +163,20 @@ def other_processes_bytes(state: MonitorState, pool: PoolCapacity) -> int | None
     return max(0, state.os.mem_total - state.os.mem_available - held)
 
 
+def other_and_free(state: MonitorState, pool: PoolCapacity, held: int) -> tuple[int | None, int | None]:
+    """(what the rest of the pool holds beside an engine's `held` bytes, what is free), as the system sees
+    them: the OS on a unified pool or host RAM (MemTotal - MemAvailable - held, MemAvailable), NVML on a GPU
+    (used - held, free); None where it does not say. The engines' comparisons (vllm_view, engine_live)."""
+    if pool.unified:
+        if state.os is None:
+            return None, None
+        return max(0, state.os.mem_total - state.os.mem_available - held), state.os.mem_available
+    device = _device(state, pool.index)
+    if device is None or device.used is None:
+        return None, None
+    return max(0, device.used - held), device.free
+
+
 def _held(state: MonitorState, pool: PoolCapacity, buckets: list[MeasuredBuckets]) -> int:
     """What the agents' processes hold in the pool: per device their driver-visible figure; in host RAM (a
     CPU-only program) their RSS, its total."""

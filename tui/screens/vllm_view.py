@@ -18,7 +18,13 @@ from typing import Any
 
 from collectors.snapshots import MonitorState
 from planner.budget import PlanInputs
-from tui.screens.live_buckets import PoolCapacity, _buckets_for, _device, measured_segments, pools
+from tui.screens.live_buckets import (
+    PoolCapacity,
+    _buckets_for,
+    measured_segments,
+    other_and_free,
+    pools,
+)
 from tui.screens.plan_sources import PlanSource
 from tui.widgets.data import BucketComparison, Segment
 
@@ -413,13 +419,10 @@ def _agent_less_log(
 
 def _other_beside(state: MonitorState, pool: PoolCapacity, held: int, other: int | None) -> int | None:
     """What the rest of the pool holds beside vLLM's `held` bytes, as the OS (a unified pool) or NVML (a
-    GPU) sees it; `other` where neither says."""
-    if pool.unified and state.os is not None:
-        return max(0, state.os.mem_total - state.os.mem_available - held)
-    if not pool.unified:
-        device = _device(state, pool.index)
-        return None if device is None or device.used is None else max(0, device.used - held)
-    return other
+    GPU) sees it; `other` where the OS has not been sampled yet (a unified pool)."""
+    if pool.unified and state.os is None:
+        return other
+    return other_and_free(state, pool, held)[0]
 
 
 def _without(missing: str, prefix: str) -> str:
