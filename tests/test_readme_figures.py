@@ -129,6 +129,7 @@ def test_the_readme_lab_edge_figures_meet_the_targets_and_are_the_planners_predi
     own runs, and its predicted figures are what the planner predicts now for the same arguments."""
     from tests.tui.lab_targets import assert_edge_targets
     from tui import cli, cmd_lab
+    from tui.lab.edge import predict_edge
 
     (marker,) = [m for m in rf.marked_figures(TEXT) if m.command.startswith("memsight lab edge")]
     block = _block_after(marker.line)
@@ -148,6 +149,6 @@ def test_the_readme_lab_edge_figures_meet_the_targets_and_are_the_planners_predi
     args = cli.build_parser(argv)[0].parse_args(argv)
     model = cmd_lab.resolve_model(args.model)
     cap, _ = cmd_lab.capacity_bytes(args, model)
-    now = cmd_lab.predict_edge(model, args, cap, cmd_lab.Out(json_mode=True))
+    now = predict_edge(model, args, cap, cmd_lab.Out(json_mode=True))
     for key in ("predicted_edge", "predicted_edge_chunked", "planner_max_users"):
         assert now[key] == readme[key], (key, now[key], readme[key])
