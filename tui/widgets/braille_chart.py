@@ -120,28 +120,42 @@ def chart_rows(
         return round((y_high - value) / (y_high - y_low) * dots_y)
 
     for line in lines:
-        previous = None
-        for when, value in zip(t, line.values, strict=False):
-            if value != value:  # NaN: a gap in the line
-                previous = None
-                continue
-            here = (round((when - t0) / span_t * dots_x), dot_y(value))
-            if previous is None:
-                canvas.dot(*here, line.color)
-            else:
-                canvas.segment(*previous, *here, line.color)
-            previous = here
-
+        _draw_line(canvas, line, t, lambda when: round((when - t0) / span_t * dots_x), dot_y)
     tick_rows = {
         min(canvas_rows - 1, max(0, dot_y(v) // 4)): label for v, label in zip(y_ticks, y_labels, strict=True)
     }
     x_ticks = nice_ticks(t0, t0 + span_t, max(1, min(10, cols // 8)))
     x_cols = {min(cols - 1, round((v - t0) / span_t * dots_x) // 2): v for v in x_ticks}
     legend = [(i, line) for i, line in enumerate(lines) if line.label][:canvas_rows]
-
+    rows += _framed(canvas, tick_rows, legend, margin)
     pad = " " * (margin - 1)
-    rows.append([(pad + "┌" + "─" * cols + "┐", None)])
-    for row in range(canvas_rows):
+    rows.append([(pad + "└" + "".join("┬" if c in x_cols else "─" for c in range(cols)) + "┘", None)])
+    rows.append([(_time_labels(x_cols, x_ticks, margin, width), None)])
+    return rows
+
+
+def _draw_line(canvas: _Canvas, line: ChartLine, t: Sequence[float], dot_x, dot_y) -> None:
+    """One line's points joined on the canvas (dot_x, dot_y: a time, a value to the canvas's dots); a NaN
+    value is a gap in the line."""
+    previous = None
+    for when, value in zip(t, line.values, strict=False):
+        if value != value:
+            previous = None
+            continue
+        here = (dot_x(when), dot_y(value))
+        if previous is None:
+            canvas.dot(*here, line.color)
+        else:
+            canvas.segment(*previous, *here, line.color)
+        previous = here
+
+
+def _framed(canvas: _Canvas, tick_rows: dict[int, str], legend: list, margin: int) -> list[list[Run]]:
+    """The frame's top and the canvas's rows, each with its y tick's label (or the frame's side) at the left
+    and a legend entry written over its first cells where one belongs to that row."""
+    cols = canvas.cols
+    rows = [[(" " * (margin - 1) + "┌" + "─" * cols + "┐", None)]]
+    for row in range(canvas.rows):
         label = tick_rows.get(row)
         left = (label.rjust(margin - 1) + "┤") if label is not None else (" " * (margin - 1) + "│")
         cells = canvas.cells(row)
@@ -151,8 +165,6 @@ def chart_rows(
                 cells[1 : 1 + len(text)] = [(c, line.color if k < len(LEGEND_MARK) else None)
                                             for k, c in enumerate(text)]  # fmt: skip
         rows.append(_runs([(left, None), *cells, ("│", None)]))
-    rows.append([(pad + "└" + "".join("┬" if c in x_cols else "─" for c in range(cols)) + "┘", None)])
-    rows.append([(_time_labels(x_cols, x_ticks, margin, width), None)])
     return rows
 
 
