@@ -209,37 +209,10 @@ class _Folder:
             return False
         if not ((type(t) is float or type(t) is int) and 0.0 <= t <= _LATEST):
             return False
+        changed = _device_changes(changes, self.devices)
+        if changed is None:
+            return False
         devices = self.devices
-        changed: dict[int, dict] = {}
-        m, big = _MEASURED, _BIG
-        for change in changes:
-            if type(change) is not dict:
-                return False
-            index = change.get("index")
-            if type(index) is not int or index not in devices or index in changed:
-                return False
-            for name, value in change.items():
-                if name in _DEVICE_NUMBERS:  # "num?" (_KINDS' test, written out: a line holds a few)
-                    kind = type(value)
-                    if not (
-                        (kind is int and -big <= value <= big) or (kind is float and -m <= value <= m)
-                        or value is None
-                    ):  # fmt: skip
-                        return False
-                    continue
-                test = _DEVICE_TESTS.get(name)
-                if test is not None:
-                    if not test(value):
-                        return False
-                elif name == "processes":
-                    if not _gpu_processes_fit(value):
-                        return False
-                elif name == "unsupported" or name == "errors":
-                    if type(value) is not list or not all(type(x) is str and len(x) <= _CHARS for x in value):
-                        return False
-                else:
-                    return False  # not a DeviceInfo field
-            changed[index] = change
         # the Decoder's event and its devices updated in place (nothing else holds them: summarize has read
         # them, and the general reader makes new ones from them)
         for index, entry in devices.items():
@@ -478,6 +451,43 @@ class _Folder:
             src.end = t
         src.cmdline = self.agent_cmdlines.get((pid, start), "")
         return True
+
+
+def _device_changes(changes: list, devices: dict) -> dict[int, dict] | None:
+    """An nvml line's changes by device index, each field checked as the Decoder's _nvml_changed and
+    check_event check it; None when the general reader is to read the line (a device not known here, one
+    changed twice, a field that is not a DeviceInfo's or does not fit)."""
+    changed: dict[int, dict] = {}
+    m, big = _MEASURED, _BIG
+    for change in changes:
+        if type(change) is not dict:
+            return None
+        index = change.get("index")
+        if type(index) is not int or index not in devices or index in changed:
+            return None
+        for name, value in change.items():
+            if name in _DEVICE_NUMBERS:  # "num?" (_KINDS' test, written out: a line holds a few)
+                kind = type(value)
+                if not (
+                    (kind is int and -big <= value <= big) or (kind is float and -m <= value <= m)
+                    or value is None
+                ):  # fmt: skip
+                    return None
+                continue
+            test = _DEVICE_TESTS.get(name)
+            if test is not None:
+                if not test(value):
+                    return None
+            elif name == "processes":
+                if not _gpu_processes_fit(value):
+                    return None
+            elif name == "unsupported" or name == "errors":
+                if type(value) is not list or not all(type(x) is str and len(x) <= _CHARS for x in value):
+                    return None
+            else:
+                return None  # not a DeviceInfo field
+        changed[index] = change
+    return changed
 
 
 def _taken_back(d: list, index: Any, value: Any, appends: list) -> bool:
