@@ -257,35 +257,10 @@ class _Folder:
         t = e.get("t")
         if not ((type(t) is float or type(t) is int) and 0.0 <= t <= _LATEST):
             return False
-        given = []
-        procs = pset = pdel = _ABSENT
-        m, big = _MEASURED, _BIG
-        for item in e.items():
-            name, value = item
-            nullable = _OS_NUMBERS.get(name)
-            if nullable is not None:  # "num" or "num?" (_KINDS' tests, written out: a line holds a few)
-                kind = type(value)
-                if kind is int:
-                    if value > big or value < -big:
-                        return False
-                elif kind is float:
-                    if not -m <= value <= m:
-                        return False
-                elif value is not None or not nullable:
-                    return False
-                given.append(item)
-            elif name == "k" or name == "t":  # (t checked above)
-                continue
-            elif name in _OS_TESTS:
-                if not _OS_TESTS[name](value):
-                    return False
-                given.append(item)
-            elif name == "pset":
-                pset = value
-            elif name == "pdel":
-                pdel = value
-            elif name == "procs":
-                procs = value
+        figures = _os_figures(e)
+        if figures is None:
+            return False
+        given, procs, pset, pdel = figures
         if procs is not _ABSENT:  # a new table (more than half of it changed, or once a minute with every
             changed = self._table_replaced(procs)  # figure: then each is given), whatever pset says
             if changed is None:
@@ -431,18 +406,8 @@ class _Folder:
             append = appends[index]
             if append is not None:
                 append(value)
-        indices = d[::2]
         values[0] = t
-        if _ALLOCATED in indices or _RESERVED in indices:  # (the gap folded again unchanged changes nothing)
-            allocated, reserved = values[_ALLOCATED], values[_RESERVED]
-            x = _EXACT
-            if type(allocated) is int is type(reserved) and -x <= allocated <= x and -x <= reserved <= x:
-                gap(reserved - allocated)  # (each its own float: their conversions give them back)
-            elif allocated is not None and reserved is not None:
-                gap(_ALLOCATION(float(reserved)) - _ALLOCATION(float(allocated)))
-        if _CUDA_STATE in indices:  # (its status is the state's since its last complete line)
-            x = values[_CUDA_STATE]
-            src.status = _STATE(math.nan if x is None else float(x))
+        _gap_and_status(values, d[::2], gap, src)
         t = float(t)
         src.samples += 1
         if t < src.start:
@@ -451,6 +416,42 @@ class _Folder:
             src.end = t
         src.cmdline = self.agent_cmdlines.get((pid, start), "")
         return True
+
+
+def _os_figures(e: dict) -> tuple[list, Any, Any, Any] | None:
+    """An OS change line's figures, each checked as the general reader's _os checks it ((name, value) pairs
+    in the line's order), and its process table's "procs", "pset" and "pdel" (_ABSENT where it has none),
+    not checked yet; None when the general reader is to read the line."""
+    given = []
+    procs = pset = pdel = _ABSENT
+    m, big = _MEASURED, _BIG
+    for item in e.items():
+        name, value = item
+        nullable = _OS_NUMBERS.get(name)
+        if nullable is not None:  # "num" or "num?" (_KINDS' tests, written out: a line holds a few)
+            kind = type(value)
+            if kind is int:
+                if value > big or value < -big:
+                    return None
+            elif kind is float:
+                if not -m <= value <= m:
+                    return None
+            elif value is not None or not nullable:
+                return None
+            given.append(item)
+        elif name == "k" or name == "t":  # (t: os() checked it)
+            continue
+        elif name in _OS_TESTS:
+            if not _OS_TESTS[name](value):
+                return None
+            given.append(item)
+        elif name == "pset":
+            pset = value
+        elif name == "pdel":
+            pdel = value
+        elif name == "procs":
+            procs = value
+    return given, procs, pset, pdel
 
 
 def _device_changes(changes: list, devices: dict) -> dict[int, dict] | None:
@@ -488,6 +489,22 @@ def _device_changes(changes: list, devices: dict) -> dict[int, dict] | None:
                 return None  # not a DeviceInfo field
         changed[index] = change
     return changed
+
+
+def _gap_and_status(values: list, indices: list, gap: Any, src: Any) -> None:
+    """What an agent's change line changed beyond its values (`indices`: the record's indices it set): the
+    allocator gap folded again where allocated or reserved changed (folded unchanged it changes nothing), and
+    the CUDA state as the source's status (the state's since its last complete line)."""
+    if _ALLOCATED in indices or _RESERVED in indices:
+        allocated, reserved = values[_ALLOCATED], values[_RESERVED]
+        x = _EXACT
+        if type(allocated) is int is type(reserved) and -x <= allocated <= x and -x <= reserved <= x:
+            gap(reserved - allocated)  # (each its own float: their conversions give them back)
+        elif allocated is not None and reserved is not None:
+            gap(_ALLOCATION(float(reserved)) - _ALLOCATION(float(allocated)))
+    if _CUDA_STATE in indices:
+        x = values[_CUDA_STATE]
+        src.status = _STATE(math.nan if x is None else float(x))
 
 
 def _taken_back(d: list, index: Any, value: Any, appends: list) -> bool:
