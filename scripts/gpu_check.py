@@ -515,9 +515,25 @@ def check_fragmentation(setup: Setup) -> tuple[list[str], bool]:
         ("static", {}),
         ("dynamic", {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}),
     )
-    # The three children at once: each has its own process, CUDA context and allocator (what is measured),
-    # and most of each one's time is importing torch and transformers (about 9 s of CPU each on a 2-core VM)
-    # (their output goes to files: a pipe one child fills while another is waited on would block it)
+    results = _fragmentation_children(setup, cases)
+    for (mode, extra), (code, stdout, stderr) in zip(cases, results, strict=True):
+        label = mode + (" + expandable_segments" if extra else "")
+        if code != 0:
+            lines.append(f"   {label:<32} failed: {stderr.strip().splitlines()[-3:]}")
+            ok = False
+            continue
+        stats, cache, exact = _fragmentation_figures(setup, mode, json.loads(stdout.strip().splitlines()[-1]))
+        ok = ok and exact
+        lines.append(f"   {label:<32} {stats}")
+        lines.append(f"   {'':<32} {cache}")
+    return lines, ok
+
+
+def _fragmentation_children(setup: Setup, cases: tuple) -> list[tuple[int, str, str]]:
+    """(exit status, stdout, stderr) of each case's --frag-child run, the three at once: each has its own
+    process, CUDA context and allocator (what is measured), and most of each one's time is importing torch and
+    transformers (about 9 s of CPU each on a 2-core VM). Their output goes to files: a pipe one child fills
+    while another is waited on would block it. A child still running after 240 s is stopped."""
     outputs = [(tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")) for _ in cases]
     children = [
         subprocess.Popen(
@@ -530,8 +546,8 @@ def check_fragmentation(setup: Setup) -> tuple[list[str], bool]:
         for (mode, extra), (out, err) in zip(cases, outputs, strict=True)
     ]
     deadline = time.monotonic() + 240
-    for (mode, extra), child, (out, err) in zip(cases, children, outputs, strict=True):
-        label = mode + (" + expandable_segments" if extra else "")
+    results = []
+    for child, (out, err) in zip(children, outputs, strict=True):
         timed_out = False
         try:
             child.wait(timeout=max(1.0, deadline - time.monotonic()))
@@ -546,40 +562,39 @@ def check_fragmentation(setup: Setup) -> tuple[list[str], bool]:
             stderr += "\nstill running after 240 s: stopped"
         out.close()
         err.close()
-        if child.returncode != 0:
-            lines.append(f"   {label:<32} failed: {stderr.strip().splitlines()[-3:]}")
-            ok = False
-            continue
-        r = json.loads(stdout.strip().splitlines()[-1])
-        if setup.cuda:
-            stats = (
-                f"max gap {gib(r['max_gap'])}, final gap {gib(r['final_gap'])}, "
-                f"reserved {gib(r['reserved'])}, segments {r['segments']}, retries {r['retries']}"
-            )
-        else:
-            stats = f"gaps {NA_CPU}"
-        exact = r["bytes_final"] == r["planned_final"]
-        if mode == "static":
-            # allocated in full once: at construction (4.4x) or at the first update (5.x), never again
-            once = r["bytes_after_prefill"] == r["bytes_final"] and r["bytes_at_construction"] in (
-                0,
-                r["bytes_final"],
-            )
-            exact = exact and once
-            cache = (
-                f"StaticCache({r['max_cache_len']} tokens) {r['bytes_at_construction']:,} B at construction, "
-                f"{r['bytes_after_prefill']:,} B after prefill, {r['bytes_final']:,} B at the end; "
-                f"planner {r['planned_final']:,} B: {verdict(exact)}"
-            )
-        else:
-            cache = (
-                f"DynamicCache {r['bytes_final']:,} B for {r['tokens']} tokens; "
-                f"planner {r['planned_final']:,} B: {verdict(exact)}"
-            )
-        ok = ok and exact
-        lines.append(f"   {label:<32} {stats}")
-        lines.append(f"   {'':<32} {cache}")
-    return lines, ok
+        results.append((child.returncode, stdout, stderr))
+    return results
+
+
+def _fragmentation_figures(setup: Setup, mode: str, r: dict) -> tuple[str, str, bool]:
+    """(the allocator's figures, the cache's bytes against the planner's, whether they are exact) of one
+    --frag-child result `r`."""
+    if setup.cuda:
+        stats = (
+            f"max gap {gib(r['max_gap'])}, final gap {gib(r['final_gap'])}, "
+            f"reserved {gib(r['reserved'])}, segments {r['segments']}, retries {r['retries']}"
+        )
+    else:
+        stats = f"gaps {NA_CPU}"
+    exact = r["bytes_final"] == r["planned_final"]
+    if mode == "static":
+        # allocated in full once: at construction (4.4x) or at the first update (5.x), never again
+        once = r["bytes_after_prefill"] == r["bytes_final"] and r["bytes_at_construction"] in (
+            0,
+            r["bytes_final"],
+        )
+        exact = exact and once
+        cache = (
+            f"StaticCache({r['max_cache_len']} tokens) {r['bytes_at_construction']:,} B at construction, "
+            f"{r['bytes_after_prefill']:,} B after prefill, {r['bytes_final']:,} B at the end; "
+            f"planner {r['planned_final']:,} B: {verdict(exact)}"
+        )
+    else:
+        cache = (
+            f"DynamicCache {r['bytes_final']:,} B for {r['tokens']} tokens; "
+            f"planner {r['planned_final']:,} B: {verdict(exact)}"
+        )
+    return stats, cache, exact
 
 
 def check_second_process(setup: Setup, agent_dir: str) -> str:
