@@ -159,8 +159,7 @@ def other_processes_bytes(state: MonitorState, pool: PoolCapacity) -> int | None
     plan for "this machine" (tui/app.py) are this one figure."""
     if state.os is None:
         return None
-    held = _held(state, pool, _buckets_for(state, pool))
-    return max(0, state.os.mem_total - state.os.mem_available - held)
+    return _beside_on_host(state.os, _held(state, pool, _buckets_for(state, pool)))
 
 
 def other_and_free(state: MonitorState, pool: PoolCapacity, held: int) -> tuple[int | None, int | None]:
@@ -170,11 +169,17 @@ def other_and_free(state: MonitorState, pool: PoolCapacity, held: int) -> tuple[
     if pool.unified:
         if state.os is None:
             return None, None
-        return max(0, state.os.mem_total - state.os.mem_available - held), state.os.mem_available
+        return _beside_on_host(state.os, held), state.os.mem_available
     device = _device(state, pool.index)
     if device is None or device.used is None:
         return None, None
     return max(0, device.used - held), device.free
+
+
+def _beside_on_host(os_snap, held: int) -> int:
+    """MemTotal - MemAvailable - `held`: what the OS and every other process hold in host RAM or a unified
+    pool beside `held` bytes."""
+    return max(0, os_snap.mem_total - os_snap.mem_available - held)
 
 
 def _held(state: MonitorState, pool: PoolCapacity, buckets: list[MeasuredBuckets]) -> int:
