@@ -81,12 +81,50 @@ def terminal_columns() -> int:
         return 80
 
 
+def wrap_words(text: str, width: int) -> list[str]:
+    """`text`'s words (separated by single spaces) in lines of at most `width` characters, as
+    textwrap.wrap(text, width, break_on_hyphens=False) wraps them: a word longer than a line fills the
+    rest of the line it starts on and goes on in the next. Without importing textwrap, whose regular
+    expressions, compiled at import, were a twentieth of `memsight plan --help`'s CPU. A no-break space is
+    part of its word (textwrap breaks there)."""
+    width = max(width, 1)  # (textwrap refuses less; argparse gives at least 11)
+    lines: list[str] = []
+    line = ""
+    for word in text.split(" "):
+        while word:
+            if not line:
+                line, word = word[:width], word[width:]
+                if word:
+                    lines.append(line)
+                    line = ""
+                continue
+            room = width - len(line) - 1  # after the space before the word
+            if len(word) <= room:
+                line, word = f"{line} {word}", ""
+                continue
+            if len(word) > width and room > 0:
+                line, word = f"{line} {word[:room]}", word[room:]
+            lines.append(line)
+            line = ""
+    if line:
+        lines.append(line)
+    return lines
+
+
 class HelpFormatter(argparse.HelpFormatter):
-    """argparse's formatter at the same width, found without shutil (terminal_columns)."""
+    """argparse's formatter at the same width, found without shutil (terminal_columns), and its text
+    wrapped without textwrap (wrap_words)."""
 
     def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width=None):
         width = terminal_columns() - 2 if width is None else width
         super().__init__(prog, indent_increment, max_help_position, width)
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return wrap_words(self._whitespace_matcher.sub(" ", text).strip(), width)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        lines = wrap_words(self._whitespace_matcher.sub(" ", text).strip(), width - len(indent))
+        return "\n".join(indent + line for line in lines)
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -106,14 +144,38 @@ def build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, object]:
     chosen = argv[0] if argv and argv[0] in SUBCOMMANDS else None
     modules = {}
     for name, (module_name, help_text) in SUBCOMMANDS.items():
+        # With a subcommand chosen, only its parser is made and its module imported: the others' parsers are
+        # for `memsight --help` and an unknown command's error, which list them (with none chosen, bare ones).
+        if chosen is not None and name != chosen:
+            continue
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.error = one_line_error(name)  # type: ignore[method-assign]
-        # Only the chosen subcommand's module is imported: the others get a bare parser for --help listings.
         if name == chosen:
             module = importlib.import_module(module_name)
             module.add_arguments(p, name)
+            p.usage = short_usage(p)
             modules[name] = module
     return parser, modules
+
+
+def short_usage(parser: argparse.ArgumentParser) -> str:
+    """`%(prog)s [options] POSITIONALS`. argparse's own usage lists every option again before the help lists
+    them (47 lines for `plan`), and formatting it was a sixth of `memsight plan --help`'s CPU."""
+    parts = ["%(prog)s", "[options]"]
+    for action in parser._actions:  # (argparse's list of them: it has no public one)
+        if action.option_strings:
+            continue
+        name = action.metavar or action.dest
+        if action.nargs == argparse.OPTIONAL:
+            name = f"[{name}]"
+        elif action.nargs == argparse.ZERO_OR_MORE:
+            name = f"[{name} ...]"
+        elif action.nargs == argparse.ONE_OR_MORE:
+            name = f"{name} [{name} ...]"
+        elif action.nargs == argparse.PARSER:
+            name = f"{name} ..."
+        parts.append(name)
+    return " ".join(parts)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,7 +21,11 @@ ALLOWED_OWN = {
 }  # fmt: skip
 # Standard-library and third-party modules that cost more than the help itself (dataclasses pulls inspect;
 # shutil pulls bz2 and lzma; argparse asks for it only for the terminal width).
-HEAVY = {"dataclasses", "inspect", "typing", "shutil", "json", "pathlib", "textual", "psutil", "pynvml"}
+# textwrap: its regular expressions are compiled at import (tui/cli.py's wrap_words wraps the help instead).
+HEAVY = {
+    "dataclasses", "inspect", "typing", "shutil", "json", "pathlib", "textual", "psutil", "pynvml",
+    "textwrap",
+}  # fmt: skip
 
 CODE = """
 import sys
