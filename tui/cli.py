@@ -178,8 +178,18 @@ def short_usage(parser: argparse.ArgumentParser) -> str:
     return " ".join(parts)
 
 
+def untranslated_argparse() -> None:
+    """argparse's own words ("usage: ", "options", "show this help message and exit") as written, like the
+    rest of memsight's help: argparse asks gettext for a translation of each, every time (gettext keeps no
+    record of a catalogue it did not find, and looks on disk again, importing locale on the first call); a
+    twentieth of `memsight plan --help`'s CPU. Python ships no catalogue for them. The command line's own
+    process only: main() calls it, not the import."""
+    argparse._ = str  # (argparse reads its module's _ at each call; str of a str is that str)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    untranslated_argparse()
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
         argv = ["watch", *argv]
     parser, modules = build_parser(argv)

@@ -21,10 +21,11 @@ ALLOWED_OWN = {
 }  # fmt: skip
 # Standard-library and third-party modules that cost more than the help itself (dataclasses pulls inspect;
 # shutil pulls bz2 and lzma; argparse asks for it only for the terminal width).
-# textwrap: its regular expressions are compiled at import (tui/cli.py's wrap_words wraps the help instead).
+# textwrap: its regular expressions are compiled at import (tui/cli.py's wrap_words wraps the help instead);
+# locale: gettext imports it to look for a translation of argparse's words (untranslated_argparse).
 HEAVY = {
     "dataclasses", "inspect", "typing", "shutil", "json", "pathlib", "textual", "psutil", "pynvml",
-    "textwrap",
+    "textwrap", "locale",
 }  # fmt: skip
 
 CODE = """
