@@ -16,7 +16,11 @@ system of that process, peak RSS = its ru_maxrss), the programs taking turns wit
   play    the interactive replay's engine played through the whole recording, a state built at every recorded
           OS tick as the screen sees them (ReplayMonitor.scan), then a seek back to the middle (--play: only
           for recordings of at most that many hours; it builds 172,800 states for a day)
-The report gives each figure's median and range, and json / parse per round.
+The report gives each figure's median and range, and json / parse per round. With --instructions, each of
+parse and json also runs once under valgrind (callgrind) and the report gives their instructions and its
+ratio: a count that the machine's load and speed do not move (the CPU ratio moves with both: a busy
+machine's caches slow the replay's larger working set more than the anchor's). Slow: 50-100x the CPU figure
+(about 3 minutes for 1 h and 6 h; 12 for the day).
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ import compileall
 import hashlib
 import os
 import pathlib
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -61,6 +67,18 @@ def run(argv: list[str], path: str | None = None) -> dict[str, float]:
     }
 
 
+def instructions(argv: list[str]) -> int:
+    """The instructions one run of `argv` executes, counted by valgrind's callgrind."""
+    done = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False,
+    )  # fmt: skip
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if done.returncode != 0 or found is None:
+        raise SystemExit(f"valgrind {' '.join(argv)} failed ({done.returncode}): {done.stderr[-2000:]}")
+    return int(found.group(1))
+
+
 def recording(hours: float, folder: str) -> pathlib.Path:
     from bench.day_recording import make  # noqa: PLC0415
 
@@ -87,7 +105,12 @@ def main() -> int:
     parser.add_argument("--dir", default="/tmp")
     parser.add_argument("--play", type=float, default=24.0, help="play recordings of at most this many hours")
     parser.add_argument("--against", help="another checkout whose replay --json runs in the same rounds")
+    parser.add_argument(
+        "--instructions", action="store_true", help="also count parse's and json's instructions (valgrind)"
+    )
     args = parser.parse_args()
+    if args.instructions and shutil.which("valgrind") is None:
+        parser.error("--instructions needs valgrind on PATH")
     py = sys.executable
     memsight = pathlib.Path(py).parent / "memsight"  # the console script, as a user runs it
     roots = [REPO] + ([pathlib.Path(args.against).resolve()] if args.against else [])
@@ -126,6 +149,10 @@ def main() -> int:
         if args.against:
             before = [b["cpu"] / p["cpu"] for b, p in zip(results["before"], results["parse"], strict=True)]
             print(f"  {args.against}'s replay --json / parsing its lines, CPU: {spread(before)} (per round)")
+        if args.instructions:
+            counted = {name: instructions(programs[name]) for name in ("parse", "json")}
+            print(f"  instructions (valgrind): parse {counted['parse']:,}, json {counted['json']:,}: "
+                  f"replay --json / parsing its lines {counted['json'] / counted['parse']:.2f}")  # fmt: skip
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 
