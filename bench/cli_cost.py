@@ -8,6 +8,9 @@ plan llama-3.1-8b`. Run by hand, not a test:
 
 Each figure is the CPU (user + system) of one fresh process, from os.wait4; the commands take turns within
 each round (the order rotating), and the report gives each one's median and range, and the ratios per round.
+With --instructions, the bare interpreter, argparse alone, `memsight --help` and `memsight plan --help` also
+run once each under valgrind (bench/instructions.py): counts that the load and the VM's speed of the day do
+not move (this VM's bare interpreter cost 13.9 ms one day and 20.5 another).
 
 `memsight` is the console script the README's install puts beside this python (`pip install -e .`, an
 editable install: its .pth only adds the checkout to sys.path), run as a user runs it; `python -m tui.cli` is
@@ -55,7 +58,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--dir", default="/tmp")
+    parser.add_argument("--instructions", action="store_true", help="also count instructions (valgrind)")
     args = parser.parse_args()
+    from instructions import available, instructions  # noqa: PLC0415  (bench/instructions.py)
+
+    if args.instructions and not available():
+        parser.error("--instructions needs valgrind on PATH")
     from planner.catalog import catalog_config  # noqa: PLC0415
 
     deep = pathlib.Path(args.dir, "memsight-bench-4096-layers.json")
@@ -97,6 +105,10 @@ def main() -> int:
     for name in names[2:6]:
         over = [c - p for c, p in zip(results[name], results[names[0]], strict=True)]
         print(f"{name} beyond the bare interpreter: {spread(over)} ms (per round)")
+    if args.instructions:
+        print("instructions (valgrind), one run each:")
+        for name in names[:4]:
+            print(f"{name:<36} {instructions(commands[name][0], REPO) / 1e6:>14,.1f} million")
     shutil.rmtree(uncached)
     return 0
 

@@ -30,8 +30,6 @@ import compileall
 import hashlib
 import os
 import pathlib
-import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -67,18 +65,6 @@ def run(argv: list[str], path: str | None = None) -> dict[str, float]:
     }
 
 
-def instructions(argv: list[str]) -> int:
-    """The instructions one run of `argv` executes, counted by valgrind's callgrind."""
-    done = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False,
-    )  # fmt: skip
-    found = re.search(r"Collected : (\d+)", done.stderr)
-    if done.returncode != 0 or found is None:
-        raise SystemExit(f"valgrind {' '.join(argv)} failed ({done.returncode}): {done.stderr[-2000:]}")
-    return int(found.group(1))
-
-
 def recording(hours: float, folder: str) -> pathlib.Path:
     from bench.day_recording import make  # noqa: PLC0415
 
@@ -109,7 +95,9 @@ def main() -> int:
         "--instructions", action="store_true", help="also count parse's and json's instructions (valgrind)"
     )
     args = parser.parse_args()
-    if args.instructions and shutil.which("valgrind") is None:
+    from instructions import available, instructions  # noqa: PLC0415  (bench/instructions.py)
+
+    if args.instructions and not available():
         parser.error("--instructions needs valgrind on PATH")
     py = sys.executable
     memsight = pathlib.Path(py).parent / "memsight"  # the console script, as a user runs it
@@ -150,7 +138,7 @@ def main() -> int:
             before = [b["cpu"] / p["cpu"] for b, p in zip(results["before"], results["parse"], strict=True)]
             print(f"  {args.against}'s replay --json / parsing its lines, CPU: {spread(before)} (per round)")
         if args.instructions:
-            counted = {name: instructions(programs[name]) for name in ("parse", "json")}
+            counted = {name: instructions(programs[name], REPO) for name in ("parse", "json")}
             print(f"  instructions (valgrind): parse {counted['parse']:,}, json {counted['json']:,}: "
                   f"replay --json / parsing its lines {counted['json'] / counted['parse']:.2f}")  # fmt: skip
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
