@@ -123,8 +123,7 @@ class HelpFormatter(argparse.HelpFormatter):
         return wrap_words(self._whitespace_matcher.sub(" ", text).strip(), width)
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
-        lines = wrap_words(self._whitespace_matcher.sub(" ", text).strip(), width - len(indent))
-        return "\n".join(indent + line for line in lines)
+        return "\n".join(indent + line for line in self._split_lines(text, width - len(indent)))
 
 
 class ArgumentParser(argparse.ArgumentParser):
